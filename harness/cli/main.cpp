@@ -1,0 +1,249 @@
+// ulpcheck: property-based verification of GPU numerical kernels against an
+// MPFR oracle. Subcommands: list, run, repro.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <random>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "harness/core/device.h"
+#include "harness/report/table.h"
+#include "harness/runner/campaign.h"
+#include "harness/runner/corpus.h"
+#include "harness/runner/exit_codes.h"
+
+using namespace ulpcheck;
+
+namespace {
+
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+uint64_t parseSeed(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 0);
+  if (text.empty() || *end || errno == ERANGE || text[0] == '-')
+    throw UsageError(fmt::format("--seed: '{}' is not an unsigned 64-bit integer (decimal or 0x hex)", text));
+  return v;
+}
+
+std::vector<DType> parseDTypes(const std::vector<std::string>& names) {
+  std::vector<DType> out;
+  for (const auto& n : names) {
+    const auto t = parseDType(n);
+    if (!t) throw UsageError(fmt::format("--dtype: '{}' is not one of fp32, fp16, bf16", n));
+    out.push_back(*t);
+  }
+  return out;
+}
+
+Tier parseTier(const std::string& name) {
+  for (Tier t : {Tier::Smoke, Tier::Default, Tier::Nightly})
+    if (name == tierName(t)) return t;
+  throw UsageError(fmt::format("--tier: '{}' is not one of smoke, default, nightly", name));
+}
+
+/// Where cases run: `auto` picks the GPU when one is usable.
+ExecContext execContext(const std::string& backend, bool quiet = false) {
+  const DeviceInfo& dev = queryDevice();
+  ExecContext ctx;
+  ctx.pool = &ThreadPool::shared();
+  if (backend == "cuda" || (backend == "auto" && dev.available)) {
+    if (!dev.available) throw UsageError(fmt::format("the cuda backend needs a GPU: {}", dev.reason));
+    ctx.backend = Backend::Cuda;
+    ctx.sm_count = dev.sm_count;
+    if (!quiet)
+      fmt::print("# backend: cuda — {} (sm_{}{}, {} SMs, {:.1f} GiB); oracle on {} host threads\n", dev.name,
+                 dev.cc_major, dev.cc_minor, dev.sm_count, dev.total_bytes / 1073741824.0, ctx.pool->size());
+  } else if (backend == "host" || backend == "auto") {
+    ctx.backend = Backend::Host;
+    if (!quiet)
+      fmt::print("# backend: host port on the CPU ({}); oracle on {} host threads\n",
+                 dev.available ? "chosen with --backend host" : dev.reason, ctx.pool->size());
+  } else {
+    throw UsageError(fmt::format("--backend: '{}' is not one of auto, host, cuda", backend));
+  }
+  return ctx;
+}
+
+int cmdList() {
+  fmt::print("ops:\n");
+  for (const OpAdapter* op : opRegistry()) fmt::print("  {}\n", op->name());
+  fmt::print("\nkernel variants:\n");
+  fmt::print("  {:<10} {:<27} {:<5} {:<15} {:<13} {:<6} {}\n", "op", "variant", "back", "dtypes", "deterministic",
+             "b-inv", "description");
+  for (const KernelInfo& k : kernelCatalog()) {
+    std::string dtypes;
+    for (DType t : k.dtypes) dtypes += std::string(dtypes.empty() ? "" : ",") + dtypeName(t);
+    fmt::print("  {:<10} {:<27} {:<5} {:<15} {:<13} {:<6} {}\n", k.op, k.name, backendName(k.backend), dtypes,
+               k.contracts.deterministic ? "yes" : "no", k.contracts.batch_invariant ? "yes" : "no", k.description);
+    if (k.isMutant()) fmt::print("  {:<10} {:<27} reproduces: {}; must be caught by: {}\n", "", "", k.bug, k.caught_by);
+  }
+  fmt::print("\nproperties:\n");
+  for (const Property& p : propertyRegistry()) fmt::print("  {:<18} {}\n", p.name, p.description);
+  const DeviceInfo& dev = queryDevice();
+  fmt::print("\ndevice: {}\n", dev.available ? fmt::format("{} ({} SMs)", dev.name, dev.sm_count) : dev.reason);
+  return exit_code::kOk;
+}
+
+struct RunArgs {
+  std::string op = "rmsnorm", backend = "auto", tier = "default", json, corpus, seed;
+  std::vector<std::string> kernels, properties, dtypes;
+  int64_t cases = 2000;
+  double time_budget = 0, shrink_budget = 60, case_timeout = 300;
+  bool no_shrink = false, no_corpus = false, no_save = false, quiet = false;
+};
+
+int cmdRun(const RunArgs& a) {
+  CampaignOptions o;
+  o.op = a.op;
+  o.kernels = a.kernels;
+  o.properties = a.properties;
+  o.dtypes = parseDTypes(a.dtypes);
+  if (a.cases < 0) throw UsageError("--cases must be >= 0");
+  if (a.time_budget < 0 || a.shrink_budget < 0 || a.case_timeout < 0) throw UsageError("time limits must be >= 0");
+  o.cases = a.cases;
+  o.seed = a.seed.empty() ? std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32) : parseSeed(a.seed);
+  o.time_budget_s = a.time_budget;
+  o.shrink_budget_s = a.shrink_budget;
+  o.case_timeout_s = a.case_timeout;
+  o.tier = parseTier(a.tier);
+  o.shrink = !a.no_shrink;
+  o.replay_corpus = !a.no_corpus;
+  o.save_failures = !a.no_save;
+  o.corpus_dir = a.corpus;
+  const ExecContext exec = execContext(a.backend);
+  std::unique_ptr<JsonlWriter> json;
+  if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
+  o.json = json.get();
+  if (!a.quiet)
+    o.log = [](const std::string& line) {
+      fmt::print("# {}\n", line);
+      std::fflush(stdout);
+    };
+  const std::vector<std::string> kernels = o.kernels.empty() ? defaultKernels(o.op, exec.backend) : o.kernels;
+  if (kernels.empty()) throw UsageError(fmt::format("no {} kernel variant of '{}' is registered", backendName(exec.backend), o.op));
+  fmt::print("# op {} | kernels {} | tier {} | cases {}{} | seed {:#x}\n", o.op, fmt::join(kernels, ","), a.tier,
+             o.cases, o.time_budget_s > 0 ? fmt::format(" (time budget {:g} s)", o.time_budget_s) : "", o.seed);
+  std::fflush(stdout);
+
+  const CampaignResult r = runCampaign(o, exec);
+  fmt::print("\n{}", formatCampaignTable(r));
+  for (const FailureRecord& f : r.failures) fmt::print("\n{}", formatFailure(f));
+  fmt::print("\n# {} generated cases{} + {} regression cases in {:.1f} s: {}\n", r.cases_run,
+             r.stopped_by_time ? " (time budget reached)" : "", r.regression_cases, r.seconds,
+             r.failures.empty() && r.fatal_error.empty() ? "no failures" : fmt::format("{} failures", r.failures.size()));
+  if (!r.fatal_error.empty()) fmt::print("# FATAL: {}\n", r.fatal_error);
+  if (json) json->write(campaignSummaryJson(r));
+  return r.exitCode();
+}
+
+int cmdRepro(const std::string& text, const std::vector<std::string>& properties, const std::string& kernel,
+             const std::string& json_path) {
+  CaseSpec spec;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(text, ec)) {
+    const std::filesystem::path p(text);
+    spec = readCorpusFile(text, p.parent_path().parent_path().parent_path().filename().string(),
+                          p.parent_path().parent_path().filename().string())
+               .spec;
+  } else {
+    spec = parseCaseString(text);
+  }
+  if (!kernel.empty()) spec.kernel = kernel;
+  const KernelInfo* k = OpAdapter::findKernel(spec.op, spec.kernel);
+  if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec.op, spec.kernel));
+  const ExecContext exec = execContext(backendName(k->backend));
+  fmt::print("# case: {}\n", toCaseString(spec));
+  const auto results = runCase(spec, properties, exec);
+  std::unique_ptr<JsonlWriter> json;
+  if (!json_path.empty()) json = std::make_unique<JsonlWriter>(json_path);
+  bool failed = false;
+  for (const auto& [name, o] : results) {
+    fmt::print("\n{:<18} {:<8} {}\n", name, verdictName(o.verdict), o.summary);
+    fmt::print("{}{}", formatStats(o), formatFindings(o));
+    failed |= o.verdict == Verdict::Fail;
+    if (json) json->write({{"type", "repro"}, {"case", toJson(spec)}, {"property", name}, {"outcome", toJson(o)}});
+  }
+  return failed ? exit_code::kPropertyFailed : exit_code::kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ulpcheck: verifies GPU numerical kernels element by element against an MPFR oracle"};
+  app.footer(
+      "exit codes: 0 all passed, 1 a property failed, 2 bad arguments, 3 malformed case or corpus file,\n"
+      "            4 kernel fault / out of memory / I/O error, 5 a case hung, 6 nothing matched the selection");
+  app.require_subcommand(1);
+
+  app.add_subcommand("list", "list ops, kernel variants (with contracts) and properties");
+
+  RunArgs ra;
+  CLI::App* run = app.add_subcommand("run", "replay the regression corpus, then check generated cases");
+  run->add_option("--op", ra.op, "op to test")->capture_default_str();
+  run->add_option("--kernel", ra.kernels, "kernel variant(s); default: every correct variant of the backend");
+  run->add_option("--property", ra.properties, "propert(y|ies) to check; default: all");
+  run->add_option("--dtype", ra.dtypes, "fp32, fp16, bf16; default: all");
+  run->add_option("--cases", ra.cases, "generated cases")->capture_default_str();
+  run->add_option("--seed", ra.seed, "generation seed (decimal or 0x hex); default: random, printed");
+  run->add_option("--time-budget", ra.time_budget, "stop generating after this many seconds (0: no limit)");
+  run->add_option("--tier", ra.tier, "smoke | default | nightly (largest shapes)")->capture_default_str();
+  run->add_option("--backend", ra.backend, "auto | host | cuda")->capture_default_str();
+  run->add_option("--json", ra.json, "stream every result to this JSON-lines file");
+  run->add_option("--corpus", ra.corpus, "corpus root (default: the repository's corpora/)");
+  run->add_option("--shrink-budget", ra.shrink_budget, "seconds to spend shrinking each failure")->capture_default_str();
+  run->add_option("--case-timeout", ra.case_timeout, "seconds before a case counts as hung")->capture_default_str();
+  run->add_flag("--no-shrink", ra.no_shrink, "report failures unshrunk");
+  run->add_flag("--no-corpus", ra.no_corpus, "do not replay the regression corpus");
+  run->add_flag("--no-save", ra.no_save, "do not write failing cases to the corpus");
+  run->add_flag("--quiet", ra.quiet, "no progress lines");
+
+  std::string repro_case, repro_kernel, repro_json;
+  std::vector<std::string> repro_props;
+  CLI::App* repro = app.add_subcommand("repro", "rerun exactly one case and print its worst elements");
+  repro->add_option("case", repro_case, "a case string (quoted) or a corpus .case file")->required();
+  repro->add_option("--property", repro_props, "propert(y|ies) to check; default: all");
+  repro->add_option("--kernel", repro_kernel, "run the case on this variant instead of the one it names");
+  repro->add_option("--json", repro_json, "write the results to this JSON-lines file");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? exit_code::kOk : exit_code::kUsage;
+  }
+
+  try {
+    if (app.got_subcommand("list")) return cmdList();
+    if (app.got_subcommand("run")) return cmdRun(ra);
+    if (app.got_subcommand("repro")) return cmdRepro(repro_case, repro_props, repro_kernel, repro_json);
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "ulpcheck: {}\n", e.what());
+    return exit_code::kUsage;
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "ulpcheck: {}\n", e.what());
+    return exit_code::kUsage;
+  } catch (const CaseParseError& e) {
+    fmt::print(stderr, "ulpcheck: malformed case: {}\n", e.what());
+    return exit_code::kBadCase;
+  } catch (const CorpusError& e) {
+    fmt::print(stderr, "ulpcheck: malformed corpus file: {}\n", e.what());
+    return exit_code::kBadCase;
+  } catch (const CudaError& e) {
+    fmt::print(stderr, "ulpcheck: GPU error: {}\n", e.what());
+    return exit_code::kRuntimeError;
+  } catch (const OutOfMemory& e) {
+    fmt::print(stderr, "ulpcheck: out of memory: {}\n", e.what());
+    return exit_code::kRuntimeError;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ulpcheck: error: {}\n", e.what());
+    return exit_code::kRuntimeError;
+  }
+  return exit_code::kUsage;
+}

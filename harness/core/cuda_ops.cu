@@ -1,0 +1,97 @@
+#include "harness/core/cuda_ops.h"
+
+#include <fmt/format.h>
+
+#include "harness/core/buffer.h"
+#include "harness/core/cuda_check.h"
+
+namespace ulpcheck {
+
+namespace {
+template <typename Word>
+__global__ void fillWords(Word* p, size_t n, Word value) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = value;
+}
+}  // namespace
+
+namespace cudaops {
+
+void* allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: clear it
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw OutOfMemory(fmt::format("cannot allocate {:.3f} GiB on the GPU ({:.3f} GiB free of {:.3f})",
+                                  bytes / 1073741824.0, free_b / 1073741824.0, total_b / 1073741824.0));
+  }
+  if (e != cudaSuccess) throwCudaError(e, "cudaMalloc", __FILE__, __LINE__);
+  return p;
+}
+
+void release(void* p) noexcept { cudaFree(p); }
+
+void setBytes(void* p, uint8_t value, size_t bytes) { ULPCHECK_CUDA(cudaMemset(p, value, bytes)); }
+
+void fillPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes) {
+  const size_t n = bytes / element_bytes;
+  if (n == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 4096));
+  if (element_bytes == 4) fillWords<uint32_t><<<blocks, 256>>>(static_cast<uint32_t*>(p), n, pattern);
+  else fillWords<uint16_t><<<blocks, 256>>>(static_cast<uint16_t*>(p), n, static_cast<uint16_t>(pattern));
+  ULPCHECK_CUDA_LAUNCH("fillWords");
+}
+
+void copyToDevice(void* dst, const void* src, size_t bytes) {
+  ULPCHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+void copyToHost(void* dst, const void* src, size_t bytes) {
+  ULPCHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+}  // namespace cudaops
+
+const DeviceInfo& queryDevice() {
+  static const DeviceInfo info = [] {
+    DeviceInfo d;
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      d.reason = fmt::format("no usable CUDA device ({}: {})", cudaGetErrorName(e), cudaGetErrorString(e));
+      return d;
+    }
+    if (count == 0) {
+      d.reason = "no CUDA device present";
+      return d;
+    }
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || cudaSetDevice(0) != cudaSuccess) {
+      cudaGetLastError();
+      d.reason = "CUDA device 0 cannot be opened";
+      return d;
+    }
+    d.available = true;
+    d.name = prop.name;
+    d.sm_count = prop.multiProcessorCount;
+    d.cc_major = prop.major;
+    d.cc_minor = prop.minor;
+    cudaMemGetInfo(&d.free_bytes, &d.total_bytes);
+    return d;
+  }();
+  return info;
+}
+
+bool builtWithCuda() { return true; }
+
+void deviceSynchronize(const char* what) {
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) throwCudaError(e, what, __FILE__, __LINE__);
+  const cudaError_t late = cudaGetLastError();
+  if (late != cudaSuccess) throwCudaError(late, what, __FILE__, __LINE__);
+}
+
+}  // namespace ulpcheck

@@ -1,0 +1,46 @@
+// The CPU-only build: GPU buffers and devices do not exist, and say so.
+#include <string>
+
+#include "harness/core/cuda_ops.h"
+#include "harness/core/device.h"
+
+namespace ulpcheck {
+
+namespace {
+[[noreturn]] void noCuda(const char* what) {
+  throw CudaError(std::string(what) + ": this build of ulpcheck has no CUDA support (nvcc was not found at configure time)",
+                  0, false);
+}
+}  // namespace
+
+namespace cudaops {
+void* allocate(size_t) { noCuda("GPU allocation"); }
+void release(void*) noexcept {}
+void setBytes(void*, uint8_t, size_t) { noCuda("GPU memset"); }
+void fillPattern(void*, size_t, uint32_t, int) { noCuda("GPU fill"); }
+void copyToDevice(void*, const void*, size_t) { noCuda("GPU copy"); }
+void copyToHost(void*, const void*, size_t) { noCuda("GPU copy"); }
+}  // namespace cudaops
+
+const DeviceInfo& queryDevice() {
+  static const DeviceInfo info = [] {
+    DeviceInfo d;
+    d.reason = "built without CUDA (nvcc was not found at configure time)";
+    return d;
+  }();
+  return info;
+}
+
+bool builtWithCuda() { return false; }
+
+void deviceSynchronize(const char*) {}
+
+}  // namespace ulpcheck
+
+#include "harness/core/datagen.h"
+
+namespace ulpcheck {
+void generateDevice(void*, const DistParams&, DType, uint64_t, TensorStream, int64_t, int64_t, int64_t, int64_t) {
+  noCuda("GPU data generation");
+}
+}  // namespace ulpcheck

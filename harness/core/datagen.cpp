@@ -1,0 +1,46 @@
+#include "harness/core/datagen.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "harness/core/parallel.h"
+
+namespace ulpcheck {
+
+std::vector<uint8_t> HostMatrix::packed() const {
+  const int w = storageBytes(dtype);
+  std::vector<uint8_t> out(bits.size() * w);
+  for (size_t i = 0; i < bits.size(); ++i) std::memcpy(out.data() + i * w, &bits[i], w);  // little endian
+  return out;
+}
+
+std::vector<uint32_t> unpackBits(const std::vector<uint8_t>& bytes, DType t) {
+  const int w = storageBytes(t);
+  std::vector<uint32_t> out(bytes.size() / w, 0);
+  for (size_t i = 0; i < out.size(); ++i) std::memcpy(&out[i], bytes.data() + i * w, w);
+  return out;
+}
+
+std::vector<int64_t> identityRows(int64_t rows) {
+  std::vector<int64_t> ids(rows);
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  return ids;
+}
+
+HostMatrix generateHost(const DistParams& dist, DType t, uint64_t seed, TensorStream stream,
+                        const std::vector<int64_t>& row_ids, int64_t cols, int64_t ld, uint32_t pad_bits) {
+  HostMatrix m;
+  m.dtype = t;
+  m.rows = static_cast<int64_t>(row_ids.size());
+  m.cols = cols;
+  m.ld = ld;
+  m.bits.assign(m.rows * ld, pad_bits);
+  ThreadPool::shared().forChunks(m.rows, [&](unsigned, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        m.bits[r * ld + c] = encodeBits(t, sampleValue(dist, t, seed, stream, row_ids[r], c));
+  });
+  return m;
+}
+
+}  // namespace ulpcheck

@@ -1,0 +1,36 @@
+// What GPU, if any, this process can use, and the CUDA error type.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace ulpcheck {
+
+struct DeviceInfo {
+  bool available = false;
+  std::string reason;  // why not, when unavailable
+  std::string name;
+  int ordinal = 0;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  size_t free_bytes = 0, total_bytes = 0;
+};
+
+/// Queried once; later calls return the cached answer.
+const DeviceInfo& queryDevice();
+bool builtWithCuda();
+
+/// A failed CUDA call. `sticky` errors (illegal address, launch failure,
+/// timeouts) corrupt the context: nothing more can run in this process.
+struct CudaError : std::runtime_error {
+  CudaError(const std::string& what, int code, bool sticky)
+      : std::runtime_error(what), code(code), sticky(sticky) {}
+  int code;
+  bool sticky;
+};
+
+/// Waits for all queued GPU work and converts a pending error into CudaError.
+void deviceSynchronize(const char* what);
+
+}  // namespace ulpcheck

@@ -1,0 +1,163 @@
+// The three storage formats at the bit level: decoding, correctly rounded
+// encoding (round to nearest, ties to even, with subnormals, signed zeros,
+// overflow to Inf), the ulp of a value and ULP distances.
+//
+// Everything here is exact double arithmetic (power-of-two scaling and rint),
+// so it gives identical bits on the host and on the GPU. Conversions start
+// from double: every fp32/fp16/bf16 value is a double, and the oracle rounds
+// its high-precision results to double with round-to-odd first, which makes
+// the second rounding here correct (53 >= p + 2 for every format).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "harness/core/hd.h"
+
+namespace ulpcheck {
+
+enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2 };
+
+struct FloatFormat {
+  int storage_bits;  // 32 or 16
+  int precision;     // significand bits, hidden bit included
+  int emin;          // exponent of the smallest normal
+  int emax;          // exponent of the largest finite binade
+};
+
+ULPCHECK_HD constexpr FloatFormat formatOf(DType t) {
+  return t == DType::F32   ? FloatFormat{32, 24, -126, 127}
+         : t == DType::F16 ? FloatFormat{16, 11, -14, 15}
+                           : FloatFormat{16, 8, -126, 127};
+}
+
+ULPCHECK_HD constexpr int storageBytes(DType t) { return formatOf(t).storage_bits / 8; }
+
+/// Unit roundoff 2^-p of a format: the relative error bound of one rounding.
+ULPCHECK_HD inline double unitRoundoff(DType t) { return std::ldexp(1.0, -formatOf(t).precision); }
+
+/// Largest finite value of the format.
+ULPCHECK_HD inline double maxFinite(DType t) {
+  const FloatFormat f = formatOf(t);
+  return std::ldexp(2.0 - std::ldexp(1.0, 1 - f.precision), f.emax);
+}
+
+/// Smallest positive subnormal, 2^(emin - p + 1).
+ULPCHECK_HD inline double minSubnormal(DType t) {
+  const FloatFormat f = formatOf(t);
+  return std::ldexp(1.0, f.emin - f.precision + 1);
+}
+
+/// Rounds a double to the nearest value of the format, ties to even. Values at
+/// or beyond max + ulp/2 become Inf, as IEEE 754 overflow does; values below
+/// half the smallest subnormal become a signed zero.
+ULPCHECK_HD inline double roundToFormat(DType t, double x) {
+  if (!(x == x) || x == 0.0 || std::isinf(x)) return x;
+  const FloatFormat f = formatOf(t);
+  const double a = std::fabs(x);
+  int e2 = 0;
+  std::frexp(a, &e2);                               // a = m * 2^e2, m in [0.5, 1)
+  const int exponent = e2 - 1;                 // floor(log2 a)
+  const int quantum = (exponent > f.emin ? exponent : f.emin) - (f.precision - 1);
+  const double rounded = std::ldexp(std::rint(std::ldexp(a, -quantum)), quantum);  // rint: ties to even
+  const double result = rounded > maxFinite(t) ? INFINITY : rounded;
+  return std::copysign(result, x);
+}
+
+/// Encodes a value that is exactly representable in the format (as produced
+/// by roundToFormat) into its storage bits. NaN becomes the format's default
+/// quiet NaN with the sign of the input.
+ULPCHECK_HD inline uint32_t encodeBits(DType t, double v) {
+  const FloatFormat f = formatOf(t);
+  const int mant_bits = f.precision - 1;
+  const int exp_bits = f.storage_bits - 1 - mant_bits;
+  const uint32_t exp_all_ones = (1u << exp_bits) - 1u;
+  const uint32_t sign = std::signbit(v) ? (1u << (f.storage_bits - 1)) : 0u;
+  if (!(v == v)) return sign | (exp_all_ones << mant_bits) | (1u << (mant_bits - 1));
+  const double a = std::fabs(v);
+  if (std::isinf(a)) return sign | (exp_all_ones << mant_bits);
+  if (a == 0.0) return sign;
+  int e2 = 0;
+  std::frexp(a, &e2);
+  const int exponent = e2 - 1;
+  if (exponent < f.emin) {  // subnormal: the significand counts units of the smallest subnormal
+    return sign | static_cast<uint32_t>(std::ldexp(a, -(f.emin - mant_bits)));
+  }
+  const int bias = (1 << (exp_bits - 1)) - 1;
+  const uint32_t fraction = static_cast<uint32_t>(std::ldexp(std::ldexp(a, -exponent) - 1.0, mant_bits));
+  return sign | (static_cast<uint32_t>(exponent + bias) << mant_bits) | fraction;
+}
+
+/// Decodes storage bits to the exact double they represent. Every format is
+/// widened exactly to fp32 by bit manipulation first (the hot path of the
+/// oracle and the checks), then to double.
+ULPCHECK_HD inline double decodeBits(DType t, uint32_t bits) {
+  uint32_t f32 = bits;
+  if (t == DType::BF16) {
+    f32 = bits << 16;  // bf16 is the upper half of fp32
+  } else if (t == DType::F16) {
+    const uint32_t sign = (bits & 0x8000u) << 16, exp = (bits >> 10) & 0x1fu, frac = bits & 0x3ffu;
+    if (exp == 0x1f) {
+      f32 = sign | 0x7f800000u | (frac << 13);
+    } else if (exp != 0) {
+      f32 = sign | ((exp + 112u) << 23) | (frac << 13);  // rebias 15 -> 127
+    } else if (frac == 0) {
+      f32 = sign;
+    } else {  // subnormal: frac * 2^-24, normal in fp32
+      int shift = 0;
+      uint32_t m = frac;
+      while (!(m & 0x400u)) {
+        m <<= 1;
+        ++shift;
+      }
+      f32 = sign | (uint32_t(113 - shift) << 23) | ((m & 0x3ffu) << 13);
+    }
+  }
+  float v;
+  std::memcpy(&v, &f32, sizeof v);
+  return static_cast<double>(v);
+}
+
+/// Correctly rounded conversion of a double to storage bits.
+ULPCHECK_HD inline uint32_t doubleToBits(DType t, double x) { return encodeBits(t, roundToFormat(t, x)); }
+
+/// ulp of a value in the format: the spacing of the format's values in the
+/// binade of |x| (the subnormal spacing below the normal range, the top
+/// binade's spacing at and beyond overflow, and the subnormal spacing at 0).
+ULPCHECK_HD inline double ulpOf(DType t, double x) {
+  const FloatFormat f = formatOf(t);
+  const double a = std::fabs(x);
+  int exponent = f.emin;
+  if (a != 0.0 && !std::isinf(a) && a == a) {
+    int e2 = 0;
+    std::frexp(a, &e2);
+    exponent = e2 - 1;
+  } else if (std::isinf(a)) {
+    exponent = f.emax;
+  }
+  if (exponent < f.emin) exponent = f.emin;
+  if (exponent > f.emax) exponent = f.emax;
+  return std::ldexp(1.0, exponent - (f.precision - 1));
+}
+
+/// Distance in ulps of the exact value's binade between a stored value and an
+/// exact (high-precision) value. NaN when either side is NaN or Inf.
+ULPCHECK_HD inline double ulpDistance(DType t, double got, double exact) {
+  return std::fabs(got - exact) / ulpOf(t, exact);
+}
+
+/// True for the bit patterns of NaN in the format.
+ULPCHECK_HD inline bool isNanBits(DType t, uint32_t bits) { return decodeBits(t, bits) != decodeBits(t, bits); }
+
+const char* dtypeName(DType t);
+std::optional<DType> parseDType(std::string_view name);
+inline constexpr DType kAllDTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+/// printf("%a") of a double: the exact value a person can paste back.
+std::string hexFloat(double v);
+
+}  // namespace ulpcheck

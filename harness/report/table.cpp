@@ -1,0 +1,87 @@
+#include "harness/report/table.h"
+
+#include <fmt/format.h>
+
+#include "harness/runner/campaign.h"
+
+namespace ulpcheck {
+
+std::string formatCampaignTable(const CampaignResult& r) {
+  std::string out = fmt::format("#{:<16} {:<18} {:<6} {:>7} {:>7} {:>8} {:>6} {:>11} {:>11} {:>9}\n", " kernel",
+                                "property", "dtype", "cases", "#wrong", "expected", "skip", "max_ulp",
+                                "max_err/bud", "time(s)");
+  for (const auto& [key, c] : r.cells) {
+    const auto& [kernel, property, dtype] = key;
+    out += fmt::format(" {:<16} {:<18} {:<6} {:>7} {:>7} {:>8} {:>6} {:>11.4g} {:>11.4g} {:>9.2f}\n", kernel, property,
+                       dtype, c.cases, c.failed, c.expected, c.skipped, c.max_ulp, c.max_ratio, c.seconds);
+  }
+  return out;
+}
+
+std::string formatFindings(const Outcome& o) {
+  if (o.findings.empty()) return "";
+  std::string out = fmt::format("    {:<6} {:>7} {:>6}  {:<24} {:<24} {:<24} {:>10} {:>10} {:>9}  {}\n", "tensor", "row",
+                                "col", "got", "exact", "correctly rounded", "ulp", "budget", "err/bud", "inputs / note");
+  for (const Finding& f : o.findings) {
+    if (f.tensor.empty()) {
+      out += "    " + f.note + "\n";
+      continue;
+    }
+    out += fmt::format("    {:<6} {:>7} {:>6}  {:<24} {:<24} {:<24} {:>10.4g} {:>10.4g} {:>9.3g}  {}{}{}\n", f.tensor,
+                       f.row, f.col, hexFloat(f.got), hexFloat(f.exact), hexFloat(f.correctly_rounded), f.ulp,
+                       f.budget_ulp, f.ratio, f.inputs, f.inputs.empty() || f.note.empty() ? "" : "  ", f.note);
+  }
+  return out;
+}
+
+std::string formatStats(const Outcome& o) {
+  if (o.stats.empty()) return "";
+  std::string out = fmt::format("    {:<6} {:>9} {:>7} {:>11} {:>11} {:>11}\n", "tensor", "elements", "#wrong",
+                                "max_ulp", "rms_ulp", "max_err/bud");
+  for (const TensorStats& s : o.stats)
+    out += fmt::format("    {:<6} {:>9} {:>7} {:>11.4g} {:>11.4g} {:>11.4g}\n", s.tensor, s.elements, s.wrong,
+                       s.max_ulp, s.rms_ulp, s.max_ratio);
+  return out;
+}
+
+std::string formatFailure(const FailureRecord& f) {
+  std::string out = fmt::format("FAILED {} ({}{})\n", f.property, f.kind,
+                                f.case_index >= 0 ? fmt::format(", case {}", f.case_index) : "");
+  if (f.kind == "generated") {
+    out += fmt::format("  original: {}\n", toCaseString(f.original));
+    out += fmt::format("  shrunk ({} steps): {}\n", f.shrink_steps, toCaseString(f.shrunk));
+  } else {
+    out += fmt::format("  case: {}\n", toCaseString(f.shrunk));
+  }
+  out += fmt::format("  {}\n", f.outcome.summary);
+  out += formatFindings(f.outcome);
+  if (!f.corpus_file.empty()) out += fmt::format("  saved: {}\n", f.corpus_file);
+  out += fmt::format("  reproduce: {}\n", reproCommand(f.shrunk, f.property));
+  return out;
+}
+
+nlohmann::json campaignSummaryJson(const CampaignResult& r) {
+  nlohmann::json j = {{"type", "summary"},
+                      {"cases", r.cases_run},
+                      {"regression_cases", r.regression_cases},
+                      {"failures", r.failures.size()},
+                      {"stopped_by_time", r.stopped_by_time},
+                      {"seconds", r.seconds},
+                      {"fatal_error", r.fatal_error}};
+  for (const auto& [key, c] : r.cells) {
+    const auto& [kernel, property, dtype] = key;
+    j["cells"].push_back({{"kernel", kernel},       {"property", property}, {"dtype", dtype},
+                          {"cases", c.cases},       {"wrong", c.failed},    {"expected", c.expected},
+                          {"skipped", c.skipped},   {"max_ulp", c.max_ulp}, {"max_ratio", c.max_ratio},
+                          {"seconds", c.seconds}});
+  }
+  for (const auto& f : r.failures)
+    j["failure_list"].push_back({{"property", f.property},
+                                 {"kind", f.kind},
+                                 {"shrunk", toCaseString(f.shrunk)},
+                                 {"repro", reproCommand(f.shrunk, f.property)},
+                                 {"seconds_to_detect", f.seconds_to_detect}});
+  return j;
+}
+
+}  // namespace ulpcheck

@@ -1,0 +1,19 @@
+// Text reports in the style of nccl-tests: a fixed-width table with a #wrong
+// column, plus failure blocks with the shrunk case and its repro command.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/runner/campaign.h"
+
+namespace ulpcheck {
+
+std::string formatCampaignTable(const CampaignResult& r);
+std::string formatFailure(const FailureRecord& f);
+/// Worst elements of one outcome: index, inputs, got, exact, ULP, budget.
+std::string formatFindings(const Outcome& o);
+std::string formatStats(const Outcome& o);
+nlohmann::json campaignSummaryJson(const CampaignResult& r);
+
+}  // namespace ulpcheck

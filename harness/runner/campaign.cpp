@@ -1,0 +1,332 @@
+#include "harness/runner/campaign.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness/core/device.h"
+#include "harness/runner/corpus.h"
+#include "harness/runner/exit_codes.h"
+
+namespace ulpcheck {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string today() {
+  char buf[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+/// Ends the process with exit code 5 when one case runs longer than its
+/// limit (a hung kernel cannot be interrupted from inside the process). What
+/// was measured so far is already in the JSON-lines file.
+class Watchdog {
+ public:
+  Watchdog(double timeout_s, JsonlWriter* json) : timeout_s_(timeout_s), json_(json) {
+    if (timeout_s_ > 0) thread_ = std::thread([this] { loop(); });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void enter(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    current_ = what;
+    started_ = Clock::now();
+    busy_ = true;
+  }
+  void leave() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    busy_ = false;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(500));
+      if (busy_ && since(started_) > timeout_s_) {
+        std::fprintf(stderr, "\nulpcheck: case exceeded its %.0f s limit (hung kernel?): %s\n", timeout_s_,
+                     current_.c_str());
+        if (json_) json_->write({{"type", "hang"}, {"timeout_s", timeout_s_}, {"what", current_}});
+        std::fflush(stderr);
+        std::_Exit(exit_code::kHang);
+      }
+    }
+  }
+  double timeout_s_;
+  JsonlWriter* json_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::string current_;
+  Clock::time_point started_;
+  bool busy_ = false, stop_ = false;
+};
+
+/// Runs one property on one case, converting recoverable errors into a failed
+/// outcome. Sticky GPU faults propagate: nothing more can run in the process.
+Outcome checkOne(const Property& p, const CaseSpec& spec, const ExecContext& exec, CaseContext* shared = nullptr) {
+  try {
+    if (shared) return p.check(*shared);
+    CaseContext ctx(spec, *findOp(spec.op), exec);
+    return p.check(ctx);
+  } catch (const CudaError& e) {
+    if (e.sticky) throw;
+    Outcome o;
+    o.verdict = Verdict::Fail;
+    o.summary = fmt::format("CUDA error: {}", e.what());
+    return o;
+  } catch (const OutOfMemory& e) {
+    Outcome o;
+    o.verdict = Verdict::Skip;
+    o.summary = fmt::format("does not fit in memory: {}", e.what());
+    return o;
+  } catch (const std::bad_alloc&) {
+    Outcome o;
+    o.verdict = Verdict::Skip;
+    o.summary = "does not fit in host memory";
+    return o;
+  }
+}
+
+struct Selection {
+  const OpAdapter* op = nullptr;
+  std::vector<const Property*> properties;
+  std::vector<std::string> kernels;
+  std::vector<DType> dtypes;
+};
+
+Selection select(const CampaignOptions& o, const ExecContext& exec) {
+  Selection s;
+  s.op = findOp(o.op);
+  if (!s.op) throw std::invalid_argument(fmt::format("unknown op '{}' (see `ulpcheck list`)", o.op));
+  if (o.properties.empty()) {
+    for (const Property& p : propertyRegistry()) s.properties.push_back(&p);
+  } else {
+    for (const auto& name : o.properties) {
+      const Property* p = findProperty(name);
+      if (!p) throw std::invalid_argument(fmt::format("unknown property '{}' (see `ulpcheck list`)", name));
+      s.properties.push_back(p);
+    }
+  }
+  s.kernels = o.kernels.empty() ? defaultKernels(o.op, exec.backend) : o.kernels;
+  for (const auto& k : s.kernels) {
+    const KernelInfo* info = OpAdapter::findKernel(o.op, k);
+    if (!info) throw std::invalid_argument(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", o.op, k));
+    if (info->backend == Backend::Cuda && !queryDevice().available)
+      throw std::invalid_argument(fmt::format("kernel '{}' needs a GPU: {}", k, queryDevice().reason));
+  }
+  s.dtypes = o.dtypes.empty() ? std::vector<DType>(std::begin(kAllDTypes), std::end(kAllDTypes)) : o.dtypes;
+  return s;
+}
+
+nlohmann::json caseRecord(const char* kind, const CaseSpec& spec, const std::string& property, const Outcome& o,
+                          double seconds) {
+  nlohmann::json j = {{"type", kind}, {"case", toJson(spec)}, {"property", property}, {"seconds", seconds}};
+  j["outcome"] = toJson(o);
+  return j;
+}
+
+}  // namespace
+
+int CampaignResult::exitCode() const {
+  if (!fatal_error.empty()) return exit_code::kRuntimeError;
+  if (!failures.empty()) return exit_code::kPropertyFailed;
+  if (cases_run == 0 && regression_cases == 0) return exit_code::kNothingRan;
+  return exit_code::kOk;
+}
+
+std::vector<std::string> defaultKernels(const std::string& op, Backend backend) {
+  std::vector<std::string> out;
+  for (const KernelInfo& k : kernelCatalog())
+    if (k.op == op && k.backend == backend && !k.isMutant()) out.push_back(k.name);
+  return out;
+}
+
+std::string reproCommand(const CaseSpec& spec, const std::string& property) {
+  return fmt::format("ulpcheck repro '{}' --property {}", toCaseString(spec), property);
+}
+
+std::vector<std::pair<std::string, Outcome>> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
+                                                     const ExecContext& exec) {
+  const OpAdapter* op = findOp(spec.op);
+  if (!op) throw CaseParseError(fmt::format("unknown op '{}'", spec.op));
+  CaseContext ctx(spec, *op, exec);
+  std::vector<std::pair<std::string, Outcome>> out;
+  for (const Property& p : propertyRegistry()) {
+    if (!properties.empty() && std::find(properties.begin(), properties.end(), p.name) == properties.end()) continue;
+    out.emplace_back(p.name, checkOne(p, spec, exec, &ctx));
+  }
+  if (!properties.empty() && out.size() != properties.size())
+    throw std::invalid_argument("unknown property among: " + fmt::format("{}", fmt::join(properties, ", ")));
+  return out;
+}
+
+CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
+  const auto t0 = Clock::now();
+  const Selection sel = select(o, exec);
+  const std::string corpus_dir = o.corpus_dir.empty() ? std::string(ULPCHECK_DEFAULT_CORPUS) : o.corpus_dir;
+  auto log = [&](const std::string& line) {
+    if (o.log) o.log(line);
+  };
+  CampaignResult result;
+  Watchdog watchdog(o.case_timeout_s, o.json);
+  std::string in_flight;  // the check running now, named in a fatal error
+  auto enter = [&](const std::string& what) {
+    in_flight = what;
+    watchdog.enter(what);
+  };
+  std::set<std::pair<std::string, std::string>> failed;  // (kernel, property) already failed: stop checking it
+
+  auto tally = [&](const CaseSpec& spec, const std::string& property, const Outcome& out, double seconds) {
+    CellStats& cell = result.cells[{spec.kernel, property, dtypeName(spec.dtype)}];
+    ++cell.cases;
+    cell.seconds += seconds;
+    switch (out.verdict) {
+      case Verdict::Pass: ++cell.passed; break;
+      case Verdict::Fail: ++cell.failed; break;
+      case Verdict::Expected: ++cell.expected; break;
+      case Verdict::Skip: ++cell.skipped; break;
+    }
+    for (const TensorStats& s : out.stats) {
+      cell.max_ulp = std::max(cell.max_ulp, s.max_ulp);
+      cell.max_ratio = std::max(cell.max_ratio, s.max_ratio);
+    }
+  };
+
+  try {
+    // 1. The regression corpus, for every selected kernel of its op.
+    if (o.replay_corpus) {
+      for (const CorpusEntry& entry : loadCorpus(corpus_dir, "regression")) {
+        if (entry.op != o.op) continue;
+        const Property* p = findProperty(entry.property);
+        if (!p) throw CorpusError(fmt::format("{}: no property named '{}'", entry.path, entry.property));
+        if (std::find(sel.properties.begin(), sel.properties.end(), p) == sel.properties.end()) continue;
+        for (const auto& kernel : sel.kernels) {
+          CaseSpec spec = entry.spec;
+          spec.kernel = kernel;
+          if (!OpAdapter::findKernel(spec.op, kernel)->supports(spec.dtype)) continue;
+          enter(reproCommand(spec, p->name));
+          const auto c0 = Clock::now();
+          const Outcome out = checkOne(*p, spec, exec);
+          watchdog.leave();
+          ++result.regression_cases;
+          tally(spec, p->name, out, since(c0));
+          if (o.json) o.json->write(caseRecord("regression", spec, p->name, out, since(c0)));
+          if (out.verdict == Verdict::Fail) {
+            log(fmt::format("REGRESSION FAILED {} [{}]: {}", entry.path, kernel, out.summary));
+            result.failures.push_back({"regression", p->name, spec, spec, out, 0, -1, since(t0), entry.path});
+          }
+        }
+      }
+      log(fmt::format("replayed {} regression cases", result.regression_cases));
+    }
+
+    // 2. Generated cases.
+    gen::CaseOptions gopts{o.op, sel.kernels, sel.dtypes, o.tier};
+    const rc::Gen<CaseSpec> generator = gen::caseSpec(gopts);
+    const auto gen_t0 = Clock::now();
+    for (int64_t i = 0; i < o.cases; ++i) {
+      if (o.time_budget_s > 0 && since(gen_t0) > o.time_budget_s) {
+        result.stopped_by_time = true;
+        break;
+      }
+      const rc::Random random(rc::Random::Key{o.seed, uint64_t(i), 0x756c70636865636bULL, 0});
+      const rc::Shrinkable<CaseSpec> shrinkable = generator(random, int(i % 101));
+      const CaseSpec spec = shrinkable.value();
+      validateCase(spec);
+      if (!OpAdapter::findKernel(spec.op, spec.kernel)->supports(spec.dtype)) continue;  // not this kernel's dtype
+      CaseContext ctx(spec, *sel.op, exec);
+      ++result.cases_run;
+      for (const Property* p : sel.properties) {
+        if (failed.count({spec.kernel, p->name})) continue;
+        enter(reproCommand(spec, p->name));
+        const auto c0 = Clock::now();
+        Outcome out = checkOne(*p, spec, exec, &ctx);
+        watchdog.leave();
+        const double secs = since(c0);
+        tally(spec, p->name, out, secs);
+        if (o.json) o.json->write(caseRecord("case", spec, p->name, out, secs));
+        if (out.verdict != Verdict::Fail) continue;
+
+        FailureRecord f{"generated", p->name, spec, spec, out, 0, i, since(t0), ""};
+        log(fmt::format("FAIL {} on case {}: {}", p->name, i, out.summary));
+        if (o.shrink) {
+          const auto s0 = Clock::now();
+          rc::Shrinkable<CaseSpec> current = shrinkable;
+          for (bool improved = true; improved && since(s0) < o.shrink_budget_s;) {
+            improved = false;
+            for (auto seq = current.shrinks(); auto next = seq.next();) {
+              if (since(s0) >= o.shrink_budget_s) break;
+              const CaseSpec candidate = next->value();
+              try {
+                validateCase(candidate);
+              } catch (const CaseParseError&) {
+                continue;
+              }
+              enter(reproCommand(candidate, p->name));
+              Outcome oc = checkOne(*p, candidate, exec);
+              watchdog.leave();
+              if (oc.verdict == Verdict::Fail) {
+                current = *next;
+                f.shrunk = candidate;
+                f.outcome = std::move(oc);
+                ++f.shrink_steps;
+                improved = true;
+                break;
+              }
+            }
+          }
+          log(fmt::format("  shrunk in {} steps ({:.1f} s) to: {}", f.shrink_steps, since(s0), toCaseString(f.shrunk)));
+        }
+        if (o.save_failures) {
+          f.corpus_file = saveCrashingCase(
+              corpus_dir, p->name, f.shrunk,
+              {fmt::format("found {} by ulpcheck run --seed {:#x} (case {}), property {}", today(), o.seed, i, p->name),
+               f.outcome.summary, "reproduce: " + reproCommand(f.shrunk, p->name)});
+        }
+        if (o.json)
+          o.json->write({{"type", "failure"},
+                         {"property", p->name},
+                         {"case_index", i},
+                         {"original", toJson(f.original)},
+                         {"shrunk", toJson(f.shrunk)},
+                         {"shrink_steps", f.shrink_steps},
+                         {"seconds_to_detect", f.seconds_to_detect},
+                         {"repro", reproCommand(f.shrunk, p->name)},
+                         {"corpus_file", f.corpus_file},
+                         {"outcome", toJson(f.outcome)}});
+        failed.insert({spec.kernel, p->name});
+        result.failures.push_back(std::move(f));
+      }
+      if (failed.size() == sel.kernels.size() * sel.properties.size()) break;  // nothing left to check
+      if ((i + 1) % 100 == 0) log(fmt::format("{} cases, {} failures, {:.1f} s", i + 1, result.failures.size(), since(t0)));
+    }
+  } catch (const CudaError& e) {
+    result.fatal_error = fmt::format("{}\n  while running: {}", e.what(), in_flight);
+    if (o.json) o.json->write({{"type", "fatal"}, {"error", e.what()}, {"while", in_flight}});
+    log(fmt::format("FATAL: {} (the GPU context is lost; results so far are kept)", result.fatal_error));
+  }
+  result.seconds = since(t0);
+  return result;
+}
+
+}  // namespace ulpcheck

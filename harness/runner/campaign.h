@@ -1,0 +1,78 @@
+// Runs properties over generated cases: replays the regression corpus first,
+// then generates cases with RapidCheck, checks every selected property on
+// each, shrinks failures to a minimal case, saves them to the corpus and
+// streams every result as JSON lines.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/report/jsonl.h"
+#include "properties/generators.h"
+#include "properties/property.h"
+
+namespace ulpcheck {
+
+struct CampaignOptions {
+  std::string op = "rmsnorm";
+  std::vector<std::string> kernels;     // empty: every correct (non-mutant) variant of the backend
+  std::vector<std::string> properties;  // empty: all
+  std::vector<DType> dtypes;            // empty: all
+  int64_t cases = 2000;
+  uint64_t seed = 0;
+  double time_budget_s = 0;             // 0: no limit; generation stops once spent
+  double shrink_budget_s = 60;          // per failure
+  double case_timeout_s = 300;          // a case running longer is a hang (exit code 5)
+  Tier tier = Tier::Default;
+  bool shrink = true;
+  bool replay_corpus = true;
+  bool save_failures = true;
+  std::string corpus_dir;               // empty: the repository's corpora/
+  JsonlWriter* json = nullptr;
+  std::function<void(const std::string&)> log;  // progress lines; may be empty
+};
+
+/// Figures of one (kernel, property, dtype) cell.
+struct CellStats {
+  int64_t cases = 0, passed = 0, failed = 0, expected = 0, skipped = 0;
+  double max_ulp = 0, max_ratio = 0;
+  double seconds = 0;
+};
+
+struct FailureRecord {
+  std::string kind;          // "generated" or "regression"
+  std::string property;
+  CaseSpec original, shrunk;
+  Outcome outcome;           // of the shrunk case
+  int shrink_steps = 0;
+  int64_t case_index = -1;   // 0-based index of the generated case that failed
+  double seconds_to_detect = 0;
+  std::string corpus_file;   // where it was saved, or the regression file
+};
+
+struct CampaignResult {
+  int64_t cases_run = 0, regression_cases = 0;
+  std::map<std::tuple<std::string, std::string, std::string>, CellStats> cells;  // (kernel, property, dtype)
+  std::vector<FailureRecord> failures;
+  bool stopped_by_time = false;
+  double seconds = 0;
+  std::string fatal_error;   // a sticky GPU fault or similar ended the campaign early
+  int exitCode() const;
+};
+
+/// The kernels a campaign runs by default on this backend.
+std::vector<std::string> defaultKernels(const std::string& op, Backend backend);
+
+CampaignResult runCampaign(const CampaignOptions& options, const ExecContext& exec);
+
+/// Runs the given properties (empty: all) on one case, as `ulpcheck repro` does.
+std::vector<std::pair<std::string, Outcome>> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
+                                                     const ExecContext& exec);
+
+/// The command that reproduces a case.
+std::string reproCommand(const CaseSpec& spec, const std::string& property);
+
+}  // namespace ulpcheck

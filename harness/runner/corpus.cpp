@@ -1,0 +1,86 @@
+#include "harness/runner/corpus.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "harness/core/rng.h"
+
+namespace ulpcheck {
+
+namespace fs = std::filesystem;
+
+CorpusEntry readCorpusFile(const std::string& path, const std::string& op, const std::string& property) {
+  std::ifstream in(path);
+  if (!in) throw CorpusError(fmt::format("{}: cannot be read", path));
+  CorpusEntry e;
+  e.path = path;
+  e.op = op;
+  e.property = property;
+  std::string line, case_line;
+  int number = 0, case_line_number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    if (line[first] == '#') {
+      e.comments.push_back(line.substr(first + 1));
+      continue;
+    }
+    if (case_line_number)
+      throw CorpusError(fmt::format("{}:{}: a second case line (the first is line {}); one case per file", path,
+                                    number, case_line_number));
+    case_line = line;
+    case_line_number = number;
+  }
+  if (!case_line_number) throw CorpusError(fmt::format("{}: no case line (only comments or empty)", path));
+  try {
+    e.spec = parseCaseString(case_line);
+  } catch (const CaseParseError& err) {
+    throw CorpusError(fmt::format("{}:{}: {}", path, case_line_number, err.what()));
+  }
+  if (e.spec.op != op)
+    throw CorpusError(fmt::format("{}:{}: case is for op '{}' but the file lies under '{}'", path, case_line_number,
+                                  e.spec.op, op));
+  return e;
+}
+
+std::vector<CorpusEntry> loadCorpus(const std::string& root, const std::string& kind) {
+  std::vector<CorpusEntry> out;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  std::vector<std::string> paths;
+  for (const auto& op_dir : fs::directory_iterator(root))
+    if (op_dir.is_directory())
+      for (const auto& prop_dir : fs::directory_iterator(op_dir.path()))
+        if (prop_dir.is_directory() && fs::is_directory(prop_dir.path() / kind))
+          for (const auto& f : fs::directory_iterator(prop_dir.path() / kind))
+            if (f.is_regular_file() && f.path().extension() == ".case") paths.push_back(f.path().string());
+  std::sort(paths.begin(), paths.end());
+  for (const auto& p : paths) {
+    const fs::path path(p);
+    out.push_back(readCorpusFile(p, path.parent_path().parent_path().parent_path().filename().string(),
+                                 path.parent_path().parent_path().filename().string()));
+  }
+  return out;
+}
+
+std::string saveCrashingCase(const std::string& root, const std::string& property, const CaseSpec& spec,
+                             const std::vector<std::string>& comments) {
+  const std::string line = toCaseString(spec);
+  uint64_t h = 0;
+  for (char ch : line) h = mix64(h ^ static_cast<unsigned char>(ch));
+  const fs::path dir = fs::path(root) / spec.op / property / "crashing";
+  fs::create_directories(dir);
+  const fs::path file = dir / fmt::format("{}-{:08x}.case", spec.kernel, uint32_t(h));
+  std::ofstream out(file);
+  if (!out) throw CorpusError(fmt::format("{}: cannot be written", file.string()));
+  for (const auto& c : comments) out << "# " << c << '\n';
+  out << line << '\n';
+  return file.string();
+}
+
+}  // namespace ulpcheck

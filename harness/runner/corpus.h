@@ -1,0 +1,38 @@
+// The case corpus: corpora/<op>/<property>/{regression,crashing}/*.case.
+// A file holds '#' comment lines and exactly one case line. Regression cases
+// replay on every run (for every selected kernel of their op); failing cases
+// found by a run are written to crashing/, to be promoted by a person.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/core/case_spec.h"
+
+namespace ulpcheck {
+
+struct CorpusError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct CorpusEntry {
+  std::string path;
+  std::string op, property;  // from the path
+  CaseSpec spec;
+  std::vector<std::string> comments;
+};
+
+/// Parses one corpus file; throws CorpusError naming the file and line.
+CorpusEntry readCorpusFile(const std::string& path, const std::string& op, const std::string& property);
+
+/// Every case under <root>/<op>/<property>/<kind>/ (kind: "regression" or
+/// "crashing"), sorted by path. A missing root yields nothing.
+std::vector<CorpusEntry> loadCorpus(const std::string& root, const std::string& kind);
+
+/// Writes a case to <root>/<op>/<property>/crashing/<kernel>-<hash>.case and
+/// returns its path.
+std::string saveCrashingCase(const std::string& root, const std::string& property, const CaseSpec& spec,
+                             const std::vector<std::string>& comments);
+
+}  // namespace ulpcheck

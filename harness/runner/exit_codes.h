@@ -1,0 +1,12 @@
+// Exit codes of the ulpcheck CLI, distinct per cause so CI can tell them apart.
+#pragma once
+
+namespace ulpcheck::exit_code {
+inline constexpr int kOk = 0;
+inline constexpr int kPropertyFailed = 1;   // a property failed (or a regression case did)
+inline constexpr int kUsage = 2;            // malformed command-line arguments
+inline constexpr int kBadCase = 3;          // malformed case string, case JSON or corpus file
+inline constexpr int kRuntimeError = 4;     // a kernel faulted, memory ran out, an I/O error
+inline constexpr int kHang = 5;             // a case exceeded its time limit (watchdog)
+inline constexpr int kNothingRan = 6;       // the selection matched no kernel/property/dtype
+}  // namespace ulpcheck::exit_code

@@ -1,0 +1,60 @@
+// Self-registering kernel variants. A variant's file registers it with a
+// static initialiser, so adding a variant touches only that file.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "harness/core/buffer.h"
+#include "harness/core/dtype.h"
+
+namespace ulpcheck {
+
+/// The bitwise and structural promises a variant makes; properties enforce them.
+struct Contracts {
+  bool deterministic = true;     // repeated runs give identical bits
+  bool batch_invariant = true;   // a row's outputs do not depend on M or its position
+  DType accumulation = DType::F32;
+};
+
+struct KernelInfo {
+  std::string op;           // e.g. "rmsnorm"
+  std::string name;         // e.g. "cuda_separate"
+  Backend backend = Backend::Host;
+  std::vector<DType> dtypes;
+  Contracts contracts;
+  std::string description;
+  // Mutants: deliberately buggy variants reproducing a documented real bug.
+  std::string bug;          // citation of the bug it reproduces; empty for correct kernels
+  std::string caught_by;    // the property that must catch it
+  bool isMutant() const { return !bug.empty(); }
+  bool supports(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }
+};
+
+/// Every registered variant of every op, for listing.
+inline std::vector<KernelInfo>& kernelCatalog() {
+  static std::vector<KernelInfo> all;
+  return all;
+}
+
+/// The variants of one op, with their op-specific entry points.
+template <typename Kernel>
+struct KernelRegistry {
+  static std::vector<Kernel>& all() {
+    static std::vector<Kernel> kernels;
+    return kernels;
+  }
+  static const Kernel* find(const std::string& name) {
+    for (const Kernel& k : all())
+      if (k.info.name == name) return &k;
+    return nullptr;
+  }
+  static bool add(Kernel k) {
+    kernelCatalog().push_back(k.info);
+    all().push_back(std::move(k));
+    return true;
+  }
+};
+
+}  // namespace ulpcheck

@@ -1,0 +1,14 @@
+// Mutant: dW partials summed in the order CTAs happen to arrive, as an atomic
+// accumulation does (quack PR #101's first version, rejected for it). The
+// emulation rotates the first CTA on every call. Must be caught by
+// determinism: its contract still claims to be deterministic.
+#include "kernels/rmsnorm/rmsnorm_host.h"
+
+namespace ulpcheck {
+namespace {
+const bool registered = rmsnorm_host::registerMutant(
+    "host_bug_arrival_order_dw", "host port whose dW reduction order changes between calls",
+    "arrival-order (atomic) dW accumulation is nondeterministic (quack PR #101, first version)", "determinism",
+    {.arrival_order_dw = true});
+}  // namespace
+}  // namespace ulpcheck

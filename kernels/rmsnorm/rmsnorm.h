@@ -1,0 +1,64 @@
+// RMSNorm forward and backward: the entry points every variant provides.
+//
+//   rstd_i = 1 / sqrt(mean_j(x_ij^2) + eps)          saved in fp32 by the forward
+//   y_ij   = x_ij * rstd_i * w_j
+//   dx_ij  = rstd_i * (w_j dy_ij - xhat_ij * c_i),   xhat = x * rstd,  c_i = mean_j(w_j dy_ij xhat_ij)
+//   dw_j   = sum_i dy_ij * xhat_ij
+//
+// x, dy, y, dx share the row stride ld (elements); w and dw are contiguous.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "harness/core/accuracy.h"
+#include "kernels/registry.h"
+
+namespace ulpcheck {
+
+struct RmsNormShape {
+  DType dtype = DType::F32;
+  int64_t M = 1, N = 1, ld = 1;
+  float eps = 1e-6f;
+};
+
+/// Where a variant runs: the device's multiprocessor count (the host port
+/// emulates one), an optional CTA-count override from the case, the stream.
+struct LaunchEnv {
+  int sm_count = 132;
+  int ctas_override = 0;
+  void* stream = nullptr;  // cudaStream_t for CUDA variants
+};
+
+struct RmsNormForwardArgs {
+  RmsNormShape shape;
+  const void* x;
+  const void* w;
+  void* y;
+  float* rstd;
+};
+
+struct RmsNormBackwardArgs {
+  RmsNormShape shape;
+  const void* x;
+  const void* w;
+  const void* dy;
+  const float* rstd;  // as saved by the forward
+  void* dx;
+  void* dw;
+  void* workspace;  // workspace_bytes(shape, env) bytes, contents undefined on entry
+};
+
+struct RmsNormKernel {
+  KernelInfo info;
+  std::function<size_t(const RmsNormShape&, const LaunchEnv&)> workspace_bytes;
+  std::function<void(const RmsNormForwardArgs&, const LaunchEnv&)> forward;
+  std::function<void(const RmsNormBackwardArgs&, const LaunchEnv&)> backward;
+  /// The reduction depths of this launch, for the error budget.
+  std::function<ReductionDepths(const RmsNormShape&, const LaunchEnv&)> depths;
+};
+
+using RmsNormRegistry = KernelRegistry<RmsNormKernel>;
+
+}  // namespace ulpcheck

@@ -1,0 +1,121 @@
+// Device building blocks shared by the RMSNorm CUDA variants (and their
+// mutants): 128-bit vector access, dtype conversion, block all-reduce, and
+// compile-time dispatch over dtype, vector width and vectors per thread.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "harness/core/dtype.h"
+#include "kernels/rmsnorm/rmsnorm_plan.h"
+
+namespace ulpcheck::rmsnorm_cuda {
+
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) VecT {
+  T v[VEC];
+};
+
+template <typename T, int VEC>
+__device__ __forceinline__ VecT<T, VEC> loadVec(const T* p) {
+  if constexpr (sizeof(T) * VEC == 16) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+    VecT<T, VEC> out;
+    static_assert(sizeof(out) == sizeof(raw));
+    memcpy(&out, &raw, sizeof raw);
+    return out;
+  } else {
+    return *reinterpret_cast<const VecT<T, VEC>*>(p);
+  }
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void storeVec(T* p, const VecT<T, VEC>& v) {
+  *reinterpret_cast<VecT<T, VEC>*>(p) = v;
+}
+
+template <int VEC>
+__device__ __forceinline__ void storeFloats(float* p, const float (&v)[VEC]) {
+  if constexpr (VEC % 4 == 0) {
+#pragma unroll
+    for (int k = 0; k < VEC; k += 4) *reinterpret_cast<float4*>(p + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) p[k] = v[k];
+  }
+}
+
+__device__ __forceinline__ float toFloat(float v) { return v; }
+__device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
+__device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T fromFloat(float v);
+template <>
+__device__ __forceinline__ float fromFloat<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half fromFloat<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+/// Sum over the CTA, returned to every thread. Warp butterfly (every lane
+/// ends with the same value: a + b == b + a), then each thread adds the warp
+/// totals in warp order. Two shared slots alternate between calls, so the
+/// slot written by call k+2 is only reused after call k+1's barrier.
+__device__ __forceinline__ float blockAllReduce(float v, float* red /* 2 * 32 */, int& parity) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+  float* slot = red + parity * 32;
+  parity ^= 1;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  if (lane == 0) slot[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int i = 0; i < nwarps; ++i) total = __fadd_rn(total, slot[i]);
+  return total;
+}
+
+/// How many elements of a row a thread may hold in registers for the
+/// backward (x, dy and w as packed vectors plus fp32 dW accumulators) within
+/// the 128 registers a 512-thread CTA allows per thread.
+template <typename T>
+constexpr int maxRegisterElements() {
+  return sizeof(T) == 2 ? 32 : 16;
+}
+
+template <int V>
+using IntC = std::integral_constant<int, V>;
+
+/// Calls fn(dtype_tag) with a value of the storage type of `t`.
+template <typename Fn>
+void withStorageType(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::F32: fn(float{}); return;
+    case DType::F16: fn(__half{}); return;
+    case DType::BF16: fn(__nv_bfloat16{}); return;
+  }
+}
+
+/// Calls fn(IntC<VEC>, IntC<VPT>) for the plan; VPT 0 selects the path that
+/// keeps nothing in registers across passes (rows too wide for registers).
+template <typename T, typename Fn>
+void withVecAndVpt(const rmsnorm_plan::RowPlan& p, Fn&& fn) {
+  constexpr int kVec = 16 / sizeof(T);
+  auto byVpt = [&](auto vec) {
+    constexpr int V = decltype(vec)::value;
+    constexpr int kMaxVpt = maxRegisterElements<T>() / V;
+    if (p.vpt == 1) return fn(vec, IntC<1>{});
+    if constexpr (kMaxVpt >= 2) if (p.vpt == 2) return fn(vec, IntC<2>{});
+    if constexpr (kMaxVpt >= 4) if (p.vpt == 4) return fn(vec, IntC<4>{});
+    if constexpr (kMaxVpt >= 8) if (p.vpt == 8) return fn(vec, IntC<8>{});
+    if constexpr (kMaxVpt >= 16) if (p.vpt == 16) return fn(vec, IntC<16>{});
+    return fn(vec, IntC<0>{});
+  };
+  if (p.vec == kVec) byVpt(IntC<kVec>{});
+  else byVpt(IntC<1>{});
+}
+
+}  // namespace ulpcheck::rmsnorm_cuda

@@ -1,0 +1,165 @@
+#include "kernels/rmsnorm/rmsnorm_host.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/rmsnorm/rmsnorm_plan.h"
+
+namespace ulpcheck::rmsnorm_host {
+
+namespace {
+
+using namespace rmsnorm_plan;
+
+float load(const void* base, DType t, int64_t i) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, static_cast<const char*>(base) + i * storageBytes(t), storageBytes(t));
+  return static_cast<float>(decodeBits(t, bits));
+}
+
+void store(void* base, DType t, int64_t i, float v) {
+  const uint32_t bits = doubleToBits(t, v);  // float -> double is exact: one RNE rounding to t
+  std::memcpy(static_cast<char*>(base) + i * storageBytes(t), &bits, storageBytes(t));
+}
+
+float roundToBf16(float v) { return static_cast<float>(roundToFormat(DType::BF16, v)); }
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+/// The CUDA blockAllReduce: butterfly inside each warp, then warp totals in order.
+float blockAllReduce(std::vector<float>& per_thread) {
+  const size_t threads = per_thread.size();
+  std::vector<float> next(threads);
+  for (int o = 16; o > 0; o >>= 1) {
+    for (size_t l = 0; l < threads; ++l) next[l] = per_thread[l] + per_thread[l ^ size_t(o)];
+    per_thread.swap(next);
+  }
+  float total = 0.f;
+  for (size_t w = 0; w < threads; w += kWarp) total += per_thread[w];
+  return total;
+}
+
+/// Visits thread t's columns in the order the CUDA thread accumulates them:
+/// its vectors v = 0..vpt-1 (elements k = 0..vec-1 each), then its tail element.
+template <typename Fn>
+void forThreadColumns(const RowPlan& p, int t, bool include_tail, Fn&& fn) {
+  for (int v = 0; v < p.vpt; ++v) {
+    const int64_t vi = int64_t(v) * p.threads + t;
+    if (vi >= p.nvec) continue;
+    for (int k = 0; k < p.vec; ++k) fn(vi * p.vec + k);
+  }
+  if (include_tail && t < p.tail) fn(p.nvec * p.vec + t);
+}
+
+}  // namespace
+
+void forward(const RmsNormForwardArgs& f, const LaunchEnv&) {
+  const auto& s = f.shape;
+  const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(f.x) && aligned16(f.w) && aligned16(f.y));
+  std::vector<float> acc(p.threads);
+  for (int64_t row = 0; row < s.M; ++row) {
+    const int64_t base = row * s.ld;
+    for (int t = 0; t < p.threads; ++t) {
+      float a = 0.f;
+      forThreadColumns(p, t, true, [&](int64_t col) {
+        const float x = load(f.x, s.dtype, base + col);
+        a = std::fma(x, x, a);
+      });
+      acc[t] = a;
+    }
+    const float r = 1.0f / std::sqrt(blockAllReduce(acc) / float(s.N) + s.eps);
+    f.rstd[row] = r;
+    for (int64_t col = 0; col < s.N; ++col)
+      store(f.y, s.dtype, base + col, (load(f.x, s.dtype, base + col) * r) * load(f.w, s.dtype, col));
+  }
+}
+
+void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, const Defects& defects) {
+  const auto& s = b.shape;
+  RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(b.x) && aligned16(b.w) && aligned16(b.dy) && aligned16(b.dx));
+  if (defects.threads_from_m && s.M > 16 && p.threads > kWarp) {  // "small batches get bigger CTAs"
+    p.threads /= 2;
+    p.vpt *= 2;
+  }
+  const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);
+  const int64_t pld = partialLd(s.N);
+  auto* partial = static_cast<float*>(b.workspace);
+  std::vector<float> w(s.N), acc(p.threads), dw_acc(s.N);
+  for (int64_t col = 0; col < s.N; ++col) w[col] = load(b.w, s.dtype, col);
+  const bool tail = !defects.drop_tail;
+
+  for (int64_t cta = 0; cta < ctas; ++cta) {
+    std::fill(dw_acc.begin(), dw_acc.end(), 0.f);
+    for (int64_t row = cta; row < s.M; row += ctas) {
+      const float r = b.rstd[row];
+      const int64_t base = row * s.ld;
+      for (int t = 0; t < p.threads; ++t) {
+        float a = 0.f;
+        forThreadColumns(p, t, tail, [&](int64_t col) {
+          const float xhat = load(b.x, s.dtype, base + col) * r;
+          const float gw = load(b.dy, s.dtype, base + col) * w[col];
+          a = std::fma(gw, xhat, a);
+          if (defects.rowsum_in_bf16) a = roundToBf16(a);
+        });
+        acc[t] = a;
+      }
+      const float c = blockAllReduce(acc) / float(s.N);
+      for (int t = 0; t < p.threads; ++t) {
+        forThreadColumns(p, t, tail, [&](int64_t col) {
+          const float g = load(b.dy, s.dtype, base + col);
+          const float xhat = load(b.x, s.dtype, base + col) * r;
+          store(b.dx, s.dtype, base + col, r * std::fma(-xhat, c, g * w[col]));
+          dw_acc[col] = std::fma(g, xhat, dw_acc[col]);
+        });
+      }
+    }
+    for (int t = 0; t < p.threads; ++t)
+      forThreadColumns(p, t, tail, [&](int64_t col) { partial[cta * pld + col] = dw_acc[col]; });
+  }
+
+  static std::atomic<uint64_t> calls{0};  // arrival-order emulation: a different first CTA each call
+  const int64_t rotate = defects.arrival_order_dw ? int64_t(calls++ % uint64_t(ctas)) : 0;
+  for (int64_t col = 0; col < s.N; ++col) {
+    float group_sum[kDwGroups];
+    for (int g = 0; g < kDwGroups; ++g) {
+      float a = 0.f;
+      for (int64_t c = g; c < ctas; c += kDwGroups) a += partial[((c + rotate) % ctas) * pld + col];
+      group_sum[g] = a;
+    }
+    float total = 0.f;
+    for (float g : group_sum) total += g;
+    store(b.dw, s.dtype, col, total);
+  }
+}
+
+bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
+                    Defects defects, int64_t row_depth_factor) {
+  return RmsNormRegistry::add(RmsNormKernel{
+      KernelInfo{"rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16}, Contracts{true, true, DType::F32},
+                 description, bug, caught_by},
+      workspaceBytes, [](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e); },
+      [defects](const RmsNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, defects); },
+      [row_depth_factor](const RmsNormShape& s, const LaunchEnv& e) {
+        ReductionDepths d = depths(s, e);
+        d.row *= row_depth_factor;
+        return d;
+      }});
+}
+
+namespace {
+const bool registered = RmsNormRegistry::add(RmsNormKernel{
+    KernelInfo{"rmsnorm",
+               "host_separate",
+               Backend::Host,
+               {DType::F32, DType::F16, DType::BF16},
+               Contracts{true, true, DType::F32},
+               "host port of cuda_separate: same plan, accumulation order and dW partials, run on the CPU",
+               "",
+               ""},
+    workspaceBytes, [](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e); },
+    [](const RmsNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e); }, depths});
+}  // namespace
+
+}  // namespace ulpcheck::rmsnorm_host

@@ -1,0 +1,197 @@
+// MPFR oracle of RMSNorm, and the derivation of its error budget.
+//
+// ---------------------------------------------------------------------------
+// The exact values
+//
+// Inputs are values of the storage format T, so x_j^2, w_j dy_j and x_j w_j are
+// exact doubles (at most 2 x 24 significand bits). Row sums are correctly
+// rounded mpfr_sum's of exact terms; everything after is 160-bit arithmetic,
+// so every result is within a few 2^-160 of its exact value relative to the
+// magnitudes it is made of. dW is accumulated at 256 bits over rows in a fixed
+// chunking (independent of the thread count, so the oracle is reproducible).
+// Each result is rounded to double with round-to-odd, which makes rounding
+// that double to T the correctly rounded T value.
+//
+// ---------------------------------------------------------------------------
+// The budget: a first-order forward error analysis of the algorithm every
+// conforming kernel runs, with u = unit roundoff of the declared accumulation
+// precision, D_row / D_col the declared reduction depths (ReductionDepths:
+// a sum of depth D has error <= D u sum|terms|), eta = 2^-150 the absolute error
+// of an fp32 product that underflows. Per row:
+//
+//   ms~   = (sum_j x_j^2 (1 rounding each, depth D_row)) / N + eps
+//           relative error (D_row + 3) u                   [square, sum, divide, add]
+//   r~    = rsqrt(ms~): half the relative error of ms~, plus rsqrtf's 4 u
+//           delta_r := (D_row + 3) / 2 + 4                 [in units of u]
+//
+//   y     = (x r) w          S_y  = (delta_r + 2) |y|              G_y  = 1 + |w|
+//   rstd  = r~               S_r  = delta_r r                      G_r  = 0 (eps >= 2^-60 keeps ms normal)
+//
+// Backward with a = w dy, xhat = x r, c = (1/N) sum_j a_j xhat_j,
+// m = (1/N) sum_j |a_j xhat_j|:
+//   xhat~ carries delta_r + 1, a~ one rounding, each product a xhat another,
+//   so c~ has absolute error (D_row + delta_r + 4) u m  [terms, sum, divide];
+//   t = xhat_i c: (delta_r + 2) u |t| + |xhat_i| |dc|;
+//   dx = r (a - t): delta_r from r~, one rounding for the subtraction and one
+//   for the product:
+//   S_dx = r [ (delta_r + 3) |a_i| + (2 delta_r + 4) |xhat_i c| + (D_row + delta_r + 4) |xhat_i| m ]
+//   G_dx = r (2 + |c| + |xhat_i|) + 1
+//   dw_j = sum_i dy_ij xhat_ij: each term delta_r + 2, summed with depth D_col:
+//   S_dw = (D_col + delta_r + 2) sum_i |dy_ij xhat_ij|,   G_dw = 1 + sum_i (1 + |dy_ij|)
+//
+// where S carries the cancellation: at an element where dx ~ 0, |a_i| and
+// |xhat_i c| stay large, so the budget stays at the size of the terms, not of
+// the result. That is why a correct fp32-accumulating kernel may be hundreds
+// of ulps from the correctly rounded dx there and still pass, while a bf16
+// accumulator (u = 2^-8 instead of 2^-24) exceeds the budget by orders of
+// magnitude. The budget of an element is then
+//   budget = K (u S + eta G) + 0.5 ulp_T(|exact| + K (u S + eta G))   (oracles/reference.h)
+#include "oracles/rmsnorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "oracles/mpfr_util.h"
+
+namespace ulpcheck {
+
+namespace {
+
+using mp::Real;
+using mp::RealArray;
+using mp::toDoubleRoundToOdd;
+
+constexpr mpfr_prec_t kPrec = tolerance::kOraclePrecisionBits;
+constexpr mpfr_prec_t kAccPrec = tolerance::kOracleAccumulatorBits;
+
+ReferenceTensor makeTensor(const char* name, DType t, int64_t rows, int64_t cols, bool per_row) {
+  ReferenceTensor r;
+  r.name = name;
+  r.dtype = t;
+  r.rows = rows;
+  r.cols = cols;
+  r.per_row = per_row;
+  r.exact.assign(rows * cols, 0.0);
+  r.budget.assign(rows * cols, 0.0);
+  return r;
+}
+
+/// dW accumulated over one chunk of rows.
+struct DwChunk {
+  explicit DwChunk(int64_t N) : sum(N, kAccPrec), abs_terms(N, 0.0), gain(N, 0.0) {}
+  RealArray sum;
+  std::vector<double> abs_terms;  // sum_i |dy_ij xhat_ij|
+  std::vector<double> gain;       // sum_i (1 + |dy_ij|)
+};
+
+/// Scratch of one worker, reused across its rows.
+struct RowScratch {
+  explicit RowScratch(int64_t N)
+      : squares(N, 53), products(N, 80), r(kPrec), c(kPrec), t(kPrec), s(kPrec), out(kPrec), acc_term(kAccPrec) {}
+  RealArray squares;   // x_j^2, exact in 53 bits
+  RealArray products;  // (w_j dy_j) x_j, exact in 80 bits
+  Real r, c, t, s, out, acc_term;
+};
+
+}  // namespace
+
+RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
+  const HostMatrix& x = in.x;
+  const int64_t M = x.rows, N = x.cols;
+  const DType T = x.dtype;
+  const DType acc = contract.accumulation;
+  const double d_row = double(contract.depths.row), d_col = double(contract.depths.col);
+  const double delta_r = (d_row + 3.0) / 2.0 + tolerance::kRsqrtUnits;
+
+  RmsNormReference ref{makeTensor("y", T, M, N, true), makeTensor("rstd", DType::F32, M, 1, true),
+                       makeTensor("dx", T, M, N, true), makeTensor("dw", T, 1, N, false)};
+
+  std::vector<double> w(N);
+  for (int64_t j = 0; j < N; ++j) w[j] = in.w.value(0, j);
+
+  // Fixed chunking of rows for dW, so the 256-bit sums are reproducible.
+  const int64_t max_chunks = std::clamp<int64_t>((int64_t{1} << 22) / N, 1, 64);
+  const int64_t chunks = std::min<int64_t>(M, max_chunks);
+  std::vector<std::unique_ptr<DwChunk>> dw_chunks(chunks);
+
+  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
+    RowScratch sc(N);
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      auto dwc = std::make_unique<DwChunk>(N);
+      const int64_t row_begin = M * chunk / chunks, row_end = M * (chunk + 1) / chunks;
+      for (int64_t i = row_begin; i < row_end; ++i) {
+        // rstd = 1 / sqrt(sum x^2 / N + eps)
+        for (int64_t j = 0; j < N; ++j) {
+          const double xv = x.value(i, j);
+          mpfr_set_d(sc.squares[j], xv * xv, MPFR_RNDN);  // exact: 48-bit product
+        }
+        sc.squares.sum(sc.s, N);
+        mpfr_div_si(sc.s, sc.s, long(N), MPFR_RNDN);
+        mpfr_add_d(sc.s, sc.s, double(in.eps), MPFR_RNDN);
+        mpfr_rec_sqrt(sc.r, sc.s, MPFR_RNDN);
+        const double r = mpfr_get_d(sc.r, MPFR_RNDN);
+        ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
+        ref.rstd.budget[i] = elementBudget(DType::F32, acc, ref.rstd.exact[i], delta_r * r, 0.0);
+
+        // c = r / N * sum_j (w_j dy_j) x_j, and m = r / N * sum_j |w_j dy_j x_j|
+        double abs_sum = 0.0;
+        for (int64_t j = 0; j < N; ++j) {
+          const double a = w[j] * in.dy.value(i, j);  // exact
+          mpfr_set_d(sc.products[j], a, MPFR_RNDN);
+          mpfr_mul_d(sc.products[j], sc.products[j], x.value(i, j), MPFR_RNDN);  // exact in 80 bits
+          abs_sum += std::fabs(a * x.value(i, j));
+        }
+        sc.products.sum(sc.c, N);
+        mpfr_mul(sc.c, sc.c, sc.r, MPFR_RNDN);
+        mpfr_div_si(sc.c, sc.c, long(N), MPFR_RNDN);
+        const double c = mpfr_get_d(sc.c, MPFR_RNDN);
+        const double m = abs_sum * r / double(N);
+
+        for (int64_t j = 0; j < N; ++j) {
+          const double xv = x.value(i, j), dyv = in.dy.value(i, j);
+          const double a = w[j] * dyv, xhat = xv * r;
+          const int64_t e = i * N + j;
+
+          mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
+          ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
+          ref.y.budget[e] = elementBudget(T, acc, ref.y.exact[e], (delta_r + 2.0) * std::fabs(xhat * w[j]),
+                                          1.0 + std::fabs(w[j]));
+
+          mpfr_mul_d(sc.t, sc.r, xv, MPFR_RNDN);  // t = x r c
+          mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);
+          mpfr_d_sub(sc.s, a, sc.t, MPFR_RNDN);  // a - t
+          mpfr_mul(sc.out, sc.s, sc.r, MPFR_RNDN);
+          ref.dx.exact[e] = toDoubleRoundToOdd(sc.out);
+          const double scale_dx = r * ((delta_r + 3.0) * std::fabs(a) + (2.0 * delta_r + 4.0) * std::fabs(xhat * c) +
+                                       (d_row + delta_r + 4.0) * std::fabs(xhat) * m);
+          ref.dx.budget[e] = elementBudget(T, acc, ref.dx.exact[e], scale_dx,
+                                           r * (2.0 + std::fabs(c) + std::fabs(xhat)) + 1.0);
+
+          mpfr_mul_d(sc.acc_term, sc.r, dyv * xv, MPFR_RNDN);  // exact at 256 bits: 160 + 48
+          mpfr_add(dwc->sum[j], dwc->sum[j], sc.acc_term, MPFR_RNDN);
+          dwc->abs_terms[j] += std::fabs(dyv * xhat);
+          dwc->gain[j] += 1.0 + std::fabs(dyv);
+        }
+      }
+      dw_chunks[chunk] = std::move(dwc);
+    }
+  });
+
+  // Combine the dW chunks in chunk order.
+  Real total(kAccPrec);
+  for (int64_t j = 0; j < N; ++j) {
+    mpfr_set_zero(total, 1);
+    double abs_terms = 0.0, gain = 1.0;
+    for (const auto& chunk : dw_chunks) {
+      mpfr_add(total, total, chunk->sum[j], MPFR_RNDN);
+      abs_terms += chunk->abs_terms[j];
+      gain += chunk->gain[j];
+    }
+    ref.dw.exact[j] = toDoubleRoundToOdd(total);
+    ref.dw.budget[j] = elementBudget(T, acc, ref.dw.exact[j], (d_col + delta_r + 2.0) * abs_terms, gain);
+  }
+  return ref;
+}
+
+}  // namespace ulpcheck

@@ -1,0 +1,31 @@
+// Every tolerance constant of the accuracy contract, in one table, each with
+// the reason it has its value. Asserts never carry literal tolerances.
+#pragma once
+
+namespace ulpcheck::tolerance {
+
+// Safety factor K of |got - exact| <= 0.5 ulp_T + K (u_acc S + eta G): the
+// per-element bounds are first-order (products of two u terms dropped, each
+// below 2^-20 of the bound for depths under 2^20); K = 2 covers them with room.
+inline constexpr double kBudgetSafety = 2.0;
+
+// Relative error of the device's rsqrtf: at most 2 ulp (CUDA C Programming
+// Guide, table of single-precision maximum ulp errors) = 4 u for u = 2^-24.
+inline constexpr double kRsqrtUnits = 4.0;
+
+// Underflow: a product that lands in the subnormal range carries an absolute
+// error of at most half the accumulation format's smallest subnormal
+// (eta = 2^-150 for fp32), which relative bounds cannot express.
+inline constexpr double kUnderflowHalfUlps = 0.5;
+
+// The oracle's own error, relative to the budget: it works at 160 bits (dW
+// accumulators 256), so its results are within 2^-120 of the exact values; a
+// check that the oracle error stays under 2^-100 of every budget guards this.
+inline constexpr int kOraclePrecisionBits = 160;
+inline constexpr int kOracleAccumulatorBits = 256;
+
+// The oracle's self-checks (Boost.Multiprecision cross-check, MPFR finite
+// differences, round-to-odd) keep their agreement constants, each with its
+// derivation, beside them in properties/cpu/oracle_test.cpp.
+
+}  // namespace ulpcheck::tolerance

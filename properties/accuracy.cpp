@@ -1,0 +1,121 @@
+// Property: every output element within its error budget of the MPFR oracle
+// (|got - exact| <= budget), NaN only where the exact result is NaN, Inf only
+// where the exact result is at or beyond overflow.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "properties/property.h"
+
+namespace ulpcheck {
+
+namespace {
+
+constexpr size_t kReportedFindings = 5;
+
+double overflowThreshold(DType t) { return maxFinite(t) + 0.5 * ulpOf(t, maxFinite(t)); }
+
+Outcome checkAccuracy(CaseContext& ctx) {
+  const RunResult& run = ctx.baseRun();
+  const std::vector<ReferenceTensor>& reference = ctx.reference();
+  Outcome o;
+  std::vector<Finding> failures, worst;
+  bool nontrivial = false;
+
+  for (const ReferenceTensor& ref : reference) {
+    const OutputTensor* out = run.find(ref.name);
+    if (!out) {
+      o.verdict = Verdict::Fail;
+      o.summary = fmt::format("the kernel produced no output '{}'", ref.name);
+      return o;
+    }
+    TensorStats st;
+    st.tensor = ref.name;
+    double sum_sq_ulp = 0;
+    int64_t finite_count = 0;
+    for (int64_t r = 0; r < ref.rows; ++r)
+      for (int64_t c = 0; c < ref.cols; ++c) {
+        const int64_t i = r * ref.cols + c;
+        const double exact = ref.exact[i], budget = ref.budget[i], got = out->value(r, c);
+        const double unit = ulpOf(ref.dtype, exact);
+        Finding f{ref.name, r, c, got, exact, ref.correctlyRounded(i), 0, budget / unit, 0, "", ""};
+        bool ok;
+        if (std::isnan(exact)) {
+          ok = std::isnan(got);
+          f.note = ok ? "" : "exact result is NaN";
+        } else if (std::isnan(got)) {
+          ok = false;
+          f.note = out->at(r, c) == poisonBits(ref.dtype) ? "never written (poison)" : "NaN";
+        } else if (std::isinf(got)) {
+          ok = std::signbit(got) == std::signbit(exact) && std::fabs(exact) + budget >= overflowThreshold(ref.dtype);
+          f.note = ok ? "" : "Inf where the exact result is finite";
+        } else {
+          ok = true;
+        }
+        const double err = std::isfinite(got) && std::isfinite(exact) ? std::fabs(got - exact) : INFINITY;
+        f.ulp = ok && !std::isfinite(err) ? 0 : err / unit;
+        f.ratio = ok && !std::isfinite(err) ? 0 : err / budget;
+        ok = ok && f.ratio <= 1.0;
+        ++st.elements;
+        if (std::isfinite(f.ulp)) {
+          st.max_ulp = std::max(st.max_ulp, f.ulp);
+          sum_sq_ulp += f.ulp * f.ulp;
+          ++finite_count;
+        }
+        st.max_ratio = std::max(st.max_ratio, f.ratio);
+        nontrivial |= exact != 0.0;
+        if (!ok) {
+          ++st.wrong;
+          failures.push_back(f);
+        } else {
+          worst.push_back(f);
+        }
+        // Keep only the worst few of each list as we go.
+        auto trim = [](std::vector<Finding>& v) {
+          if (v.size() > 4 * kReportedFindings) {
+            std::partial_sort(v.begin(), v.begin() + kReportedFindings, v.end(),
+                              [](const Finding& a, const Finding& b) { return a.ratio > b.ratio; });
+            v.resize(kReportedFindings);
+          }
+        };
+        trim(failures);
+        trim(worst);
+      }
+    st.rms_ulp = finite_count ? std::sqrt(sum_sq_ulp / finite_count) : 0;
+    o.stats.push_back(st);
+  }
+
+  auto& shown = failures.empty() ? worst : failures;
+  std::sort(shown.begin(), shown.end(), [](const Finding& a, const Finding& b) { return a.ratio > b.ratio; });
+  if (shown.size() > kReportedFindings) shown.resize(kReportedFindings);
+  for (Finding& f : shown) f.inputs = ctx.op().describeInputs(ctx.spec(), f.tensor, f.row, f.col);
+  o.findings = shown;
+
+  int64_t wrong = 0;
+  double max_ratio = 0;
+  for (const auto& s : o.stats) {
+    wrong += s.wrong;
+    max_ratio = std::max(max_ratio, s.max_ratio);
+  }
+  if (!nontrivial) {
+    // Never a vacuous pass: a reference of all zeros proves nothing about the kernel.
+    o.verdict = Verdict::Fail;
+    o.summary = "vacuous case: every exact output is zero";
+  } else if (wrong) {
+    o.verdict = Verdict::Fail;
+    const Finding& f = o.findings.front();
+    o.summary = fmt::format("{} elements over budget; worst {}[{},{}] = {} vs exact {} ({:.3g} ulp, {:.3g}x budget){}",
+                            wrong, f.tensor, f.row, f.col, hexFloat(f.got), hexFloat(f.exact), f.ulp, f.ratio,
+                            f.note.empty() ? "" : " " + f.note);
+  } else {
+    o.summary = fmt::format("all within budget (max {:.3g} of budget)", max_ratio);
+  }
+  return o;
+}
+
+const bool registered = registerProperty(
+    {"accuracy", "every element within its condition-aware error budget of the MPFR oracle", checkAccuracy});
+
+}  // namespace
+}  // namespace ulpcheck

@@ -1,0 +1,47 @@
+#include "properties/case_context.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "harness/core/datagen.h"
+
+namespace ulpcheck {
+
+namespace {
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+CaseContext::CaseContext(CaseSpec spec, const OpAdapter& op, const ExecContext& exec)
+    : spec_(std::move(spec)), op_(op), exec_(exec) {
+  const KernelInfo* k = OpAdapter::findKernel(spec_.op, spec_.kernel);
+  if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec_.op, spec_.kernel));
+  if (!k->supports(spec_.dtype))
+    throw CaseParseError(fmt::format("kernel '{}' does not support dtype {}", spec_.kernel, dtypeName(spec_.dtype)));
+  kernel_ = *k;
+}
+
+const RunResult& CaseContext::baseRun() {
+  if (!base_) base_ = run(identityRows(spec_.M));
+  return *base_;
+}
+
+RunResult CaseContext::run(const RowLayout& layout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RunResult r = op_.run(spec_, layout, exec_);
+  kernel_seconds_ += secondsSince(t0);
+  return r;
+}
+
+const std::vector<ReferenceTensor>& CaseContext::reference() {
+  if (!reference_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    reference_ = op_.reference(spec_, exec_);
+    oracle_seconds_ += secondsSince(t0);
+  }
+  return *reference_;
+}
+
+}  // namespace ulpcheck

@@ -1,0 +1,40 @@
+// One case under test: its spec, its op, where it runs, and the results the
+// properties share (the base run and the oracle are computed once).
+#pragma once
+
+#include <optional>
+
+#include "properties/op.h"
+
+namespace ulpcheck {
+
+class CaseContext {
+ public:
+  CaseContext(CaseSpec spec, const OpAdapter& op, const ExecContext& exec);
+
+  const CaseSpec& spec() const { return spec_; }
+  const OpAdapter& op() const { return op_; }
+  const KernelInfo& kernel() const { return kernel_; }
+  const ExecContext& exec() const { return exec_; }
+
+  /// The run on the case's own batch (rows 0..M-1), computed once.
+  const RunResult& baseRun();
+  /// A further run on another batch layout (not cached).
+  RunResult run(const RowLayout& layout);
+  /// The oracle's reference, computed once.
+  const std::vector<ReferenceTensor>& reference();
+
+  double kernelSeconds() const { return kernel_seconds_; }
+  double oracleSeconds() const { return oracle_seconds_; }
+
+ private:
+  CaseSpec spec_;
+  const OpAdapter& op_;
+  KernelInfo kernel_;
+  ExecContext exec_;
+  std::optional<RunResult> base_;
+  std::optional<std::vector<ReferenceTensor>> reference_;
+  double kernel_seconds_ = 0, oracle_seconds_ = 0;
+};
+
+}  // namespace ulpcheck

@@ -1,0 +1,110 @@
+// The ulpcheck executable: exit codes for each kind of outcome and of bad
+// input, and a repro command that replays a failure.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "harness/runner/exit_codes.h"
+
+namespace ulpcheck {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result cli(const std::string& args) {
+  const std::string cmd = std::string(ULPCHECK_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(Cli, ListShowsKernelsAndProperties) {
+  const Result r = cli("list");
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  for (const char* s : {"host_separate", "accuracy", "determinism", "batch_invariance", "memory_safety"})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s;
+}
+
+TEST(Cli, BadArgumentsAreUsageErrors) {
+  EXPECT_EQ(cli("").code, exit_code::kUsage);
+  EXPECT_EQ(cli("frobnicate").code, exit_code::kUsage);
+  EXPECT_EQ(cli("run --cases many").code, exit_code::kUsage);
+  EXPECT_EQ(cli("run --backend host --dtype fp64").code, exit_code::kUsage);
+  EXPECT_EQ(cli("run --backend host --seed -3").code, exit_code::kUsage);
+  EXPECT_EQ(cli("run --backend host --kernel no_such_kernel").code, exit_code::kUsage);
+  EXPECT_EQ(cli("run --backend host --property no_such_property").code, exit_code::kUsage);
+  const Result r = cli("run --backend host --tier huge");
+  EXPECT_EQ(r.code, exit_code::kUsage);
+  EXPECT_NE(r.output.find("--tier"), std::string::npos) << r.output;
+}
+
+TEST(Cli, MalformedCasesAreRefusedClearly) {
+  Result r = cli("repro 'op=rmsnorm kernel=host_separate dtype=fp32 M=0 N=4'");
+  EXPECT_EQ(r.code, exit_code::kBadCase);
+  EXPECT_NE(r.output.find("'M' must be >= 1"), std::string::npos) << r.output;
+  r = cli("repro 'op=rmsnorm kernel=nope dtype=fp32 M=1 N=4'");
+  EXPECT_EQ(r.code, exit_code::kBadCase);
+  EXPECT_NE(r.output.find("no kernel variant 'nope'"), std::string::npos) << r.output;
+}
+
+TEST(Cli, ReproPassesForTheHostPortAndFailsForAMutant) {
+  Result r = cli("repro 'op=rmsnorm kernel=host_separate dtype=bf16 M=3 N=17 dist=large_mean mean=0x1p10 sigma=0x1p2'");
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  r = cli("repro 'op=rmsnorm kernel=host_bug_bf16_rowsum dtype=fp32 M=1 N=1' --property accuracy");
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("dx"), std::string::npos) << "the worst elements are printed\n" << r.output;
+}
+
+TEST(Cli, RunFindsShrinksAndSavesAFailure) {
+  const fs::path dir = fs::temp_directory_path() / ("ulpcheck-cli-" + std::to_string(::getpid()));
+  const fs::path json = dir / "out.jsonl";
+  fs::create_directories(dir);
+  const Result r = cli("run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 200 --tier smoke "
+                       "--seed 9 --corpus " + dir.string() + " --json " + json.string());
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("reproduce: ulpcheck repro '"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_directory(dir / "rmsnorm" / "memory_safety" / "crashing"));
+  std::ifstream in(json);
+  std::string line, last;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    last = line;
+  }
+  EXPECT_GT(lines, 1);
+  EXPECT_NE(last.find("\"summary\""), std::string::npos);
+  // The saved case replays as a failure through `repro <file>`.
+  for (const auto& f : fs::directory_iterator(dir / "rmsnorm" / "memory_safety" / "crashing"))
+    EXPECT_EQ(cli("repro " + f.path().string()).code, exit_code::kPropertyFailed);
+  fs::remove_all(dir);
+}
+
+TEST(Cli, CorruptCorpusIsABadCaseError) {
+  const fs::path dir = fs::temp_directory_path() / ("ulpcheck-badcorpus-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "rmsnorm" / "accuracy" / "regression");
+  std::ofstream(dir / "rmsnorm" / "accuracy" / "regression" / "x.case") << "op=rmsnorm kernel=k M=1\n";
+  const Result r = cli("run --backend host --cases 1 --corpus " + dir.string());
+  EXPECT_EQ(r.code, exit_code::kBadCase) << r.output;
+  EXPECT_NE(r.output.find("x.case"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
+TEST(Cli, DefaultRunOnTheHostPasses) {
+  const Result r = cli("run --backend host --cases 20 --tier smoke --seed 1 --no-save");
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("backend: host"), std::string::npos) << "says which backend it used\n" << r.output;
+}
+
+}  // namespace
+}  // namespace ulpcheck

@@ -1,0 +1,50 @@
+// Every property on the host port of the CUDA kernels, and every host mutant
+// killed by the property it names (so no property is a check that cannot fail).
+#include <gtest/gtest.h>
+
+#include "properties/test_support.h"
+
+namespace ulpcheck {
+namespace {
+
+using testing::explain;
+using testing::hostContext;
+using testing::replayCorpus;
+using testing::runQuietly;
+
+TEST(HostPort, PassesEveryPropertyOnSmokeCases) {
+  const CampaignResult r = runQuietly("host_separate", 300, 0x5eed, Tier::Smoke, hostContext());
+  EXPECT_TRUE(r.failures.empty()) << explain(r);
+  EXPECT_EQ(r.cases_run, 300);
+  EXPECT_EQ(r.cells.size(), 4u * 3u) << "every property x every dtype was exercised";
+}
+
+TEST(HostPort, PassesEveryPropertyOnDefaultTierCases) {
+  const CampaignResult r = runQuietly("host_separate", 25, 0xdefa17, Tier::Default, hostContext());
+  EXPECT_TRUE(r.failures.empty()) << explain(r);
+}
+
+TEST(HostPort, RegressionCorpusReplays) {
+  const CampaignResult r = replayCorpus("host_separate", hostContext());
+  EXPECT_GT(r.regression_cases, 0) << "corpora/**/regression holds cases";
+  EXPECT_TRUE(r.failures.empty()) << explain(r);
+}
+
+TEST(HostMutants, EachIsKilledByItsPropertyAndShrinksSmall) {
+  int mutants = 0;
+  for (const KernelInfo& k : kernelCatalog()) {
+    if (!k.isMutant() || k.backend != Backend::Host) continue;
+    ++mutants;
+    const CampaignResult r = runQuietly(k.name, 500, 0x6d7574, Tier::Smoke, hostContext(), {k.caught_by});
+    ASSERT_EQ(r.failures.size(), 1u) << k.name << " survived " << k.caught_by << "\n" << explain(r);
+    const FailureRecord& f = r.failures[0];
+    EXPECT_LE(f.shrunk.M, 8) << k.name << ": " << toCaseString(f.shrunk);
+    // The shrunk case still fails when replayed on its own.
+    const auto replay = runCase(f.shrunk, {k.caught_by}, hostContext());
+    EXPECT_EQ(replay.at(0).second.verdict, Verdict::Fail) << k.name << ": " << reproCommand(f.shrunk, k.caught_by);
+  }
+  EXPECT_GE(mutants, 4);
+}
+
+}  // namespace
+}  // namespace ulpcheck

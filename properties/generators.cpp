@@ -1,0 +1,150 @@
+#include "properties/generators.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "properties/op.h"
+
+namespace ulpcheck {
+
+const char* tierName(Tier t) {
+  switch (t) {
+    case Tier::Smoke: return "smoke";
+    case Tier::Default: return "default";
+    case Tier::Nightly: return "nightly";
+  }
+  return "?";
+}
+
+int64_t maxElements(Tier t) {
+  switch (t) {
+    case Tier::Smoke: return int64_t{1} << 13;
+    case Tier::Default: return int64_t{1} << 18;
+    case Tier::Nightly: return int64_t{1} << 28;
+  }
+  return 0;
+}
+
+namespace gen {
+
+namespace {
+template <typename T>
+rc::Gen<T> just(T v) {
+  return rc::gen::just(v);
+}
+
+/// 2^k (1 + f/16) with k shrinking toward 0 and f toward 0: exact, simple values first.
+rc::Gen<double> scale(std::vector<int> exponents) {
+  return rc::gen::map(rc::gen::tuple(shrinkingElementOf<int>(std::move(exponents)), rc::gen::inRange(0, 16)),
+                      [](const std::tuple<int, int>& t) {
+                        return std::ldexp(1.0 + std::get<1>(t) / 16.0, std::get<0>(t));
+                      });
+}
+
+std::vector<int> centredExponents(int lo, int hi) {  // 0, -1, 1, -2, 2, ... within [lo, hi]
+  std::vector<int> out{0};
+  for (int k = 1; k <= std::max(-lo, hi); ++k) {
+    if (-k >= lo) out.push_back(-k);
+    if (k <= hi) out.push_back(k);
+  }
+  return out;
+}
+
+rc::Gen<DistParams> withSigma(Dist kind, std::vector<int> exponents) {
+  return rc::gen::map(scale(std::move(exponents)), [kind](double sigma) { return DistParams{kind, sigma, 0.0}; });
+}
+}  // namespace
+
+rc::Gen<uint64_t> seed() {
+  return [](const rc::Random& random, int) {
+    const uint64_t v = rc::Random(random).next();
+    return rc::shrinkable::shrinkRecur(v, [](uint64_t x) { return rc::shrink::towards<uint64_t>(x, 0); });
+  };
+}
+
+rc::Gen<int64_t> columns(Tier tier) {
+  // Vector widths are 4 (fp32) and 8 (fp16/bf16) elements: edges around their
+  // multiples, the tail path (N % vec != 0), powers of two, primes.
+  std::vector<std::pair<size_t, rc::Gen<int64_t>>> alts = {
+      {3, rc::gen::inRange<int64_t>(1, 18)},
+      {4, shrinkingElementOf<int64_t>({1,    2,    3,    4,    5,    7,    8,    9,    12,   15,   16,   17,   24,   31,
+                                       32,   33,   63,   64,   65,   127,  128,  129,  255,  256,  257,  511,  512,  513,
+                                       1000, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193})},
+      {2, shrinkingElementOf<int64_t>({2,   3,   5,   7,    11,   13,   19,   23,   29,   37,   61,   67,   97,   131,
+                                       251, 509, 521, 1021, 1031, 2039, 2053, 4093, 4099, 8209, 12289, 16381})},
+      {3, rc::gen::inRange<int64_t>(1, 4097)},
+      {1, rc::gen::inRange<int64_t>(4097, 16385)},
+  };
+  if (tier == Tier::Smoke) alts.erase(alts.begin() + 3, alts.end());
+  if (tier == Tier::Nightly)
+    alts.push_back({2, shrinkingElementOf<int64_t>({16384, 16385, 24576, 32767, 32768, 65536, 65537, 131072})});
+  return shrinkingWeightedOneOf(std::move(alts));
+}
+
+rc::Gen<int64_t> rows(Tier tier) {
+  // 132 and 264 bracket one and two CTAs per SM of an H100's backward grid.
+  std::vector<std::pair<size_t, rc::Gen<int64_t>>> alts = {
+      {4, rc::gen::inRange<int64_t>(1, 10)},
+      {3, shrinkingElementOf<int64_t>({1,   2,   3,   4,   7,   8,   9,   15,  16,  17,  31,  32,  33,  63,  64,  65,
+                                       127, 128, 129, 131, 132, 133, 255, 256, 257, 263, 264, 265, 511, 512, 513, 1025})},
+      {2, rc::gen::inRange<int64_t>(1, 1025)},
+      {1, rc::gen::inRange<int64_t>(1, 65537)},
+  };
+  if (tier == Tier::Smoke) alts.erase(alts.begin() + 2, alts.end());
+  if (tier == Tier::Nightly)
+    alts.push_back({2, shrinkingElementOf<int64_t>({32768, 65535, 65536, 65537, 100003, 131072})});
+  return shrinkingWeightedOneOf(std::move(alts));
+}
+
+rc::Gen<DistParams> distribution() {
+  // Sigma bounds keep every value finite in fp16 (validateCase).
+  const auto sigmas = centredExponents(-10, 6);
+  auto large_mean = rc::gen::map(
+      rc::gen::tuple(scale({10, 6, 7, 8, 9, 11, 12}), shrinkingElementOf<int>({8, 4, 6, 10, 12, 16, 20}),
+                     shrinkingElementOf<bool>({false, true})),
+      [](const std::tuple<double, int, bool>& t) {
+        const double mean = std::get<2>(t) ? -std::get<0>(t) : std::get<0>(t);
+        return DistParams{Dist::LargeMean, std::ldexp(std::fabs(mean), -std::get<1>(t)), mean};
+      });
+  return shrinkingWeightedOneOf<DistParams>({
+      {4, withSigma(Dist::Normal, sigmas)},
+      {1, withSigma(Dist::ConstantRows, sigmas)},
+      {1, withSigma(Dist::ZeroRows, sigmas)},
+      {1, withSigma(Dist::SignedZeros, sigmas)},
+      {2, large_mean},
+      {2, withSigma(Dist::OutlierChannels, centredExponents(-10, 4))},
+      {1, just(DistParams{Dist::Subnormal, 1.0, 0.0})},
+      {1, just(DistParams{Dist::NearOverflow, 1.0, 0.0})},
+  });
+}
+
+rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
+  const OpAdapter* op = findOp(o.op);
+  if (!op) throw std::invalid_argument("unknown op '" + o.op + "'");
+  const int64_t max_elements = maxElements(o.tier);
+  auto padding = shrinkingWeightedOneOf<int64_t>({{7, just<int64_t>(0)}, {3, shrinkingElementOf<int64_t>({1, 3, 8, 64})}});
+  auto ctas = shrinkingWeightedOneOf<int>({{1, just(0)}, {1, rc::gen::inRange(1, 6)}});
+  auto base = rc::gen::map(
+      rc::gen::tuple(rows(o.tier), columns(o.tier), shrinkingElementOf(o.dtypes), distribution(),
+                     shrinkingElementOf(o.kernels), padding, shrinkingElementOf<double>({1.0, 0.5, 2.0, 0x1p-4, 0x1p4}),
+                     ctas, seed()),
+      [o, max_elements](const auto& t) {
+        CaseSpec c;
+        c.op = o.op;
+        c.N = std::get<1>(t);
+        c.M = std::min(std::get<0>(t), std::max<int64_t>(1, max_elements / c.N));
+        c.dtype = std::get<2>(t);
+        c.x = std::get<3>(t);
+        c.kernel = std::get<4>(t);
+        c.ld = c.N + std::get<5>(t);
+        c.dy_sigma = std::get<6>(t);
+        c.ctas = std::get<7>(t);
+        c.seed = std::get<8>(t);
+        return c;
+      });
+  return rc::gen::mapcat(base, [op](const CaseSpec& c) { return op->refine(c); });
+}
+
+}  // namespace gen
+}  // namespace ulpcheck

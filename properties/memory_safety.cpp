@@ -1,0 +1,34 @@
+// Property: every output element written (no NaN poison left), nothing
+// written outside the outputs (canary red zones and row padding intact),
+// inputs left unchanged.
+#include <fmt/format.h>
+
+#include "properties/property.h"
+
+namespace ulpcheck {
+
+namespace {
+
+Outcome checkMemorySafety(CaseContext& ctx) {
+  const MemoryReport& m = ctx.baseRun().memory;
+  Outcome o;
+  if (m.clean()) {
+    o.summary = "all outputs written; canaries, padding and inputs intact";
+    return o;
+  }
+  o.verdict = Verdict::Fail;
+  o.summary = fmt::format("{} unwritten, {} padding elements written, {} input elements modified, {} canary bytes damaged",
+                          m.unwritten, m.padding_written, m.inputs_modified, m.canary_bytes_damaged);
+  for (const std::string& d : m.details) {
+    Finding f;
+    f.note = d;
+    o.findings.push_back(f);
+  }
+  return o;
+}
+
+const bool registered = registerProperty(
+    {"memory_safety", "every output element written; no write outside outputs; inputs unchanged", checkMemorySafety});
+
+}  // namespace
+}  // namespace ulpcheck

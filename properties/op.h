@@ -1,0 +1,87 @@
+// The binding of one op (rmsnorm, ...) to the generic properties: how to run a
+// registered variant on a case, what the oracle says, which outputs are
+// per-row. Each op registers one OpAdapter; properties never name an op.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rapidcheck.h>
+
+#include "harness/core/buffer.h"
+#include "harness/core/case_spec.h"
+#include "harness/core/parallel.h"
+#include "kernels/registry.h"
+#include "oracles/reference.h"
+
+namespace ulpcheck {
+
+/// Logical row ids, one per position of the batch a run executes: a row keeps
+/// its values wherever it is placed (batch invariance moves rows around).
+using RowLayout = std::vector<int64_t>;
+
+/// One output tensor as the kernel left it (bits of every element, padding
+/// included), named like the oracle's ReferenceTensor.
+struct OutputTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0, ld = 0;
+  bool per_row = true;
+  std::vector<uint32_t> bits;  // rows x ld
+  double value(int64_t r, int64_t c) const { return decodeBits(dtype, bits[r * ld + c]); }
+  uint32_t at(int64_t r, int64_t c) const { return bits[r * ld + c]; }
+};
+
+/// What the memory checks found in one run.
+struct MemoryReport {
+  int64_t unwritten = 0;         // output elements still holding the poison pattern
+  int64_t padding_written = 0;   // padding elements (columns N..ld) that changed
+  int64_t inputs_modified = 0;   // input elements that changed
+  size_t canary_bytes_damaged = 0;
+  std::vector<std::string> details;  // first few findings, human readable
+  bool clean() const { return !unwritten && !padding_written && !inputs_modified && !canary_bytes_damaged; }
+};
+
+struct RunResult {
+  std::vector<OutputTensor> outputs;
+  MemoryReport memory;
+  double seconds = 0;  // wall time of the kernels, synchronised
+  const OutputTensor* find(const std::string& name) const {
+    for (const auto& o : outputs)
+      if (o.name == name) return &o;
+    return nullptr;
+  }
+};
+
+/// Where cases execute.
+struct ExecContext {
+  Backend backend = Backend::Host;
+  int sm_count = 132;  // device's, or the one the host port emulates (an H100's)
+  ThreadPool* pool = nullptr;
+};
+
+class OpAdapter {
+ public:
+  virtual ~OpAdapter() = default;
+  virtual std::string name() const = 0;
+  virtual std::vector<KernelInfo> kernels() const = 0;
+  /// Runs the case's variant on the rows of `layout` (positions 0..size-1).
+  virtual RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const = 0;
+  /// The oracle: exact values and budgets of every checked output.
+  virtual std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const = 0;
+  /// Hex of the inputs that element (row, col) of output `tensor` depends on
+  /// most directly, for failure reports.
+  virtual std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const = 0;
+  /// Op-specific parts of a generated case (eps, ...), applied to a case
+  /// whose shape, dtype, distribution and kernel are already chosen.
+  virtual rc::Gen<CaseSpec> refine(CaseSpec base) const = 0;
+
+  static const KernelInfo* findKernel(const std::string& op, const std::string& kernel);
+};
+
+std::vector<const OpAdapter*>& opRegistry();
+const OpAdapter* findOp(const std::string& name);
+bool registerOp(std::unique_ptr<OpAdapter> op);
+
+}  // namespace ulpcheck

@@ -1,0 +1,30 @@
+// The inputs of an rmsnorm case, as every run and the oracle generate them:
+// x from the case's distribution, w around 1, dy normal with the case's scale;
+// padding columns hold the dtype's NaN poison so reading them shows up.
+#pragma once
+
+#include "harness/core/case_spec.h"
+#include "harness/core/datagen.h"
+
+namespace ulpcheck {
+
+// Norm weights sit around 1 after training; sigma 1/2 also gives small and
+// negative weights.
+inline constexpr DistParams kRmsNormWeightDist{Dist::Normal, 0.5, 1.0};
+
+inline DistParams rmsNormGradDist(const CaseSpec& c) { return DistParams{Dist::Normal, c.dy_sigma, 0.0}; }
+
+struct RmsNormInputData {
+  HostMatrix x, w, dy;
+};
+
+/// Rows at the logical ids of `rows` (identityRows(c.M) for the case itself).
+inline RmsNormInputData generateRmsNormInputs(const CaseSpec& c, const std::vector<int64_t>& rows) {
+  const uint32_t pad = poisonBits(c.dtype);
+  return RmsNormInputData{
+      generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
+      generateHost(kRmsNormWeightDist, c.dtype, c.seed, TensorStream::Weight, {0}, c.N, c.N, pad),
+      generateHost(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad)};
+}
+
+}  // namespace ulpcheck

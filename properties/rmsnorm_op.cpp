@@ -1,0 +1,101 @@
+// The rmsnorm op: runs a registered variant's forward then backward (on the
+// rstd its own forward saved, as training does) and asks the MPFR oracle for
+// y, rstd, dx and dw.
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "harness/core/datagen.h"
+#include "harness/core/device.h"
+#include "kernels/rmsnorm/rmsnorm.h"
+#include "oracles/rmsnorm.h"
+#include "properties/generators.h"
+#include "properties/op.h"
+#include "properties/rmsnorm_inputs.h"
+#include "properties/run_buffers.h"
+
+namespace ulpcheck {
+
+namespace {
+
+const RmsNormKernel& kernelOf(const CaseSpec& c) {
+  const RmsNormKernel* k = RmsNormRegistry::find(c.kernel);
+  if (!k) throw CaseParseError(fmt::format("rmsnorm has no kernel variant '{}'", c.kernel));
+  return *k;
+}
+
+LaunchEnv launchEnv(const CaseSpec& c, const ExecContext& ctx) { return LaunchEnv{ctx.sm_count, c.ctas, nullptr}; }
+
+class RmsNormOp final : public OpAdapter {
+ public:
+  std::string name() const override { return "rmsnorm"; }
+
+  std::vector<KernelInfo> kernels() const override {
+    std::vector<KernelInfo> out;
+    for (const auto& k : RmsNormRegistry::all()) out.push_back(k.info);
+    return out;
+  }
+
+  RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const override {
+    const RmsNormKernel& k = kernelOf(c);
+    const int64_t M = static_cast<int64_t>(layout.size());
+    const RmsNormShape shape{c.dtype, M, c.N, c.ld, c.eps};
+    const LaunchEnv env = launchEnv(c, ctx);
+    const RmsNormInputData in = generateRmsNormInputs(c, layout);
+
+    RunBuffers buf(k.info.backend);
+    const void* x = buf.input("x", in.x);
+    const void* w = buf.input("w", in.w);
+    const void* dy = buf.input("dy", in.dy);
+    void* y = buf.output("y", c.dtype, M, c.N, c.ld, true);
+    auto* rstd = static_cast<float*>(buf.output("rstd", DType::F32, M, 1, 1, true));
+    void* dx = buf.output("dx", c.dtype, M, c.N, c.ld, true);
+    void* dw = buf.output("dw", c.dtype, 1, c.N, c.N, false);
+    void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
+
+    const auto t0 = std::chrono::steady_clock::now();
+    k.forward(RmsNormForwardArgs{shape, x, w, y, rstd}, env);
+    k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace}, env);
+    if (k.info.backend == Backend::Cuda) deviceSynchronize("rmsnorm forward + backward");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    RunResult r = buf.collect();
+    r.seconds = seconds;
+    return r;
+  }
+
+  std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {
+    const RmsNormKernel& k = kernelOf(c);
+    const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
+    const RmsNormShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
+    const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx))};
+    RmsNormReference ref = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps}, contract,
+                                            ctx.pool ? *ctx.pool : ThreadPool::shared());
+    return {std::move(ref.y), std::move(ref.rstd), std::move(ref.dx), std::move(ref.dw)};
+  }
+
+  std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {
+    auto at = [&](const DistParams& d, TensorStream s, int64_t r, int64_t j) {
+      return hexFloat(sampleValue(d, c.dtype, c.seed, s, r, j));
+    };
+    const std::string w = at(kRmsNormWeightDist, TensorStream::Weight, 0, col);
+    if (tensor == "dw") return fmt::format("w[{}]={} (sum over {} rows)", col, w, c.M);
+    if (tensor == "rstd") return fmt::format("row {} of x ({} columns)", row, c.N);
+    return fmt::format("x={} w={} dy={}", at(c.x, TensorStream::X, row, col), w,
+                       at(rmsNormGradDist(c), TensorStream::GradOut, row, col));
+  }
+
+  rc::Gen<CaseSpec> refine(CaseSpec base) const override {
+    // eps of the models in use; shrinking goes to the first.
+    return rc::gen::map(gen::shrinkingElementOf<float>({1e-6f, 1e-5f, 1e-12f, 1e-3f}), [base](float eps) {
+      CaseSpec c = base;
+      c.eps = eps;
+      return c;
+    });
+  }
+};
+
+const bool registered = registerOp(std::make_unique<RmsNormOp>());
+
+}  // namespace
+}  // namespace ulpcheck

@@ -1,0 +1,78 @@
+#include "properties/run_buffers.h"
+
+#include <fmt/format.h>
+
+namespace ulpcheck {
+
+namespace {
+constexpr size_t kMaxDetails = 8;
+
+void note(MemoryReport& m, std::string s) {
+  if (m.details.size() < kMaxDetails) m.details.push_back(std::move(s));
+}
+}  // namespace
+
+void* RunBuffers::input(const std::string& name, const HostMatrix& m) {
+  Entry e{std::make_unique<Buffer>(where_, size_t(m.rows * m.ld) * storageBytes(m.dtype), name),
+          OutputTensor{name, m.dtype, m.rows, m.cols, m.ld, true, m.bits}, Entry::kInput};
+  const auto packed = m.packed();
+  e.buffer->upload(packed.data(), packed.size());
+  entries_.push_back(std::move(e));
+  return entries_.back().buffer->data();
+}
+
+void* RunBuffers::output(const std::string& name, DType t, int64_t rows, int64_t cols, int64_t ld, bool per_row) {
+  Entry e{std::make_unique<Buffer>(where_, size_t(rows * ld) * storageBytes(t), name),
+          OutputTensor{name, t, rows, cols, ld, per_row, {}}, Entry::kOutput};
+  e.buffer->fillPattern(poisonBits(t), storageBytes(t));
+  entries_.push_back(std::move(e));
+  return entries_.back().buffer->data();
+}
+
+void* RunBuffers::scratch(const std::string& name, size_t bytes) {
+  Entry e{std::make_unique<Buffer>(where_, bytes, name), OutputTensor{name, DType::F32, 0, 0, 0, false, {}},
+          Entry::kScratch};
+  e.buffer->fillPattern(kPoisonF32, 4);
+  entries_.push_back(std::move(e));
+  return entries_.back().buffer->data();
+}
+
+RunResult RunBuffers::collect() const {
+  RunResult r;
+  MemoryReport& mem = r.memory;
+  for (const Entry& e : entries_) {
+    if (const size_t damaged = e.buffer->damagedCanaryBytes()) {
+      mem.canary_bytes_damaged += damaged;
+      note(mem, fmt::format("{} canary bytes around '{}' overwritten (out-of-bounds write)", damaged, e.buffer->name()));
+    }
+    if (e.kind == Entry::kScratch) continue;
+    const OutputTensor& g = e.shape;
+    const std::vector<uint32_t> bits = unpackBits(e.buffer->downloadAll(), g.dtype);
+    if (e.kind == Entry::kInput) {
+      for (size_t i = 0; i < bits.size(); ++i)
+        if (bits[i] != g.bits[i]) {
+          if (mem.inputs_modified++ == 0)
+            note(mem, fmt::format("input '{}' modified at row {} col {}", g.name, int64_t(i) / g.ld, int64_t(i) % g.ld));
+        }
+      continue;
+    }
+    const uint32_t poison = poisonBits(g.dtype);
+    for (int64_t row = 0; row < g.rows; ++row)
+      for (int64_t col = 0; col < g.ld; ++col) {
+        const uint32_t b = bits[row * g.ld + col];
+        if (col < g.cols && b == poison) {
+          if (mem.unwritten++ == 0) note(mem, fmt::format("'{}' not written at row {} col {}", g.name, row, col));
+        } else if (col >= g.cols && b != poison) {
+          if (mem.padding_written++ == 0)
+            note(mem, fmt::format("'{}' written in the padding at row {} col {} (ld {})", g.name, row, col, g.ld));
+        }
+      }
+    OutputTensor out = g;
+    out.bits = bits;
+    r.outputs.push_back(std::move(out));
+  }
+  if (mem.unwritten) note(mem, fmt::format("{} output elements never written", mem.unwritten));
+  return r;
+}
+
+}  // namespace ulpcheck

@@ -1,0 +1,40 @@
+// The buffers of one kernel run and the memory checks on them: inputs are
+// uploaded (padding columns poisoned, so reading them shows up as NaN) and
+// must come back unchanged; outputs are poisoned and must be written in
+// columns [0, N) and left alone in the padding; scratch is poisoned too (a
+// kernel must not read what it did not write); every buffer's red zones must
+// survive.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/core/buffer.h"
+#include "harness/core/datagen.h"
+#include "properties/op.h"
+
+namespace ulpcheck {
+
+class RunBuffers {
+ public:
+  explicit RunBuffers(Backend where) : where_(where) {}
+
+  void* input(const std::string& name, const HostMatrix& m);
+  void* output(const std::string& name, DType t, int64_t rows, int64_t cols, int64_t ld, bool per_row);
+  void* scratch(const std::string& name, size_t bytes);
+
+  /// Downloads the outputs and runs the memory checks.
+  RunResult collect() const;
+
+ private:
+  struct Entry {
+    std::unique_ptr<Buffer> buffer;
+    OutputTensor shape;             // outputs: geometry; inputs: geometry + original bits
+    enum Kind { kInput, kOutput, kScratch } kind;
+  };
+  Backend where_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace ulpcheck

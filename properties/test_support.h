@@ -1,0 +1,59 @@
+// Helpers shared by the ctest suites: run a campaign quietly and explain any
+// failure in the gtest message, with its repro command.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "harness/core/device.h"
+#include "harness/report/table.h"
+#include "harness/runner/campaign.h"
+
+namespace ulpcheck::testing {
+
+inline ExecContext hostContext() { return ExecContext{Backend::Host, 132, &ThreadPool::shared()}; }
+
+inline ExecContext cudaContext() {
+  return ExecContext{Backend::Cuda, queryDevice().sm_count, &ThreadPool::shared()};
+}
+
+/// A campaign of one kernel that neither replays nor writes the corpus
+/// (tests are hermetic).
+inline CampaignResult runQuietly(const std::string& kernel, int64_t cases, uint64_t seed, Tier tier,
+                                 const ExecContext& exec, std::vector<std::string> properties = {}) {
+  CampaignOptions o;
+  o.kernels = {kernel};
+  o.properties = std::move(properties);
+  o.cases = cases;
+  o.seed = seed;
+  o.tier = tier;
+  o.replay_corpus = false;
+  o.save_failures = false;
+  return runCampaign(o, exec);
+}
+
+/// Only the regression corpus, replayed on one kernel.
+inline CampaignResult replayCorpus(const std::string& kernel, const ExecContext& exec) {
+  CampaignOptions o;
+  o.kernels = {kernel};
+  o.cases = 0;
+  o.save_failures = false;
+  return runCampaign(o, exec);
+}
+
+inline std::string explain(const CampaignResult& r) {
+  std::string out = formatCampaignTable(r);
+  for (const auto& f : r.failures) out += formatFailure(f);
+  if (!r.fatal_error.empty()) out += "FATAL: " + r.fatal_error + "\n";
+  return out;
+}
+
+/// Skips the calling test, printing why, when no GPU is usable.
+#define ULPCHECK_REQUIRE_GPU()                                                     \
+  do {                                                                             \
+    if (!::ulpcheck::queryDevice().available)                                      \
+      GTEST_SKIP() << "no GPU: " << ::ulpcheck::queryDevice().reason;              \
+  } while (0)
+
+}  // namespace ulpcheck::testing
