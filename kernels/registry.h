@@ -16,6 +16,10 @@ struct Contracts {
   bool deterministic = true;     // repeated runs give identical bits
   bool batch_invariant = true;   // a row's outputs do not depend on M or its position
   DType accumulation = DType::F32;
+  // The column reduction (dW) flushes subnormal operands and results to zero,
+  // as fp32 global atomics do (PTX red/atom.add.f32); each add may then lose
+  // up to the smallest normal, which the budget must allow.
+  bool column_reduction_ftz = false;
 };
 
 struct KernelInfo {

@@ -38,6 +38,9 @@
 //   G_dx = r (2 + |c| + |xhat_i|) + 1
 //   dw_j = sum_i dy_ij xhat_ij: each term delta_r + 2, summed with depth D_col:
 //   S_dw = (D_col + delta_r + 2) sum_i |dy_ij xhat_ij|,   G_dw = 1 + sum_i (1 + |dy_ij|)
+//   and if the dW reduction flushes subnormals (fp32 atomics), each of its
+//   D_col adds may lose up to the smallest normal 2^-126 = 2^24 eta:
+//   G_dw += D_col 2^24.
 //
 // where S carries the cancellation: at an element where dx ~ 0, |a_i| and
 // |xhat_i c| stay large, so the budget stays at the size of the terms, not of
@@ -178,6 +181,10 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
     }
   });
 
+  // A flushed add loses at most the smallest normal, in units of eta.
+  const double ftz_gain =
+      contract.column_reduction_ftz ? d_col * std::ldexp(1.0, formatOf(acc).emin) / (tolerance::kUnderflowHalfUlps * minSubnormal(acc)) : 0.0;
+
   // Combine the dW chunks in chunk order.
   Real total(kAccPrec);
   for (int64_t j = 0; j < N; ++j) {
@@ -189,7 +196,7 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
       gain += chunk->gain[j];
     }
     ref.dw.exact[j] = toDoubleRoundToOdd(total);
-    ref.dw.budget[j] = elementBudget(T, acc, ref.dw.exact[j], (d_col + delta_r + 2.0) * abs_terms, gain);
+    ref.dw.budget[j] = elementBudget(T, acc, ref.dw.exact[j], (d_col + delta_r + 2.0) * abs_terms, gain + ftz_gain);
   }
   return ref;
 }

@@ -68,7 +68,8 @@ class RmsNormOp final : public OpAdapter {
     const RmsNormKernel& k = kernelOf(c);
     const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
     const RmsNormShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
-    const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx))};
+    const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
+                                    k.info.contracts.column_reduction_ftz};
     RmsNormReference ref = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps}, contract,
                                             ctx.pool ? *ctx.pool : ThreadPool::shared());
     return {std::move(ref.y), std::move(ref.rstd), std::move(ref.dx), std::move(ref.dw)};

@@ -82,6 +82,8 @@ int cmdList() {
     for (DType t : k.dtypes) dtypes += std::string(dtypes.empty() ? "" : ",") + dtypeName(t);
     fmt::print("  {:<10} {:<27} {:<5} {:<15} {:<13} {:<6} {}\n", k.op, k.name, backendName(k.backend), dtypes,
                k.contracts.deterministic ? "yes" : "no", k.contracts.batch_invariant ? "yes" : "no", k.description);
+    if (k.contracts.column_reduction_ftz)
+      fmt::print("  {:<10} {:<27} contract: its dW reduction flushes subnormals to zero\n", "", "");
     if (k.isMutant()) fmt::print("  {:<10} {:<27} reproduces: {}; must be caught by: {}\n", "", "", k.bug, k.caught_by);
   }
   fmt::print("\nproperties:\n");

@@ -23,6 +23,7 @@ struct ReductionDepths {
 struct AccuracyContract {
   DType accumulation = DType::F32;
   ReductionDepths depths;
+  bool column_reduction_ftz = false;  // see Contracts::column_reduction_ftz
 };
 
 }  // namespace ulpcheck

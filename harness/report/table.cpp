@@ -55,7 +55,8 @@ std::string formatFailure(const FailureRecord& f) {
   }
   out += fmt::format("  {}\n", f.outcome.summary);
   out += formatFindings(f.outcome);
-  if (!f.corpus_file.empty()) out += fmt::format("  saved: {}\n", f.corpus_file);
+  if (!f.corpus_file.empty())
+    out += fmt::format("  {}: {}\n", f.kind == "regression" ? "regression file" : "saved", f.corpus_file);
   out += fmt::format("  reproduce: {}\n", reproCommand(f.shrunk, f.property));
   return out;
 }

@@ -220,6 +220,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         const Property* p = findProperty(entry.property);
         if (!p) throw CorpusError(fmt::format("{}: no property named '{}'", entry.path, entry.property));
         if (std::find(sel.properties.begin(), sel.properties.end(), p) == sel.properties.end()) continue;
+        if (std::find(sel.dtypes.begin(), sel.dtypes.end(), entry.spec.dtype) == sel.dtypes.end()) continue;
         for (const auto& kernel : sel.kernels) {
           CaseSpec spec = entry.spec;
           spec.kernel = kernel;

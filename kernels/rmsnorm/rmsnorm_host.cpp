@@ -26,6 +26,8 @@ void store(void* base, DType t, int64_t i, float v) {
 
 float roundToBf16(float v) { return static_cast<float>(roundToFormat(DType::BF16, v)); }
 
+float flushSubnormal(float v) { return std::fabs(v) < 0x1p-126f ? std::copysign(0.f, v) : v; }
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 /// The CUDA blockAllReduce: butterfly inside each warp, then warp totals in order.
@@ -76,7 +78,7 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&) {
   }
 }
 
-void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, const Defects& defects) {
+void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy strategy, const Defects& defects) {
   const auto& s = b.shape;
   RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(b.x) && aligned16(b.w) && aligned16(b.dy) && aligned16(b.dx));
   if (defects.threads_from_m && s.M > 16 && p.threads > kWarp) {  // "small batches get bigger CTAs"
@@ -119,47 +121,55 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, const Defects&
       forThreadColumns(p, t, tail, [&](int64_t col) { partial[cta * pld + col] = dw_acc[col]; });
   }
 
-  static std::atomic<uint64_t> calls{0};  // arrival-order emulation: a different first CTA each call
-  const int64_t rotate = defects.arrival_order_dw ? int64_t(calls++ % uint64_t(ctas)) : 0;
+  static std::atomic<uint64_t> calls{0};  // Atomic: a different first CTA on every call
+  const int64_t first = strategy == DwStrategy::Atomic ? int64_t(calls++ % uint64_t(ctas)) : 0;
   for (int64_t col = 0; col < s.N; ++col) {
-    float group_sum[kDwGroups];
-    for (int g = 0; g < kDwGroups; ++g) {
-      float a = 0.f;
-      for (int64_t c = g; c < ctas; c += kDwGroups) a += partial[((c + rotate) % ctas) * pld + col];
-      group_sum[g] = a;
-    }
     float total = 0.f;
-    for (float g : group_sum) total += g;
+    if (strategy == DwStrategy::Separate) {
+      float group_sum[kDwGroups];
+      for (int g = 0; g < kDwGroups; ++g) {
+        float a = 0.f;
+        for (int64_t c = g; c < ctas; c += kDwGroups) a += partial[c * pld + col];
+        group_sum[g] = a;
+      }
+      for (float g : group_sum) total += g;
+    } else if (strategy == DwStrategy::LastBlock) {  // CTA order
+      for (int64_t c = 0; c < ctas; ++c) total += partial[c * pld + col];
+    } else {  // Atomic: arrival order into a zeroed fp32 dW, flushing subnormals as red.add.f32 does
+      for (int64_t k = 0; k < ctas; ++k) total = flushSubnormal(total + flushSubnormal(partial[((first + k) % ctas) * pld + col]));
+    }
     store(b.dw, s.dtype, col, total);
   }
 }
 
-bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
-                    Defects defects, int64_t row_depth_factor) {
+namespace {
+bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by,
+                  bool deterministic, Defects defects, DwStrategy strategy, int64_t row_depth_factor) {
   return RmsNormRegistry::add(RmsNormKernel{
-      KernelInfo{"rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16}, Contracts{true, true, DType::F32},
-                 description, bug, caught_by},
+      KernelInfo{"rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
+                 Contracts{deterministic, true, DType::F32, strategy == DwStrategy::Atomic}, description, bug, caught_by},
       workspaceBytes, [](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e); },
-      [defects](const RmsNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, defects); },
-      [row_depth_factor](const RmsNormShape& s, const LaunchEnv& e) {
-        ReductionDepths d = depths(s, e);
+      [defects, strategy](const RmsNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, strategy, defects); },
+      [strategy, row_depth_factor](const RmsNormShape& s, const LaunchEnv& e) {
+        ReductionDepths d = depths(s, e, strategy);
         d.row *= row_depth_factor;
         return d;
       }});
 }
 
-namespace {
-const bool registered = RmsNormRegistry::add(RmsNormKernel{
-    KernelInfo{"rmsnorm",
-               "host_separate",
-               Backend::Host,
-               {DType::F32, DType::F16, DType::BF16},
-               Contracts{true, true, DType::F32},
-               "host port of cuda_separate: same plan, accumulation order and dW partials, run on the CPU",
-               "",
-               ""},
-    workspaceBytes, [](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e); },
-    [](const RmsNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e); }, depths});
+const bool registered =
+    registerPort("host_separate", "host port of cuda_separate: same plan, accumulation order and dW partials", "", "",
+                 true, {}, DwStrategy::Separate, 1) &&
+    registerPort("host_lastblock", "host port of cuda_lastblock: dW partials summed serially in CTA order", "", "",
+                 true, {}, DwStrategy::LastBlock, 1) &&
+    registerPort("host_atomic",
+                 "host port of cuda_atomic: dW partials summed in an order that changes per call, subnormals flushed",
+                 "", "", false, {}, DwStrategy::Atomic, 1);
 }  // namespace
+
+bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
+                    Defects defects, DwStrategy strategy, int64_t row_depth_factor) {
+  return registerPort(name, description, bug, caught_by, true, defects, strategy, row_depth_factor);
+}
 
 }  // namespace ulpcheck::rmsnorm_host

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernels/rmsnorm/rmsnorm.h"
+#include "kernels/rmsnorm/rmsnorm_plan.h"
 
 namespace ulpcheck::rmsnorm_host {
 
@@ -14,16 +15,20 @@ struct Defects {
   bool rowsum_in_bf16 = false;     // backward row sum c accumulated in bf16 (rounded after every add)
   bool drop_tail = false;          // backward skips the scalar tail (N % vec elements) of every row
   bool threads_from_m = false;     // CTA size picked from M as well as N, changing a row's reduction order
-  bool arrival_order_dw = false;   // dW partials summed in an order that changes from call to call
 };
 
-void forward(const RmsNormForwardArgs& f, const LaunchEnv& env);
-void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, const Defects& defects = {});
+using rmsnorm_plan::DwStrategy;
 
-/// Registers a host mutant: the port with `defects` switched on, claiming the
-/// correct port's contracts. `row_depth_factor` scales the declared row depth
-/// for a defect that lengthens chains without being an accuracy bug.
+void forward(const RmsNormForwardArgs& f, const LaunchEnv& env);
+/// The backward with dW finished as `strategy` does on the GPU; Atomic
+/// emulates arrival order by starting from a different CTA on every call.
+void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy strategy, const Defects& defects = {});
+
+/// Registers a host mutant: the port with `defects` switched on (and dW
+/// finished as `strategy`), claiming the deterministic, batch-invariant
+/// contracts of a correct variant. `row_depth_factor` scales the declared row
+/// depth for a defect that lengthens chains without being an accuracy bug.
 bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
-                    Defects defects, int64_t row_depth_factor = 1);
+                    Defects defects, DwStrategy strategy = DwStrategy::Separate, int64_t row_depth_factor = 1);
 
 }  // namespace ulpcheck::rmsnorm_host

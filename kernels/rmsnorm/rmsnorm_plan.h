@@ -59,11 +59,21 @@ ULPCHECK_HD inline int64_t backwardCtas(const RowPlan& p, int64_t M, int sm_coun
   return c < 1 ? 1 : c;
 }
 
+/// How the backward finishes dW from the per-CTA partial sums.
+enum class DwStrategy {
+  Separate,   // a second kernel sums the partials in a fixed order (kDwGroups interleaved chains)
+  LastBlock,  // the last CTA to finish (atomic ticket) sums them serially in CTA order
+  Atomic,     // each CTA atomically adds its partial into an fp32 dW: arrival order, nondeterministic
+};
+
 /// Depth of the dW column reduction: a CTA's serial chain over its rows, then
-/// in the second stage each of kDwGroups serial chains over every G-th
-/// partial, then the serial pass over the G group sums.
-ULPCHECK_HD inline int64_t dwColDepth(int64_t M, int64_t ctas) {
-  return (M + ctas - 1) / ctas + (ctas + kDwGroups - 1) / kDwGroups + kDwGroups;
+/// for Separate each of kDwGroups serial chains over every G-th partial and
+/// the serial pass over the G group sums; for LastBlock and Atomic one serial
+/// chain over all C partials (in CTA order, or in arrival order).
+ULPCHECK_HD inline int64_t dwColDepth(int64_t M, int64_t ctas, DwStrategy strategy) {
+  const int64_t per_cta = (M + ctas - 1) / ctas;
+  return strategy == DwStrategy::Separate ? per_cta + (ctas + kDwGroups - 1) / kDwGroups + kDwGroups
+                                          : per_cta + ctas;
 }
 
 /// Row stride of the fp32 dW partials: a multiple of 8 so every vector of
@@ -76,9 +86,16 @@ namespace ulpcheck {
 struct RmsNormShape;
 struct LaunchEnv;
 namespace rmsnorm_plan {
-/// Bytes of fp32 dW partials the backward needs (C rows of partialLd(N)).
+/// The backward's workspace: C rows of fp32 partials (partialLd(N) each),
+/// then at 256-byte boundaries the LastBlock ticket and the Atomic fp32 dW.
+struct WorkspaceLayout {
+  size_t ticket_offset = 0;
+  size_t dw_fp32_offset = 0;
+  size_t bytes = 0;
+};
+WorkspaceLayout workspaceLayout(const RmsNormShape& s, const LaunchEnv& env);
 size_t workspaceBytes(const RmsNormShape& s, const LaunchEnv& env);
 /// The reduction depths of the launch, for the error budget.
-ReductionDepths depths(const RmsNormShape& s, const LaunchEnv& env);
+ReductionDepths depths(const RmsNormShape& s, const LaunchEnv& env, DwStrategy strategy);
 }  // namespace rmsnorm_plan
 }  // namespace ulpcheck

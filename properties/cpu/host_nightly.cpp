@@ -6,9 +6,11 @@
 namespace ulpcheck {
 namespace {
 
-TEST(HostPortNightly, PassesEveryPropertyOnManyDefaultTierCases) {
-  const CampaignResult r = testing::runQuietly("host_separate", 400, 0x4e1, Tier::Default, testing::hostContext());
-  EXPECT_TRUE(r.failures.empty()) << testing::explain(r);
+TEST(HostPortNightly, EveryCorrectVariantPassesEveryPropertyOnManyDefaultTierCases) {
+  for (const auto& k : defaultKernels("rmsnorm", Backend::Host)) {
+    const CampaignResult r = testing::runQuietly(k, 200, 0x4e1, Tier::Default, testing::hostContext());
+    EXPECT_TRUE(r.failures.empty()) << k << "\n" << testing::explain(r);
+  }
 }
 
 }  // namespace

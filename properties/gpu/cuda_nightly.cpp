@@ -6,10 +6,12 @@
 namespace ulpcheck {
 namespace {
 
-TEST(CudaSeparateNightly, PassesEveryPropertyOnNightlyShapes) {
+TEST(CudaKernelsNightly, EveryCorrectVariantPassesEveryPropertyOnNightlyShapes) {
   ULPCHECK_REQUIRE_GPU();
-  const CampaignResult r = testing::runQuietly("cuda_separate", 60, 0x4e1, Tier::Nightly, testing::cudaContext());
-  EXPECT_TRUE(r.failures.empty()) << testing::explain(r);
+  for (const auto& k : defaultKernels("rmsnorm", Backend::Cuda)) {
+    const CampaignResult r = testing::runQuietly(k, 30, 0x4e1, Tier::Nightly, testing::cudaContext());
+    EXPECT_TRUE(r.failures.empty()) << k << "\n" << testing::explain(r);
+  }
 }
 
 }  // namespace

@@ -50,25 +50,42 @@ TEST(GpuBuffer, RedZonesCatchDeviceWrites) {
 }
 #endif
 
-TEST(CudaSeparate, PassesEveryPropertyOnSmokeCases) {
+TEST(CudaKernels, EveryCorrectVariantPassesEveryPropertyOnSmokeCases) {
   ULPCHECK_REQUIRE_GPU();
-  const CampaignResult r = runQuietly("cuda_separate", 400, 0x6a7, Tier::Smoke, cudaContext());
-  EXPECT_TRUE(r.failures.empty()) << explain(r);
-  EXPECT_TRUE(r.fatal_error.empty()) << r.fatal_error;
-  EXPECT_EQ(r.cells.size(), 4u * 3u);
+  const auto kernels = defaultKernels("rmsnorm", Backend::Cuda);
+  EXPECT_GE(kernels.size(), 3u);
+  for (const auto& k : kernels) {
+    const CampaignResult r = runQuietly(k, 300, 0x6a7, Tier::Smoke, cudaContext());
+    EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
+    EXPECT_TRUE(r.fatal_error.empty()) << r.fatal_error;
+    EXPECT_EQ(r.cells.size(), 4u * 3u) << k;
+  }
 }
 
-TEST(CudaSeparate, PassesEveryPropertyOnDefaultTierCases) {
+TEST(CudaKernels, EveryCorrectVariantPassesEveryPropertyOnDefaultTierCases) {
   ULPCHECK_REQUIRE_GPU();
-  const CampaignResult r = runQuietly("cuda_separate", 150, 0xdefa17, Tier::Default, cudaContext());
-  EXPECT_TRUE(r.failures.empty()) << explain(r);
+  for (const auto& k : defaultKernels("rmsnorm", Backend::Cuda)) {
+    const CampaignResult r = runQuietly(k, 100, 0xdefa17, Tier::Default, cudaContext());
+    EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
+  }
 }
 
-TEST(CudaSeparate, RegressionCorpusReplays) {
+TEST(CudaKernels, AtomicVariantsNondeterminismIsObservedAndExpected) {
   ULPCHECK_REQUIRE_GPU();
-  const CampaignResult r = replayCorpus("cuda_separate", cudaContext());
-  EXPECT_GT(r.regression_cases, 0);
+  const CampaignResult r = runQuietly("cuda_atomic", 150, 0xa70, Tier::Default, cudaContext(), {"determinism"});
   EXPECT_TRUE(r.failures.empty()) << explain(r);
+  int64_t expected = 0;
+  for (const auto& [key, cell] : r.cells) expected += cell.expected;
+  EXPECT_GT(expected, 0) << "atomicAdd in arrival order must be seen to differ between runs\n" << explain(r);
+}
+
+TEST(CudaKernels, RegressionCorpusReplaysOnEveryCorrectVariant) {
+  ULPCHECK_REQUIRE_GPU();
+  for (const auto& k : defaultKernels("rmsnorm", Backend::Cuda)) {
+    const CampaignResult r = replayCorpus(k, cudaContext());
+    EXPECT_GT(r.regression_cases, 0);
+    EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
+  }
 }
 
 }  // namespace
