@@ -182,8 +182,8 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   });
 
   // A flushed add loses at most the smallest normal, in units of eta.
-  const double ftz_gain =
-      contract.column_reduction_ftz ? d_col * std::ldexp(1.0, formatOf(acc).emin) / (tolerance::kUnderflowHalfUlps * minSubnormal(acc)) : 0.0;
+  const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(acc);
+  const double ftz_gain = contract.column_reduction_ftz ? d_col * std::ldexp(1.0, formatOf(acc).emin) / eta : 0.0;
 
   // Combine the dW chunks in chunk order.
   Real total(kAccPrec);

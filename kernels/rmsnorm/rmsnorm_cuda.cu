@@ -82,14 +82,11 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv& env) {
 }
 
 namespace {
-const bool registered = RmsNormRegistry::add(RmsNormKernel{
-    KernelInfo{"rmsnorm", "cuda_separate", Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
-               Contracts{true, true, DType::F32},
-               "128-bit loads, fp32 accumulation, block all-reduce; dW via per-CTA fp32 partials and a separate "
-               "fixed-order reduction kernel",
-               "", ""},
-    workspaceBytes, forward, launchBackward<DwStrategy::Separate>,
-    [](const RmsNormShape& s, const LaunchEnv& e) { return depths(s, e, DwStrategy::Separate); }});
+const bool registered = registerVariant<DwStrategy::Separate>(
+    "cuda_separate",
+    "128-bit loads, fp32 accumulation, block all-reduce; dW via per-CTA fp32 partials and a separate fixed-order "
+    "reduction kernel",
+    Contracts{true, true, DType::F32});
 }  // namespace
 
 }  // namespace ulpcheck::rmsnorm_cuda

@@ -9,12 +9,8 @@
 
 namespace ulpcheck::rmsnorm_cuda {
 namespace {
-const bool registered = RmsNormRegistry::add(RmsNormKernel{
-    KernelInfo{"rmsnorm", "cuda_atomic", Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
-               Contracts{false, true, DType::F32, true},
-               "cuda_separate's backward with dW accumulated by fp32 atomicAdd in CTA arrival order (nondeterministic)",
-               "", ""},
-    workspaceBytes, forward, launchBackward<DwStrategy::Atomic>,
-    [](const RmsNormShape& s, const LaunchEnv& e) { return depths(s, e, DwStrategy::Atomic); }});
+const bool registered = registerVariant<DwStrategy::Atomic>(
+    "cuda_atomic", "cuda_separate's backward with dW accumulated by fp32 atomicAdd in CTA arrival order (nondeterministic)",
+    Contracts{false, true, DType::F32, true});
 }  // namespace
 }  // namespace ulpcheck::rmsnorm_cuda

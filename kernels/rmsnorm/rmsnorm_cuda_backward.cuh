@@ -255,4 +255,14 @@ void launchBackward(const RmsNormBackwardArgs& b, const LaunchEnv& env) {
   });
 }
 
+/// Registers a CUDA variant: the shared forward and this dW strategy's
+/// backward, with the strategy's reduction depths.
+template <DwStrategy S>
+bool registerVariant(const char* name, const char* description, Contracts contracts) {
+  return RmsNormRegistry::add(RmsNormKernel{
+      KernelInfo{"rmsnorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16}, contracts, description, "", ""},
+      workspaceBytes, forward, launchBackward<S>,
+      [](const RmsNormShape& s, const LaunchEnv& e) { return depths(s, e, S); }});
+}
+
 }  // namespace ulpcheck::rmsnorm_cuda

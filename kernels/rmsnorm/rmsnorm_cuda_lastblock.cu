@@ -6,12 +6,8 @@
 
 namespace ulpcheck::rmsnorm_cuda {
 namespace {
-const bool registered = RmsNormRegistry::add(RmsNormKernel{
-    KernelInfo{"rmsnorm", "cuda_lastblock", Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
-               Contracts{true, true, DType::F32},
-               "cuda_separate's backward with a fused last-CTA dW reduction (threadfence + atomic ticket, CTA order)",
-               "", ""},
-    workspaceBytes, forward, launchBackward<DwStrategy::LastBlock>,
-    [](const RmsNormShape& s, const LaunchEnv& e) { return depths(s, e, DwStrategy::LastBlock); }});
+const bool registered = registerVariant<DwStrategy::LastBlock>(
+    "cuda_lastblock", "cuda_separate's backward with a fused last-CTA dW reduction (threadfence + atomic ticket, CTA order)",
+    Contracts{true, true, DType::F32});
 }  // namespace
 }  // namespace ulpcheck::rmsnorm_cuda

@@ -133,10 +133,12 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
         group_sum[g] = a;
       }
       for (float g : group_sum) total += g;
-    } else if (strategy == DwStrategy::LastBlock) {  // CTA order
-      for (int64_t c = 0; c < ctas; ++c) total += partial[c * pld + col];
-    } else {  // Atomic: arrival order into a zeroed fp32 dW, flushing subnormals as red.add.f32 does
-      for (int64_t k = 0; k < ctas; ++k) total = flushSubnormal(total + flushSubnormal(partial[((first + k) % ctas) * pld + col]));
+    } else {  // LastBlock: CTA order; Atomic: arrival order, flushing subnormals as red.add.f32 does
+      const bool ftz = strategy == DwStrategy::Atomic;
+      for (int64_t k = 0; k < ctas; ++k) {
+        const float v = partial[((first + k) % ctas) * pld + col];
+        total = ftz ? flushSubnormal(total + flushSubnormal(v)) : total + v;
+      }
     }
     store(b.dw, s.dtype, col, total);
   }
