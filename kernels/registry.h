@@ -20,6 +20,11 @@ struct Contracts {
   // as fp32 global atomics do (PTX red/atom.add.f32); each add may then lose
   // up to the smallest normal, which the budget must allow.
   bool column_reduction_ftz = false;
+  // A fused variant names the unfused pipeline it replaces (a registered
+  // variant of the same op) and the outputs that must equal that pipeline's
+  // bit for bit; the fused_vs_unfused property enforces it.
+  std::string unfused_pipeline;
+  std::vector<std::string> bitwise_with_unfused;
 };
 
 struct KernelInfo {

@@ -3,6 +3,7 @@
 // the correctly rounded result) and the element's error budget.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,18 +22,35 @@ struct ReferenceTensor {
   std::vector<double> budget;   // absolute bound on |got - exact|
 
   double correctlyRounded(int64_t i) const { return roundToFormat(dtype, exact[i]); }
+
+  /// A tensor of rows x cols elements, exact values and budgets zero.
+  static ReferenceTensor zeros(std::string name, DType dtype, int64_t rows, int64_t cols, bool per_row) {
+    ReferenceTensor r;
+    r.name = std::move(name);
+    r.dtype = dtype;
+    r.rows = rows;
+    r.cols = cols;
+    r.per_row = per_row;
+    r.exact.assign(size_t(rows * cols), 0.0);
+    r.budget.assign(size_t(rows * cols), 0.0);
+    return r;
+  }
 };
+
+/// The budget of an element whose computed value, before its final rounding
+/// to the output dtype, is within e of the exact value: e plus half an ulp,
+/// taken at |exact| + e so that a value across a binade boundary from the
+/// exact one is still allowed its final rounding.
+inline double budgetFromError(DType out, double exact, double e) { return e + 0.5 * ulpOf(out, std::fabs(exact) + e); }
 
 /// The budget of one element:
 ///   e = K * (u_acc * S + eta_acc * G),   budget = e + 0.5 ulp_T(|exact| + e)
 /// S is the element's scale in units of u_acc (the forward error analysis of
-/// the op), G its gain on underflowed products. The ulp is taken at
-/// |exact| + e so that a computed value across a binade boundary from the
-/// exact one is still allowed its final rounding.
+/// the op), G its gain on underflowed products.
 inline double elementBudget(DType out, DType accumulation, double exact, double scale_units, double gain) {
   const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(accumulation);
   const double e = tolerance::kBudgetSafety * (unitRoundoff(accumulation) * scale_units + eta * gain);
-  return e + 0.5 * ulpOf(out, std::fabs(exact) + e);
+  return budgetFromError(out, exact, e);
 }
 
 }  // namespace ulpcheck

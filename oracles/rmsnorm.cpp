@@ -55,6 +55,7 @@
 #include <cmath>
 #include <memory>
 
+#include "oracles/column_sum.h"
 #include "oracles/mpfr_util.h"
 
 namespace ulpcheck {
@@ -67,26 +68,6 @@ using mp::toDoubleRoundToOdd;
 
 constexpr mpfr_prec_t kPrec = tolerance::kOraclePrecisionBits;
 constexpr mpfr_prec_t kAccPrec = tolerance::kOracleAccumulatorBits;
-
-ReferenceTensor makeTensor(const char* name, DType t, int64_t rows, int64_t cols, bool per_row) {
-  ReferenceTensor r;
-  r.name = name;
-  r.dtype = t;
-  r.rows = rows;
-  r.cols = cols;
-  r.per_row = per_row;
-  r.exact.assign(rows * cols, 0.0);
-  r.budget.assign(rows * cols, 0.0);
-  return r;
-}
-
-/// dW accumulated over one chunk of rows.
-struct DwChunk {
-  explicit DwChunk(int64_t N) : sum(N, kAccPrec), abs_terms(N, 0.0), gain(N, 0.0) {}
-  RealArray sum;
-  std::vector<double> abs_terms;  // sum_i |dy_ij xhat_ij|
-  std::vector<double> gain;       // sum_i (1 + |dy_ij|)
-};
 
 /// Scratch of one worker, reused across its rows.
 struct RowScratch {
@@ -107,21 +88,21 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   const double d_row = double(contract.depths.row), d_col = double(contract.depths.col);
   const double delta_r = (d_row + 3.0) / 2.0 + tolerance::kRsqrtUnits;
 
-  RmsNormReference ref{makeTensor("y", T, M, N, true), makeTensor("rstd", DType::F32, M, 1, true),
-                       makeTensor("dx", T, M, N, true), makeTensor("dw", T, 1, N, false)};
+  RmsNormReference ref{ReferenceTensor::zeros("y", T, M, N, true), ReferenceTensor::zeros("rstd", DType::F32, M, 1, true),
+                       ReferenceTensor::zeros("dx", T, M, N, true), ReferenceTensor::zeros("dw", T, 1, N, false)};
 
   std::vector<double> w(N);
   for (int64_t j = 0; j < N; ++j) w[j] = in.w.value(0, j);
 
-  // Fixed chunking of rows for dW, so the 256-bit sums are reproducible.
-  const int64_t max_chunks = std::clamp<int64_t>((int64_t{1} << 22) / N, 1, 64);
-  const int64_t chunks = std::min<int64_t>(M, max_chunks);
-  std::vector<std::unique_ptr<DwChunk>> dw_chunks(chunks);
+  // Fixed chunking of rows for dW (sum |dy xhat| and sum (1 + |dy|) beside
+  // the exact sum), so the 256-bit sums are reproducible.
+  const int64_t chunks = mp::columnChunkCount(M, N);
+  mp::ColumnSumChunks dw_chunks(chunks);
 
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     RowScratch sc(N);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      auto dwc = std::make_unique<DwChunk>(N);
+      auto dwc = std::make_unique<mp::ColumnSumChunk>(N);
       const int64_t row_begin = M * chunk / chunks, row_end = M * (chunk + 1) / chunks;
       for (int64_t i = row_begin; i < row_end; ++i) {
         // rstd = 1 / sqrt(sum x^2 / N + eps)
@@ -188,15 +169,9 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   // Combine the dW chunks in chunk order.
   Real total(kAccPrec);
   for (int64_t j = 0; j < N; ++j) {
-    mpfr_set_zero(total, 1);
-    double abs_terms = 0.0, gain = 1.0;
-    for (const auto& chunk : dw_chunks) {
-      mpfr_add(total, total, chunk->sum[j], MPFR_RNDN);
-      abs_terms += chunk->abs_terms[j];
-      gain += chunk->gain[j];
-    }
-    ref.dw.exact[j] = toDoubleRoundToOdd(total);
-    ref.dw.budget[j] = elementBudget(T, acc, ref.dw.exact[j], (d_col + delta_r + 2.0) * abs_terms, gain + ftz_gain);
+    const mp::ColumnTotal t = mp::combineColumn(dw_chunks, j, total);
+    ref.dw.exact[j] = t.exact;
+    ref.dw.budget[j] = elementBudget(T, acc, t.exact, (d_col + delta_r + 2.0) * t.abs_terms, 1.0 + t.gain + ftz_gain);
   }
   return ref;
 }

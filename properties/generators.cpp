@@ -119,17 +119,31 @@ rc::Gen<DistParams> distribution() {
   });
 }
 
+rc::Gen<CaseSpec> withEps(CaseSpec base, std::vector<float> values) {
+  return rc::gen::map(shrinkingElementOf<float>(std::move(values)), [base](float eps) {
+    CaseSpec c = base;
+    c.eps = eps;
+    return c;
+  });
+}
+
 rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
   const OpAdapter* op = findOp(o.op);
   if (!op) throw std::invalid_argument("unknown op '" + o.op + "'");
   const int64_t max_elements = maxElements(o.tier);
-  auto padding = shrinkingWeightedOneOf<int64_t>({{7, just<int64_t>(0)}, {3, shrinkingElementOf<int64_t>({1, 3, 8, 64})}});
+  // Row padding in elements; kAlignRows pads to a multiple of 8 elements
+  // (16 bytes at 16-bit, 32 at fp32), which is what sends an N that is not a
+  // multiple of the vector width down the vectorised path with a scalar tail
+  // (unaligned rows take the scalar path throughout).
+  constexpr int64_t kAlignRows = -1;
+  auto padding = shrinkingWeightedOneOf<int64_t>(
+      {{6, just<int64_t>(0)}, {2, just(kAlignRows)}, {3, shrinkingElementOf<int64_t>({1, 3, 8, 64})}});
   auto ctas = shrinkingWeightedOneOf<int>({{1, just(0)}, {1, rc::gen::inRange(1, 6)}});
   auto base = rc::gen::map(
       rc::gen::tuple(rows(o.tier), columns(o.tier), shrinkingElementOf(o.dtypes), distribution(),
                      shrinkingElementOf(o.kernels), padding, shrinkingElementOf<double>({1.0, 0.5, 2.0, 0x1p-4, 0x1p4}),
                      ctas, seed()),
-      [o, max_elements](const auto& t) {
+      [o, max_elements, kAlignRows](const auto& t) {
         CaseSpec c;
         c.op = o.op;
         c.N = std::get<1>(t);
@@ -137,7 +151,7 @@ rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
         c.dtype = std::get<2>(t);
         c.x = std::get<3>(t);
         c.kernel = std::get<4>(t);
-        c.ld = c.N + std::get<5>(t);
+        c.ld = std::get<5>(t) == kAlignRows ? (c.N + 7) / 8 * 8 : c.N + std::get<5>(t);
         c.dy_sigma = std::get<6>(t);
         c.ctas = std::get<7>(t);
         c.seed = std::get<8>(t);

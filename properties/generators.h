@@ -64,6 +64,9 @@ struct CaseOptions {
   Tier tier = Tier::Default;
 };
 
+/// `base` with eps drawn from `values` (shrinking toward the first).
+rc::Gen<CaseSpec> withEps(CaseSpec base, std::vector<float> values);
+
 /// Cases of one op over the given kernels and dtypes (each case valid for its
 /// dtype: validateCase holds).
 rc::Gen<CaseSpec> caseSpec(const CaseOptions& options);

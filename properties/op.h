@@ -59,6 +59,11 @@ struct ExecContext {
   Backend backend = Backend::Host;
   int sm_count = 132;  // device's, or the one the host port emulates (an H100's)
   ThreadPool* pool = nullptr;
+  /// Every run launches its kernels beside a random load on another stream
+  /// (harness/core/schedule_noise.h), so repeated runs meet different CTA
+  /// schedules: what the determinism property needs to see order-dependent
+  /// results. CUDA variants only.
+  bool perturb_schedule = false;
 };
 
 class OpAdapter {

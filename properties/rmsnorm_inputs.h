@@ -3,6 +3,7 @@
 // padding columns hold the dtype's NaN poison so reading them shows up.
 #pragma once
 
+#include "harness/core/buffer.h"
 #include "harness/core/case_spec.h"
 #include "harness/core/datagen.h"
 

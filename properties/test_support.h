@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "harness/core/device.h"
 #include "harness/report/table.h"
@@ -18,11 +20,40 @@ inline ExecContext cudaContext() {
   return ExecContext{Backend::Cuda, queryDevice().sm_count, &ThreadPool::shared()};
 }
 
+/// The GPU with every run launched beside a random load on another stream.
+inline ExecContext perturbedCudaContext() {
+  ExecContext ctx = cudaContext();
+  ctx.perturb_schedule = true;
+  return ctx;
+}
+
+/// The op a variant belongs to. Tests name variants alone, so a name two ops
+/// share is an error here.
+inline std::string opOf(const std::string& kernel) {
+  std::string op;
+  for (const KernelInfo& k : kernelCatalog()) {
+    if (k.name != kernel) continue;
+    if (!op.empty() && op != k.op) throw std::logic_error("kernel name '" + kernel + "' is registered by two ops");
+    op = k.op;
+  }
+  if (op.empty()) throw std::logic_error("no kernel variant '" + kernel + "'");
+  return op;
+}
+
+/// The correct (non-mutant) variants of every op on `backend`.
+inline std::vector<std::string> correctKernels(Backend backend) {
+  std::vector<std::string> out;
+  for (const OpAdapter* op : opRegistry())
+    for (auto& k : defaultKernels(op->name(), backend)) out.push_back(std::move(k));
+  return out;
+}
+
 /// A campaign of one kernel that neither replays nor writes the corpus
 /// (tests are hermetic).
 inline CampaignResult runQuietly(const std::string& kernel, int64_t cases, uint64_t seed, Tier tier,
                                  const ExecContext& exec, std::vector<std::string> properties = {}) {
   CampaignOptions o;
+  o.op = opOf(kernel);
   o.kernels = {kernel};
   o.properties = std::move(properties);
   o.cases = cases;
@@ -36,6 +67,7 @@ inline CampaignResult runQuietly(const std::string& kernel, int64_t cases, uint6
 /// Only the regression corpus, replayed on one kernel.
 inline CampaignResult replayCorpus(const std::string& kernel, const ExecContext& exec) {
   CampaignOptions o;
+  o.op = opOf(kernel);
   o.kernels = {kernel};
   o.cases = 0;
   o.save_failures = false;

@@ -1,5 +1,6 @@
 // ulpcheck: property-based verification of GPU numerical kernels against an
 // MPFR oracle. Subcommands: list, run, repro.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -49,7 +50,7 @@ Tier parseTier(const std::string& name) {
 }
 
 /// Where cases run: `auto` picks the GPU when one is usable.
-ExecContext execContext(const std::string& backend, bool quiet = false) {
+ExecContext execContext(const std::string& backend, bool perturb_schedule, bool quiet = false) {
   const DeviceInfo& dev = queryDevice();
   ExecContext ctx;
   ctx.pool = &ThreadPool::shared();
@@ -68,6 +69,12 @@ ExecContext execContext(const std::string& backend, bool quiet = false) {
   } else {
     throw UsageError(fmt::format("--backend: '{}' is not one of auto, host, cuda", backend));
   }
+  ctx.perturb_schedule = perturb_schedule;
+  if (perturb_schedule && !quiet)
+    fmt::print("# schedule perturbation: {}\n",
+               ctx.backend == Backend::Cuda
+                   ? "every run launches beside a random load on another stream"
+                   : "has no effect on the host backend (host ports run in program order)");
   return ctx;
 }
 
@@ -94,16 +101,17 @@ int cmdList() {
 }
 
 struct RunArgs {
-  std::string op = "rmsnorm", backend = "auto", tier = "default", json, corpus, seed;
+  std::string op = "all", backend = "auto", tier = "default", json, corpus, seed;
   std::vector<std::string> kernels, properties, dtypes;
   int64_t cases = 2000;
   double time_budget = 0, shrink_budget = 60, case_timeout = 300;
-  bool no_shrink = false, no_corpus = false, no_save = false, quiet = false;
+  bool no_shrink = false, no_corpus = false, no_save = false, quiet = false, perturb_schedule = false;
 };
 
-int cmdRun(const RunArgs& a) {
+/// One op's campaign of a `run`; its exit code.
+int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, JsonlWriter* json) {
   CampaignOptions o;
-  o.op = a.op;
+  o.op = op;
   o.kernels = a.kernels;
   o.properties = a.properties;
   o.dtypes = parseDTypes(a.dtypes);
@@ -119,10 +127,7 @@ int cmdRun(const RunArgs& a) {
   o.replay_corpus = !a.no_corpus;
   o.save_failures = !a.no_save;
   o.corpus_dir = a.corpus;
-  const ExecContext exec = execContext(a.backend);
-  std::unique_ptr<JsonlWriter> json;
-  if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
-  o.json = json.get();
+  o.json = json;
   if (!a.quiet)
     o.log = [](const std::string& line) {
       fmt::print("# {}\n", line);
@@ -145,8 +150,44 @@ int cmdRun(const RunArgs& a) {
   return r.exitCode();
 }
 
+/// The ops a `run` covers: the one named, or with `--op all` every op (only
+/// the op of the named kernels when --kernel is given).
+std::vector<std::string> opsToRun(const RunArgs& a) {
+  if (a.op != "all") return {a.op};
+  std::vector<std::string> ops;
+  for (const OpAdapter* op : opRegistry()) {
+    const auto variants = op->kernels();
+    const bool names_one = std::any_of(variants.begin(), variants.end(), [&](const KernelInfo& k) {
+      return std::find(a.kernels.begin(), a.kernels.end(), k.name) != a.kernels.end();
+    });
+    if (a.kernels.empty() || names_one) ops.push_back(op->name());
+  }
+  if (ops.empty()) throw UsageError(fmt::format("no op has a kernel variant named {}", fmt::join(a.kernels, ", ")));
+  if (ops.size() > 1 && !a.kernels.empty())
+    throw UsageError("the --kernel names belong to several ops: pick one with --op");
+  return ops;
+}
+
+int cmdRun(const RunArgs& a) {
+  const std::vector<std::string> ops = opsToRun(a);
+  const ExecContext exec = execContext(a.backend, a.perturb_schedule);
+  std::unique_ptr<JsonlWriter> json;
+  if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
+  // A failure or fault in any op decides the exit code; "nothing ran" only
+  // when no op ran anything.
+  int worst = exit_code::kNothingRan;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (i) fmt::print("\n");
+    const int code = runOp(a, ops[i], exec, json.get());
+    const bool settled = worst != exit_code::kOk && worst != exit_code::kNothingRan;  // the first failure stands
+    if (code == exit_code::kOk && worst == exit_code::kNothingRan) worst = exit_code::kOk;
+    else if (code != exit_code::kOk && code != exit_code::kNothingRan && !settled) worst = code;
+  }
+  return worst;
+}
+
 int cmdRepro(const std::string& text, const std::vector<std::string>& properties, const std::string& kernel,
-             const std::string& json_path) {
+             const std::string& json_path, bool perturb_schedule) {
   CaseSpec spec;
   std::error_code ec;
   if (std::filesystem::is_regular_file(text, ec)) {
@@ -160,7 +201,7 @@ int cmdRepro(const std::string& text, const std::vector<std::string>& properties
   if (!kernel.empty()) spec.kernel = kernel;
   const KernelInfo* k = OpAdapter::findKernel(spec.op, spec.kernel);
   if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec.op, spec.kernel));
-  const ExecContext exec = execContext(backendName(k->backend));
+  const ExecContext exec = execContext(backendName(k->backend), perturb_schedule);
   fmt::print("# case: {}\n", toCaseString(spec));
   const auto results = runCase(spec, properties, exec);
   std::unique_ptr<JsonlWriter> json;
@@ -188,7 +229,7 @@ int main(int argc, char** argv) {
 
   RunArgs ra;
   CLI::App* run = app.add_subcommand("run", "replay the regression corpus, then check generated cases");
-  run->add_option("--op", ra.op, "op to test")->capture_default_str();
+  run->add_option("--op", ra.op, "op to test (see `ulpcheck list`), or all")->capture_default_str();
   run->add_option("--kernel", ra.kernels, "kernel variant(s); default: every correct variant of the backend");
   run->add_option("--property", ra.properties, "propert(y|ies) to check; default: all");
   run->add_option("--dtype", ra.dtypes, "fp32, fp16, bf16; default: all");
@@ -205,14 +246,19 @@ int main(int argc, char** argv) {
   run->add_flag("--no-corpus", ra.no_corpus, "do not replay the regression corpus");
   run->add_flag("--no-save", ra.no_save, "do not write failing cases to the corpus");
   run->add_flag("--quiet", ra.quiet, "no progress lines");
+  constexpr const char* kPerturbHelp =
+      "run every kernel beside a random load on another stream, so repeated runs meet different CTA schedules";
+  run->add_flag("--perturb-schedule", ra.perturb_schedule, kPerturbHelp);
 
   std::string repro_case, repro_kernel, repro_json;
   std::vector<std::string> repro_props;
+  bool repro_perturb_schedule = false;
   CLI::App* repro = app.add_subcommand("repro", "rerun exactly one case and print its worst elements");
   repro->add_option("case", repro_case, "a case string (quoted) or a corpus .case file")->required();
   repro->add_option("--property", repro_props, "propert(y|ies) to check; default: all");
   repro->add_option("--kernel", repro_kernel, "run the case on this variant instead of the one it names");
   repro->add_option("--json", repro_json, "write the results to this JSON-lines file");
+  repro->add_flag("--perturb-schedule", repro_perturb_schedule, kPerturbHelp);
 
   try {
     app.parse(argc, argv);
@@ -224,7 +270,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("list")) return cmdList();
     if (app.got_subcommand("run")) return cmdRun(ra);
-    if (app.got_subcommand("repro")) return cmdRepro(repro_case, repro_props, repro_kernel, repro_json);
+    if (app.got_subcommand("repro")) return cmdRepro(repro_case, repro_props, repro_kernel, repro_json, repro_perturb_schedule);
   } catch (const UsageError& e) {
     fmt::print(stderr, "ulpcheck: {}\n", e.what());
     return exit_code::kUsage;

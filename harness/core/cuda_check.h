@@ -47,5 +47,5 @@ inline bool isStickyCudaError(cudaError_t e) {
   do {                                                                           \
     const cudaError_t ulpcheck_err_ = cudaGetLastError();                        \
     if (ulpcheck_err_ != cudaSuccess)                                            \
-      ::ulpcheck::throwCudaError(ulpcheck_err_, "launch of " name, __FILE__, __LINE__); \
+      ::ulpcheck::throwCudaError(ulpcheck_err_, (std::string("launch of ") + (name)).c_str(), __FILE__, __LINE__); \
   } while (0)

@@ -18,7 +18,7 @@ namespace ulpcheck {
 enum class Dist : uint8_t {
   Normal = 0,       // mean + sigma * z
   ConstantRows,     // every element of a row equal (variance 0)
-  ZeroRows,         // about half the rows all +0, the rest normal
+  ZeroRows,         // about half the rows (never row 0) all +0, the rest normal
   SignedZeros,      // half the elements +0 or -0, the rest normal
   LargeMean,        // mean >> sigma: catastrophic cancellation in x - mean
   OutlierChannels,  // one column in 32 scaled by 2^8
@@ -55,8 +55,18 @@ ULPCHECK_HD inline double standardNormalish(uint64_t h1, uint64_t h2) {
 }
 }  // namespace detail
 
-/// Stream ids per input tensor, so each tensor draws independent values.
-enum class TensorStream : uint64_t { X = 1, Weight = 2, GradOut = 3, Residual = 4, RowFeature = 100, ColFeature = 101 };
+/// Stream ids per input tensor, so each tensor draws independent values. Rank
+/// r of a multi-rank op draws its partial input from stream RankPartial + r.
+enum class TensorStream : uint64_t {
+  X = 1,
+  Weight = 2,
+  GradOut = 3,
+  Residual = 4,
+  Bias = 5,
+  RankPartial = 32,
+  RowFeature = 100,
+  ColFeature = 101
+};
 
 /// The value (already rounded to `t`) of element (row, col) of a tensor.
 ULPCHECK_HD inline double sampleValue(const DistParams& p, DType t, uint64_t seed, TensorStream stream,
@@ -78,9 +88,14 @@ ULPCHECK_HD inline double sampleValue(const DistParams& p, DType t, uint64_t see
       raw = detail::addRn(p.mean, detail::mulRn(p.sigma, detail::standardNormalish(row_bits, r2)));
       break;
     }
-    case Dist::ZeroRows:
-      raw = (row_bits & 1) ? normal : 0.0;
+    case Dist::ZeroRows: {
+      // A zero row is a padding token: zero in every tensor of the op (the
+      // choice ignores the stream), and row 0 never is, so a case always has
+      // a row that exercises the arithmetic.
+      const uint64_t token_bits = counterHash(seed, static_cast<uint64_t>(TensorStream::RowFeature), row);
+      raw = (row == 0 || (token_bits & 1)) ? normal : 0.0;
       break;
+    }
     case Dist::SignedZeros:
       raw = (h1 & 1) ? normal : ((h2 & 1) ? -0.0 : 0.0);
       break;

@@ -57,7 +57,7 @@ std::string formatFailure(const FailureRecord& f) {
   out += formatFindings(f.outcome);
   if (!f.corpus_file.empty())
     out += fmt::format("  {}: {}\n", f.kind == "regression" ? "regression file" : "saved", f.corpus_file);
-  out += fmt::format("  reproduce: {}\n", reproCommand(f.shrunk, f.property));
+  out += fmt::format("  reproduce: {}\n", reproCommand(f.shrunk, f.property, f.perturb_schedule));
   return out;
 }
 
@@ -80,7 +80,7 @@ nlohmann::json campaignSummaryJson(const CampaignResult& r) {
     j["failure_list"].push_back({{"property", f.property},
                                  {"kind", f.kind},
                                  {"shrunk", toCaseString(f.shrunk)},
-                                 {"repro", reproCommand(f.shrunk, f.property)},
+                                 {"repro", reproCommand(f.shrunk, f.property, f.perturb_schedule)},
                                  {"seconds_to_detect", f.seconds_to_detect}});
   return j;
 }

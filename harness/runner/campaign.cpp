@@ -161,8 +161,9 @@ std::vector<std::string> defaultKernels(const std::string& op, Backend backend) 
   return out;
 }
 
-std::string reproCommand(const CaseSpec& spec, const std::string& property) {
-  return fmt::format("ulpcheck repro '{}' --property {}", toCaseString(spec), property);
+std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule) {
+  return fmt::format("ulpcheck repro '{}' --property {}{}", toCaseString(spec), property,
+                     perturb_schedule ? " --perturb-schedule" : "");
 }
 
 std::vector<std::pair<std::string, Outcome>> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
@@ -186,6 +187,9 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   const std::string corpus_dir = o.corpus_dir.empty() ? std::string(ULPCHECK_DEFAULT_CORPUS) : o.corpus_dir;
   auto log = [&](const std::string& line) {
     if (o.log) o.log(line);
+  };
+  auto repro = [&](const CaseSpec& spec, const std::string& property) {
+    return reproCommand(spec, property, exec.perturb_schedule);
   };
   CampaignResult result;
   Watchdog watchdog(o.case_timeout_s, o.json);
@@ -225,7 +229,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
           CaseSpec spec = entry.spec;
           spec.kernel = kernel;
           if (!OpAdapter::findKernel(spec.op, kernel)->supports(spec.dtype)) continue;
-          enter(reproCommand(spec, p->name));
+          enter(repro(spec, p->name));
           const auto c0 = Clock::now();
           const Outcome out = checkOne(*p, spec, exec);
           watchdog.leave();
@@ -234,7 +238,8 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
           if (o.json) o.json->write(caseRecord("regression", spec, p->name, out, since(c0)));
           if (out.verdict == Verdict::Fail) {
             log(fmt::format("REGRESSION FAILED {} [{}]: {}", entry.path, kernel, out.summary));
-            result.failures.push_back({"regression", p->name, spec, spec, out, 0, -1, since(t0), entry.path});
+            result.failures.push_back(
+                {"regression", p->name, spec, spec, out, 0, -1, since(t0), entry.path, exec.perturb_schedule});
           }
         }
       }
@@ -259,7 +264,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       ++result.cases_run;
       for (const Property* p : sel.properties) {
         if (failed.count({spec.kernel, p->name})) continue;
-        enter(reproCommand(spec, p->name));
+        enter(repro(spec, p->name));
         const auto c0 = Clock::now();
         Outcome out = checkOne(*p, spec, exec, &ctx);
         watchdog.leave();
@@ -268,7 +273,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         if (o.json) o.json->write(caseRecord("case", spec, p->name, out, secs));
         if (out.verdict != Verdict::Fail) continue;
 
-        FailureRecord f{"generated", p->name, spec, spec, out, 0, i, since(t0), ""};
+        FailureRecord f{"generated", p->name, spec, spec, out, 0, i, since(t0), "", exec.perturb_schedule};
         log(fmt::format("FAIL {} on case {}: {}", p->name, i, out.summary));
         if (o.shrink) {
           const auto s0 = Clock::now();
@@ -283,7 +288,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
               } catch (const CaseParseError&) {
                 continue;
               }
-              enter(reproCommand(candidate, p->name));
+              enter(repro(candidate, p->name));
               Outcome oc = checkOne(*p, candidate, exec);
               watchdog.leave();
               if (oc.verdict == Verdict::Fail) {
@@ -302,7 +307,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
           f.corpus_file = saveCrashingCase(
               corpus_dir, p->name, f.shrunk,
               {fmt::format("found {} by ulpcheck run --seed {:#x} (case {}), property {}", today(), o.seed, i, p->name),
-               f.outcome.summary, "reproduce: " + reproCommand(f.shrunk, p->name)});
+               f.outcome.summary, "reproduce: " + repro(f.shrunk, p->name)});
         }
         if (o.json)
           o.json->write({{"type", "failure"},
@@ -312,7 +317,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
                          {"shrunk", toJson(f.shrunk)},
                          {"shrink_steps", f.shrink_steps},
                          {"seconds_to_detect", f.seconds_to_detect},
-                         {"repro", reproCommand(f.shrunk, p->name)},
+                         {"repro", repro(f.shrunk, p->name)},
                          {"corpus_file", f.corpus_file},
                          {"outcome", toJson(f.outcome)}});
         failed.insert({spec.kernel, p->name});

@@ -51,6 +51,7 @@ struct FailureRecord {
   int64_t case_index = -1;   // 0-based index of the generated case that failed
   double seconds_to_detect = 0;
   std::string corpus_file;   // where it was saved, or the regression file
+  bool perturb_schedule = false;  // found under a schedule-perturbing load, so its repro needs one too
 };
 
 struct CampaignResult {
@@ -72,7 +73,8 @@ CampaignResult runCampaign(const CampaignOptions& options, const ExecContext& ex
 std::vector<std::pair<std::string, Outcome>> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
                                                      const ExecContext& exec);
 
-/// The command that reproduces a case.
-std::string reproCommand(const CaseSpec& spec, const std::string& property);
+/// The command that reproduces a case (run under schedule perturbation when
+/// it was found under one).
+std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule = false);
 
 }  // namespace ulpcheck

@@ -13,26 +13,13 @@
 #include <functional>
 
 #include "harness/core/accuracy.h"
+#include "kernels/common/row_launch.h"
 #include "kernels/registry.h"
 
 namespace ulpcheck {
 
-struct RmsNormShape {
-  DType dtype = DType::F32;
-  int64_t M = 1, N = 1, ld = 1;
-  float eps = 1e-6f;
-};
-
-/// Where a variant runs: the device's multiprocessor count (the host port
-/// emulates one), an optional CTA-count override from the case, the stream.
-struct LaunchEnv {
-  int sm_count = 132;
-  int ctas_override = 0;
-  void* stream = nullptr;  // cudaStream_t for CUDA variants
-};
-
 struct RmsNormForwardArgs {
-  RmsNormShape shape;
+  RowShape shape;
   const void* x;
   const void* w;
   void* y;
@@ -40,7 +27,7 @@ struct RmsNormForwardArgs {
 };
 
 struct RmsNormBackwardArgs {
-  RmsNormShape shape;
+  RowShape shape;
   const void* x;
   const void* w;
   const void* dy;
@@ -52,11 +39,11 @@ struct RmsNormBackwardArgs {
 
 struct RmsNormKernel {
   KernelInfo info;
-  std::function<size_t(const RmsNormShape&, const LaunchEnv&)> workspace_bytes;
+  std::function<size_t(const RowShape&, const LaunchEnv&)> workspace_bytes;
   std::function<void(const RmsNormForwardArgs&, const LaunchEnv&)> forward;
   std::function<void(const RmsNormBackwardArgs&, const LaunchEnv&)> backward;
   /// The reduction depths of this launch, for the error budget.
-  std::function<ReductionDepths(const RmsNormShape&, const LaunchEnv&)> depths;
+  std::function<ReductionDepths(const RowShape&, const LaunchEnv&)> depths;
 };
 
 using RmsNormRegistry = KernelRegistry<RmsNormKernel>;

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/rmsnorm/rmsnorm_cuda_backward.cuh"
+#include "kernels/rmsnorm/rmsnorm_forward.cuh"
 
 namespace ulpcheck::rmsnorm_cuda {
 
@@ -24,43 +25,10 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int t = threadIdx.x;
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
     const T* xr = x + row * ld;
-    VecT<T, VEC> xs[VPT > 0 ? VPT : 1];
-    float acc = 0.f;
-#pragma unroll
-    for (int v = 0; v < (VPT > 0 ? VPT : vpt_dynamic); ++v) {
-      const int64_t vi = int64_t(v) * blockDim.x + t;
-      if (vi >= nvec) continue;
-      VecT<T, VEC> xv = loadVec<T, VEC>(xr + vi * VEC);
-      if constexpr (VPT > 0) xs[v] = xv;
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        const float xf = toFloat(xv.v[k]);
-        acc = __fmaf_rn(xf, xf, acc);
-      }
-    }
-    const float xt = t < tail ? toFloat(xr[nvec * VEC + t]) : 0.f;
-    if (t < tail) acc = __fmaf_rn(xt, xt, acc);
-    const float sum_sq = blockAllReduce(acc, red, parity);
-    const float r = rsqrtf(__fdiv_rn(sum_sq, float(N)) + eps);
-    if (t == 0) rstd[row] = r;
-    T* yr = y + row * ld;
-#pragma unroll
-    for (int v = 0; v < (VPT > 0 ? VPT : vpt_dynamic); ++v) {
-      const int64_t vi = int64_t(v) * blockDim.x + t;
-      if (vi >= nvec) continue;
-      VecT<T, VEC> xv;
-      if constexpr (VPT > 0) xv = xs[v];
-      else xv = loadVec<T, VEC>(xr + vi * VEC);
-      const VecT<T, VEC> wv = loadVec<T, VEC>(w + vi * VEC);
-      VecT<T, VEC> out;
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) out.v[k] = fromFloat<T>(__fmul_rn(__fmul_rn(toFloat(xv.v[k]), r), toFloat(wv.v[k])));
-      storeVec<T, VEC>(yr + vi * VEC, out);
-    }
-    if (t < tail) {
-      const int64_t col = nvec * VEC + t;
-      yr[col] = fromFloat<T>(__fmul_rn(__fmul_rn(xt, r), toFloat(w[col])));
-    }
+    auto load = [&](int64_t vi) { return loadVec<T, VEC>(xr + vi * VEC); };
+    const float x_tail = t < tail ? toFloat(xr[nvec * VEC + t]) : 0.f;
+    rmsnormRow<T, VEC, VPT>(load, load, x_tail, w, y + row * ld, rstd + row, N, eps, nvec, tail, vpt_dynamic, red,
+                            parity);
   }
 }
 

@@ -7,16 +7,17 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <initializer_list>
 
 #include "harness/core/cuda_check.h"
+#include "kernels/common/row_cuda.cuh"
 #include "kernels/rmsnorm/rmsnorm.h"
-#include "kernels/rmsnorm/rmsnorm_cuda_common.cuh"
+#include "kernels/rmsnorm/rmsnorm_forward.cuh"
 #include "kernels/rmsnorm/rmsnorm_plan.h"
 
 namespace ulpcheck::rmsnorm_cuda {
 
 using namespace rmsnorm_plan;
+using namespace row_cuda;
 
 // ---------------------------------------------------------------------------
 // Backward, row-parallel dx; dW partial sums over this CTA's rows kept in
@@ -180,42 +181,7 @@ __global__ void dwRoundKernel(const float* __restrict__ dw_fp32, int64_t N, T* _
 }
 
 // ---------------------------------------------------------------------------
-// Second stage: dw[j] = sum over CTAs of partial[c][j], in a fixed order:
-// kDwGroups thread rows each sum the CTAs c = g, g + G, ... serially, then
-// thread row 0 adds the group sums in order g = 0..G-1.
-template <typename T>
-__global__ void __launch_bounds__(kDwColumnsPerBlock* kDwGroups)
-    dwReduceKernel(const float* __restrict__ partial, int64_t ctas, int64_t N, int64_t partial_ld, T* __restrict__ dw) {
-  __shared__ float group_sum[kDwGroups][kDwColumnsPerBlock];
-  const int lane = threadIdx.x % kDwColumnsPerBlock;
-  const int group = threadIdx.x / kDwColumnsPerBlock;
-  const int64_t col = int64_t(blockIdx.x) * kDwColumnsPerBlock + lane;
-  float acc = 0.f;
-  if (col < N)
-    for (int64_t c = group; c < ctas; c += kDwGroups) acc = __fadd_rn(acc, partial[c * partial_ld + col]);
-  group_sum[group][lane] = acc;
-  __syncthreads();
-  if (group == 0 && col < N) {
-    float total = 0.f;
-#pragma unroll
-    for (int g = 0; g < kDwGroups; ++g) total = __fadd_rn(total, group_sum[g][lane]);
-    dw[col] = fromFloat<T>(total);
-  }
-}
-
-// ---------------------------------------------------------------------------
 // Host side: plan, dispatch on dtype, vector width and vectors per thread.
-
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-inline RowPlan planFor(const RmsNormShape& s, std::initializer_list<const void*> ptrs) {
-  bool aligned = true;
-  for (const void* p : ptrs) aligned &= aligned16(p);
-  return planRow(s.dtype, s.N, s.ld, aligned);
-}
-
-/// The forward shared by every variant (rmsnorm_cuda.cu).
-void forward(const RmsNormForwardArgs& f, const LaunchEnv& env);
 
 /// The backward with dW strategy S: row-parallel kernel, then whatever S
 /// needs to finish dW.
@@ -243,10 +209,8 @@ void launchBackward(const RmsNormBackwardArgs& b, const LaunchEnv& env) {
     });
     ULPCHECK_CUDA_LAUNCH("rmsnorm backwardKernel");
     if constexpr (S == DwStrategy::Separate) {
-      const unsigned blocks = unsigned((s.N + kDwColumnsPerBlock - 1) / kDwColumnsPerBlock);
-      dwReduceKernel<T><<<blocks, kDwColumnsPerBlock * kDwGroups, 0, stream>>>(partial, ctas, s.N, partialLd(s.N),
-                                                                              static_cast<T*>(b.dw));
-      ULPCHECK_CUDA_LAUNCH("rmsnorm dwReduceKernel");
+      launchSumPartials<T>(partial, ctas, s.N, partialLd(s.N), static_cast<T*>(b.dw), stream);
+      ULPCHECK_CUDA_LAUNCH("rmsnorm sumPartialsKernel");
     } else if constexpr (S == DwStrategy::Atomic) {
       dwRoundKernel<T><<<unsigned(std::min<int64_t>((s.N + 255) / 256, 1024)), 256, 0, stream>>>(
           dw_fp32, s.N, static_cast<T*>(b.dw));
@@ -262,7 +226,7 @@ bool registerVariant(const char* name, const char* description, Contracts contra
   return RmsNormRegistry::add(RmsNormKernel{
       KernelInfo{"rmsnorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16}, contracts, description, "", ""},
       workspaceBytes, forward, launchBackward<S>,
-      [](const RmsNormShape& s, const LaunchEnv& e) { return depths(s, e, S); }});
+      [](const RowShape& s, const LaunchEnv& e) { return reductionDepths(s, e, S); }});
 }
 
 }  // namespace ulpcheck::rmsnorm_cuda

@@ -1,10 +1,9 @@
 #include "kernels/rmsnorm/rmsnorm_host.h"
 
 #include <atomic>
-#include <cmath>
-#include <cstring>
 #include <vector>
 
+#include "kernels/common/row_host.h"
 #include "kernels/rmsnorm/rmsnorm_plan.h"
 
 namespace ulpcheck::rmsnorm_host {
@@ -12,48 +11,9 @@ namespace ulpcheck::rmsnorm_host {
 namespace {
 
 using namespace rmsnorm_plan;
-
-float load(const void* base, DType t, int64_t i) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, static_cast<const char*>(base) + i * storageBytes(t), storageBytes(t));
-  return static_cast<float>(decodeBits(t, bits));
-}
-
-void store(void* base, DType t, int64_t i, float v) {
-  const uint32_t bits = doubleToBits(t, v);  // float -> double is exact: one RNE rounding to t
-  std::memcpy(static_cast<char*>(base) + i * storageBytes(t), &bits, storageBytes(t));
-}
+using namespace row_host;
 
 float roundToBf16(float v) { return static_cast<float>(roundToFormat(DType::BF16, v)); }
-
-float flushSubnormal(float v) { return std::fabs(v) < 0x1p-126f ? std::copysign(0.f, v) : v; }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-/// The CUDA blockAllReduce: butterfly inside each warp, then warp totals in order.
-float blockAllReduce(std::vector<float>& per_thread) {
-  const size_t threads = per_thread.size();
-  std::vector<float> next(threads);
-  for (int o = 16; o > 0; o >>= 1) {
-    for (size_t l = 0; l < threads; ++l) next[l] = per_thread[l] + per_thread[l ^ size_t(o)];
-    per_thread.swap(next);
-  }
-  float total = 0.f;
-  for (size_t w = 0; w < threads; w += kWarp) total += per_thread[w];
-  return total;
-}
-
-/// Visits thread t's columns in the order the CUDA thread accumulates them:
-/// its vectors v = 0..vpt-1 (elements k = 0..vec-1 each), then its tail element.
-template <typename Fn>
-void forThreadColumns(const RowPlan& p, int t, bool include_tail, Fn&& fn) {
-  for (int v = 0; v < p.vpt; ++v) {
-    const int64_t vi = int64_t(v) * p.threads + t;
-    if (vi >= p.nvec) continue;
-    for (int k = 0; k < p.vec; ++k) fn(vi * p.vec + k);
-  }
-  if (include_tail && t < p.tail) fn(p.nvec * p.vec + t);
-}
 
 }  // namespace
 
@@ -123,25 +83,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
 
   static std::atomic<uint64_t> calls{0};  // Atomic: a different first CTA on every call
   const int64_t first = strategy == DwStrategy::Atomic ? int64_t(calls++ % uint64_t(ctas)) : 0;
-  for (int64_t col = 0; col < s.N; ++col) {
-    float total = 0.f;
-    if (strategy == DwStrategy::Separate) {
-      float group_sum[kDwGroups];
-      for (int g = 0; g < kDwGroups; ++g) {
-        float a = 0.f;
-        for (int64_t c = g; c < ctas; c += kDwGroups) a += partial[c * pld + col];
-        group_sum[g] = a;
-      }
-      for (float g : group_sum) total += g;
-    } else {  // LastBlock: CTA order; Atomic: arrival order, flushing subnormals as red.add.f32 does
-      const bool ftz = strategy == DwStrategy::Atomic;
-      for (int64_t k = 0; k < ctas; ++k) {
-        const float v = partial[((first + k) % ctas) * pld + col];
-        total = ftz ? flushSubnormal(total + flushSubnormal(v)) : total + v;
-      }
-    }
-    store(b.dw, s.dtype, col, total);
-  }
+  for (int64_t col = 0; col < s.N; ++col) store(b.dw, s.dtype, col, sumPartials(partial, pld, ctas, col, strategy, first));
 }
 
 namespace {
@@ -149,11 +91,14 @@ bool registerPort(const char* name, const char* description, const char* bug, co
                   bool deterministic, Defects defects, DwStrategy strategy, int64_t row_depth_factor) {
   return RmsNormRegistry::add(RmsNormKernel{
       KernelInfo{"rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
-                 Contracts{deterministic, true, DType::F32, strategy == DwStrategy::Atomic}, description, bug, caught_by},
+                 Contracts{.deterministic = deterministic,
+                           .batch_invariant = true,
+                           .accumulation = DType::F32,
+                           .column_reduction_ftz = strategy == DwStrategy::Atomic}, description, bug, caught_by},
       workspaceBytes, [](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e); },
       [defects, strategy](const RmsNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, strategy, defects); },
-      [strategy, row_depth_factor](const RmsNormShape& s, const LaunchEnv& e) {
-        ReductionDepths d = depths(s, e, strategy);
+      [strategy, row_depth_factor](const RowShape& s, const LaunchEnv& e) {
+        ReductionDepths d = reductionDepths(s, e, strategy);
         d.row *= row_depth_factor;
         return d;
       }});

@@ -5,13 +5,8 @@
 
 namespace ulpcheck::rmsnorm_plan {
 
-// The plan a launch uses depends on whether its pointers are 16-byte aligned;
-// both functions take the larger of the two possibilities.
-
-WorkspaceLayout workspaceLayout(const RmsNormShape& s, const LaunchEnv& env) {
-  int64_t ctas = 1;
-  for (bool aligned : {false, true})
-    ctas = std::max(ctas, backwardCtas(planRow(s.dtype, s.N, s.ld, aligned), s.M, env.sm_count, env.ctas_override));
+WorkspaceLayout workspaceLayout(const RowShape& s, const LaunchEnv& env) {
+  const int64_t ctas = maxBackwardCtas(s, env);
   auto align256 = [](size_t b) { return (b + 255) / 256 * 256; };
   WorkspaceLayout l;
   l.ticket_offset = align256(size_t(ctas) * size_t(partialLd(s.N)) * sizeof(float));
@@ -20,16 +15,6 @@ WorkspaceLayout workspaceLayout(const RmsNormShape& s, const LaunchEnv& env) {
   return l;
 }
 
-size_t workspaceBytes(const RmsNormShape& s, const LaunchEnv& env) { return workspaceLayout(s, env).bytes; }
-
-ReductionDepths depths(const RmsNormShape& s, const LaunchEnv& env, DwStrategy strategy) {
-  ReductionDepths d;
-  for (bool aligned : {false, true}) {
-    const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned);
-    d.row = std::max(d.row, rowDepth(p));
-    d.col = std::max(d.col, dwColDepth(s.M, backwardCtas(p, s.M, env.sm_count, env.ctas_override), strategy));
-  }
-  return d;
-}
+size_t workspaceBytes(const RowShape& s, const LaunchEnv& env) { return workspaceLayout(s, env).bytes; }
 
 }  // namespace ulpcheck::rmsnorm_plan

@@ -106,5 +106,28 @@ TEST(Cli, DefaultRunOnTheHostPasses) {
   EXPECT_NE(r.output.find("backend: host"), std::string::npos) << "says which backend it used\n" << r.output;
 }
 
+TEST(Cli, PerturbScheduleIsAcceptedByRunAndRepro) {
+  Result r = cli("run --backend host --perturb-schedule --cases 10 --tier smoke --seed 1 --no-save");
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("no effect on the host backend"), std::string::npos) << "says it changes nothing\n" << r.output;
+  // A failure found under perturbation is reproduced under it: the printed
+  // repro command carries the flag, and repro accepts it.
+  r = cli("run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 50 --tier smoke --seed 9 "
+          "--no-save --no-shrink --no-corpus --perturb-schedule");
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  const size_t at = r.output.find("reproduce: ulpcheck repro '");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string repro = r.output.substr(at + std::string("reproduce: ulpcheck ").size(),
+                                            r.output.find('\n', at) - at - std::string("reproduce: ulpcheck ").size());
+  EXPECT_NE(repro.find("--perturb-schedule"), std::string::npos) << repro;
+  EXPECT_EQ(cli(repro).code, exit_code::kPropertyFailed) << repro;
+  EXPECT_EQ(cli("repro 'op=rmsnorm kernel=host_separate dtype=fp32 M=2 N=8' --perturb-schedule").code, exit_code::kOk);
+}
+
+TEST(Cli, MalformedPerturbScheduleIsAUsageError) {
+  EXPECT_EQ(cli("run --backend host --perturb-schedule=sometimes").code, exit_code::kUsage);
+  EXPECT_EQ(cli("list --perturb-schedule").code, exit_code::kUsage);
+}
+
 }  // namespace
 }  // namespace ulpcheck

@@ -7,24 +7,25 @@
 namespace ulpcheck {
 namespace {
 
+using testing::correctKernels;
 using testing::explain;
 using testing::hostContext;
 using testing::replayCorpus;
 using testing::runQuietly;
 
 TEST(HostPort, EveryCorrectVariantPassesEveryPropertyOnSmokeCases) {
-  const auto kernels = defaultKernels("rmsnorm", Backend::Host);
-  EXPECT_GE(kernels.size(), 3u);
+  const auto kernels = correctKernels(Backend::Host);
+  EXPECT_GE(kernels.size(), 7u) << "rmsnorm's three dW strategies, layernorm, allreduce_rmsnorm's three pipelines";
   for (const auto& k : kernels) {
     const CampaignResult r = runQuietly(k, 200, 0x5eed, Tier::Smoke, hostContext());
     EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
     EXPECT_EQ(r.cases_run, 200);
-    EXPECT_EQ(r.cells.size(), 4u * 3u) << k << ": every property x every dtype was exercised";
+    EXPECT_EQ(r.cells.size(), propertyRegistry().size() * 3u) << k << ": every property x every dtype was exercised";
   }
 }
 
 TEST(HostPort, EveryCorrectVariantPassesEveryPropertyOnDefaultTierCases) {
-  for (const auto& k : defaultKernels("rmsnorm", Backend::Host)) {
+  for (const auto& k : correctKernels(Backend::Host)) {
     const CampaignResult r = runQuietly(k, 15, 0xdefa17, Tier::Default, hostContext());
     EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
   }
@@ -43,9 +44,11 @@ TEST(HostPort, AtomicVariantsNondeterminismIsObservedAndExpected) {
 }
 
 TEST(HostPort, RegressionCorpusReplays) {
-  const CampaignResult r = replayCorpus("host_separate", hostContext());
-  EXPECT_GT(r.regression_cases, 0) << "corpora/**/regression holds cases";
-  EXPECT_TRUE(r.failures.empty()) << explain(r);
+  for (const char* kernel : {"host_separate", "host_twopass"}) {
+    const CampaignResult r = replayCorpus(kernel, hostContext());
+    EXPECT_GT(r.regression_cases, 0) << kernel << ": corpora/<op>/**/regression holds cases";
+    EXPECT_TRUE(r.failures.empty()) << kernel << "\n" << explain(r);
+  }
 }
 
 TEST(HostMutants, EachIsKilledByItsPropertyAndShrinksSmall) {
@@ -61,7 +64,7 @@ TEST(HostMutants, EachIsKilledByItsPropertyAndShrinksSmall) {
     const auto replay = runCase(f.shrunk, {k.caught_by}, hostContext());
     EXPECT_EQ(replay.at(0).second.verdict, Verdict::Fail) << k.name << ": " << reproCommand(f.shrunk, k.caught_by);
   }
-  EXPECT_GE(mutants, 4);
+  EXPECT_GE(mutants, 7);
 }
 
 }  // namespace

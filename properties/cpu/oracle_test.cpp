@@ -9,14 +9,10 @@
 //   OracleBudget            budgets finite, positive and not absurdly loose
 #include <gtest/gtest.h>
 
-#include <boost/multiprecision/cpp_bin_float.hpp>
-
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <memory>
-#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -31,41 +27,14 @@
 #include "oracles/mpfr_util.h"
 #include "oracles/rmsnorm.h"
 #include "oracles/tolerances.h"
+#include "properties/cpu/oracle_test_support.h"
 #include "properties/generators.h"
 #include "properties/rmsnorm_inputs.h"
 
 namespace ulpcheck {
 namespace {
 
-namespace bmp = boost::multiprecision;
-
-// 256 binary digits: inputs are at most 24-bit values, so every product of
-// three inputs is exact and the only errors are a few 2^-256 roundings.
-using Big = bmp::number<bmp::cpp_bin_float<256, bmp::digit_base_2>, bmp::et_off>;
-
-// The oracle's exact values are round-to-odd doubles: at most one ulp of
-// double (<= 2^-52 relative) from the true value; both high-precision
-// references add errors of ~2^-150 of the element's scale. 2^-51 relative to
-// the scale is therefore never exceeded by a correct oracle, yet any error
-// above two ulps of double (of the scale) fails.
-constexpr double kDoubleAgreement = 0x1p-51;
-
-// Bound on the pre-rounding error of the oracle (160-bit arithmetic, ~10
-// roundings of 2^-160 each) plus the Boost reference's (256 bits, sums of at
-// most 2^13 terms), relative to the element's scale. When the interval of this
-// half-width around the Boost value contains no double, the round-to-odd
-// double of the true value is determined and the oracle must equal it bit for bit.
-constexpr double kHighPrecisionSlack = 0x1p-140;
-
-// Finite differences, see OracleFiniteDifference: h = 2^-100 of the row's
-// scale s = sqrt(mean x^2 + eps) makes the truncation error ~ (h/s)^2 = 2^-200
-// of the gradient's scale and the 400-bit rounding error ~2^-300; the oracle's
-// own 160-bit error is ~2^-155 of the scale. So the only sizeable difference
-// is the round-to-odd conversion of the exact value (<= 2^-52 relative to it).
-constexpr mpfr_prec_t kFdBits = 400;
-constexpr int kFdStepLog2 = -100;
-constexpr double kFdRelative = 0x1p-50;  // 4x the round-to-odd conversion's 2^-52
-constexpr double kFdScale = 0x1p-100;    // 2^50 above the FD and oracle errors, far below 2^-52
+using namespace oracle_check;
 
 // Budget sanity: with fp32 accumulation and D_row <= 64, the relative part of
 // the y budget is K u (delta_r + 2) <= 2 * 2^-24 * 39.5 ~ 2^-17.7; a y budget
@@ -124,65 +93,8 @@ std::vector<CaseSpec> coverageCases(uint64_t seed, int per_combination, Shape sh
   return cases;
 }
 
-uint64_t bitsOf(double v) {
-  uint64_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-
-double fromBits(uint64_t b) {
-  double v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
-}
-
 // ---------------------------------------------------------------------------
 // OracleCrossCheck
-
-/// Largest double <= a, for a > 0 (convert_to rounds to nearest, so step).
-double truncateToDouble(const Big& a) {
-  double d = a.convert_to<double>();
-  if (std::isinf(d)) d = DBL_MAX;
-  while (d > 0.0 && Big(d) > a) d = std::nextafter(d, 0.0);
-  for (;;) {
-    const double up = std::nextafter(d, INFINITY);
-    if (std::isinf(up) || Big(up) > a) return d;
-    d = up;
-  }
-}
-
-/// The round-to-odd double of every value within err of b, or nothing when
-/// that interval contains a double (then the rounding is not determined).
-std::optional<double> roundToOddOf(const Big& b, const Big& err) {
-  const Big lo = b - err, hi = b + err;
-  if (lo <= 0 && hi >= 0) return std::nullopt;  // contains 0
-  const bool negative = b < 0;
-  const Big a_lo = negative ? Big(-hi) : lo, a_hi = negative ? Big(-lo) : hi;
-  const double t = truncateToDouble(a_lo);
-  if (Big(t) == a_lo || truncateToDouble(a_hi) != t) return std::nullopt;
-  const double odd = fromBits(bitsOf(t) | 1u);  // the odd one of t and its successor
-  return negative ? -odd : odd;
-}
-
-/// Compares one oracle value with the Boost value of the same element.
-/// Returns an empty string when they agree.
-struct Agreement {
-  int64_t nonzero = 0, bitwise = 0;
-  std::string check(const char* tensor, int64_t index, double oracle, const Big& boost, double scale) {
-    nonzero += boost != 0;
-    const double diff = bmp::abs(Big(oracle) - boost).convert_to<double>();
-    if (!(diff <= kDoubleAgreement * scale))
-      return fmt::format("{}[{}]: oracle {} vs Boost {} (diff {:.3g}, {:.3g} of scale {:.3g})", tensor, index,
-                         hexFloat(oracle), hexFloat(boost.convert_to<double>()), diff, diff / scale, scale);
-    if (const auto expected = roundToOddOf(boost, Big(scale) * kHighPrecisionSlack)) {
-      ++bitwise;
-      if (bitsOf(*expected) != bitsOf(oracle))
-        return fmt::format("{}[{}]: oracle {} is not the round-to-odd double {} of the exact value", tensor, index,
-                           hexFloat(oracle), hexFloat(*expected));
-    }
-    return "";
-  }
-};
 
 /// RMSNorm forward and backward written the textbook way in Boost (plain
 /// left-to-right sums, 1/sqrt, the r^3 form of dx), independent of the
@@ -311,32 +223,6 @@ void rowLoss(mpfr_ptr out, mp::RealArray& x, mp::RealArray& w, const std::vector
   mpfr_div(out, out, s, MPFR_RNDN);
 }
 
-/// Central difference (L(v + h) - L(v - h)) / 2h for one coordinate held in
-/// `slot` with value v (a double), h a power of two so v +- h is exact.
-template <typename Loss>
-void centralDifference(mpfr_ptr out, mpfr_ptr slot, double v, mpfr_exp_t h_exp, Loss loss, mp::Real& lp,
-                       mp::Real& lm) {
-  mp::Real h(kFdBits);
-  mpfr_set_ui_2exp(h, 1, h_exp, MPFR_RNDN);
-  mpfr_add_d(slot, h, v, MPFR_RNDN);
-  loss(lp);
-  mpfr_d_sub(slot, v, h, MPFR_RNDN);
-  loss(lm);
-  mpfr_set_d(slot, v, MPFR_RNDN);
-  mpfr_sub(out, lp, lm, MPFR_RNDN);
-  mpfr_div_2si(out, out, h_exp + 1, MPFR_RNDN);
-}
-
-/// |fd - exact| <= kFdRelative |exact| + kFdScale scale, or a message.
-std::string compareFd(const char* tensor, int64_t i, int64_t j, mpfr_srcptr fd, double exact, double scale) {
-  mp::Real diff(kFdBits);
-  mpfr_sub_d(diff, fd, exact, MPFR_RNDN);
-  const double d = std::fabs(mpfr_get_d(diff, MPFR_RNDN));
-  if (d <= kFdRelative * std::fabs(exact) + kFdScale * scale) return "";
-  return fmt::format("{}[{},{}]: oracle {} vs finite difference {} (diff {:.3g}, scale {:.3g})", tensor, i, j,
-                     hexFloat(exact), hexFloat(mpfr_get_d(fd, MPFR_RNDN)), d, scale);
-}
-
 TEST(OracleFiniteDifference, GradientsMatchCentralDifferencesOfTheLoss) {
   const std::vector<CaseSpec> cases = coverageCases(0xfd0f10551ULL, 10, [](CaseSpec& c) {
     const int64_t pad = c.ld - c.N;
@@ -412,12 +298,7 @@ TEST(OracleFiniteDifference, GradientsMatchCentralDifferencesOfTheLoss) {
 // ---------------------------------------------------------------------------
 // OracleThreads
 
-bool sameBits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
 TEST(OracleThreads, ResultDoesNotDependOnTheThreadCount) {
-  ThreadPool pool1(1), pool3(3), pool4(4);
   // M >= 70 spreads rows over the oracle's 64 fixed dW chunks unevenly (1 to
   // 5 rows each); the thread counts then split those chunks differently.
   const struct {
@@ -441,15 +322,12 @@ TEST(OracleThreads, ResultDoesNotDependOnTheThreadCount) {
     c.seed = 0x7117ead5ULL + s.M;
     validateCase(c);
     const Inputs in = makeInputs(c);
-    const RmsNormReference one = oracleOf(c, in, pool1), three = oracleOf(c, in, pool3), four = oracleOf(c, in, pool4);
-    for (const RmsNormReference* other : {&three, &four}) {
-      const ReferenceTensor* a[] = {&one.y, &one.rstd, &one.dx, &one.dw};
-      const ReferenceTensor* b[] = {&other->y, &other->rstd, &other->dx, &other->dw};
-      for (int k = 0; k < 4; ++k) {
-        EXPECT_TRUE(sameBits(a[k]->exact, b[k]->exact)) << toCaseString(c) << ": exact " << a[k]->name;
-        EXPECT_TRUE(sameBits(a[k]->budget, b[k]->budget)) << toCaseString(c) << ": budget " << a[k]->name;
-      }
-    }
+    EXPECT_EQ(threadDependence([&](ThreadPool& pool) { return oracleOf(c, in, pool); },
+                               [](const RmsNormReference& r) {
+                                 return std::vector<const ReferenceTensor*>{&r.y, &r.rstd, &r.dx, &r.dw};
+                               }),
+              "")
+        << toCaseString(c);
   }
 }
 
@@ -622,25 +500,18 @@ TEST(OracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
     for (const ReferenceTensor* r : {&ref.y, &ref.rstd, &ref.dx, &ref.dw}) {
       ASSERT_EQ(r->budget.size(), size_t(r->rows * r->cols));
       for (size_t e = 0; e < r->budget.size() && failures < 5; ++e) {
-        const double b = r->budget[e], exact = r->exact[e];
-        bool ok = std::isfinite(b) && b > 0.0 && std::isfinite(exact);
-        // The correctly rounded result always passes its own budget (overflow
-        // to Inf is judged against the threshold, not the budget).
-        const double cr = r->correctlyRounded(static_cast<int64_t>(e));
-        overflowing += std::isinf(cr);
-        ok = ok && (std::isinf(cr) || std::fabs(cr - exact) <= b);
+        bool ok = budgetAdmitsCorrectlyRounded(*r, e, overflowing);
         if (r == &ref.y || r == &ref.rstd) {
           // Upper bound: 0.5 ulp of a possibly twice larger binade, a loose
           // relative term, and twice the underflow term K eta (1 + |w|) (G_rstd = 0).
-          const double w = r == &ref.y ? std::fabs(in.w.value(0, int64_t(e) % c.N)) : 0.0;
+          const double w = r == &ref.y ? std::fabs(in.w.value(0, int64_t(e) % c.N)) : 0.0, exact = r->exact[e];
           const double limit = ulpOf(r->dtype, std::fabs(exact)) + kBudgetLooseRelative * std::fabs(exact) +
                                2.0 * eta * (1.0 + w);
-          ok = ok && b <= limit;
+          ok = ok && r->budget[e] <= limit;
         }
         if (!ok) {
           ++failures;
-          ADD_FAILURE() << toCaseString(c) << "\n  " << r->name << "[" << e << "]: exact " << hexFloat(exact)
-                        << " budget " << hexFloat(b) << " correctly rounded " << hexFloat(cr);
+          ADD_FAILURE() << toCaseString(c) << "\n  " << budgetElement(*r, e);
         }
       }
     }

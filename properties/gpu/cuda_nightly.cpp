@@ -8,7 +8,7 @@ namespace {
 
 TEST(CudaKernelsNightly, EveryCorrectVariantPassesEveryPropertyOnNightlyShapes) {
   ULPCHECK_REQUIRE_GPU();
-  for (const auto& k : defaultKernels("rmsnorm", Backend::Cuda)) {
+  for (const auto& k : testing::correctKernels(Backend::Cuda)) {
     const CampaignResult r = testing::runQuietly(k, 30, 0x4e1, Tier::Nightly, testing::cudaContext());
     EXPECT_TRUE(r.failures.empty()) << k << "\n" << testing::explain(r);
   }

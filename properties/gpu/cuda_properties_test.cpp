@@ -1,11 +1,16 @@
-// GPU suites: the CUDA kernels under every property, the device data
-// generator against the host's, device red zones. Each test skips, saying
-// why, when no GPU is usable.
+// GPU suites: the CUDA kernels under every property (also under schedule
+// perturbation), the device data generator against the host's, device red
+// zones. Each test skips, saying why, when no GPU is usable.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "harness/core/datagen.h"
+#include "harness/core/schedule_noise.h"
 #if defined(ULPCHECK_HAVE_CUDA)
 #include <cuda_runtime.h>
+
+#include "properties/gpu/cta_placement_probe.h"
 #endif
 #include "properties/test_support.h"
 
@@ -14,6 +19,7 @@ namespace {
 
 using testing::cudaContext;
 using testing::explain;
+using testing::perturbedCudaContext;
 using testing::replayCorpus;
 using testing::runQuietly;
 
@@ -52,19 +58,19 @@ TEST(GpuBuffer, RedZonesCatchDeviceWrites) {
 
 TEST(CudaKernels, EveryCorrectVariantPassesEveryPropertyOnSmokeCases) {
   ULPCHECK_REQUIRE_GPU();
-  const auto kernels = defaultKernels("rmsnorm", Backend::Cuda);
-  EXPECT_GE(kernels.size(), 3u);
+  const auto kernels = testing::correctKernels(Backend::Cuda);
+  EXPECT_GE(kernels.size(), 7u) << "rmsnorm's three dW strategies, layernorm, allreduce_rmsnorm's three pipelines";
   for (const auto& k : kernels) {
     const CampaignResult r = runQuietly(k, 300, 0x6a7, Tier::Smoke, cudaContext());
     EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
     EXPECT_TRUE(r.fatal_error.empty()) << r.fatal_error;
-    EXPECT_EQ(r.cells.size(), 4u * 3u) << k;
+    EXPECT_EQ(r.cells.size(), propertyRegistry().size() * 3u) << k;
   }
 }
 
 TEST(CudaKernels, EveryCorrectVariantPassesEveryPropertyOnDefaultTierCases) {
   ULPCHECK_REQUIRE_GPU();
-  for (const auto& k : defaultKernels("rmsnorm", Backend::Cuda)) {
+  for (const auto& k : testing::correctKernels(Backend::Cuda)) {
     const CampaignResult r = runQuietly(k, 100, 0xdefa17, Tier::Default, cudaContext());
     EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
   }
@@ -79,9 +85,64 @@ TEST(CudaKernels, AtomicVariantsNondeterminismIsObservedAndExpected) {
   EXPECT_GT(expected, 0) << "atomicAdd in arrival order must be seen to differ between runs\n" << explain(r);
 }
 
+#if defined(ULPCHECK_HAVE_CUDA)
+TEST(CudaSchedulePerturbation, CtasLandOnDifferentSmsFromRunToRun) {
+  ULPCHECK_REQUIRE_GPU();
+  const int sm_count = queryDevice().sm_count;
+  testing::CtaPlacementProbe probe(4 * sm_count);
+  constexpr int kRuns = 10;
+  std::set<std::vector<int>> placements;
+  for (int run = 0; run < kRuns; ++run) {
+    ScheduleNoise noise(true, Backend::Cuda, sm_count);
+    placements.insert(probe.run());
+  }
+  // An idle H100 repeats a handful of placements (3 distinct in 50 runs);
+  // under the load nearly every run differs.
+  EXPECT_GE(placements.size(), size_t(kRuns / 2)) << "distinct CTA-to-SM placements in " << kRuns << " runs";
+}
+#endif
+
+TEST(CudaSchedulePerturbation, DeterministicVariantsStayBitwiseIdentical) {
+  ULPCHECK_REQUIRE_GPU();
+  std::vector<std::string> deterministic;
+  for (const auto& k : testing::correctKernels(Backend::Cuda))
+    if (OpAdapter::findKernel(testing::opOf(k), k)->contracts.deterministic) deterministic.push_back(k);
+  EXPECT_GE(deterministic.size(), 2u) << "rmsnorm's cuda_separate and cuda_lastblock at least";
+  for (const auto& k : deterministic) {
+    const CampaignResult r = runQuietly(k, 150, 0x5c4ed, Tier::Default, perturbedCudaContext(), {"determinism"});
+    EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
+    EXPECT_TRUE(r.fatal_error.empty()) << r.fatal_error;
+    int64_t passed = 0;
+    for (const auto& [key, cell] : r.cells) passed += cell.passed;
+    EXPECT_GT(passed, 0) << k << ": never a vacuous pass\n" << explain(r);
+  }
+}
+
+TEST(CudaSchedulePerturbation, AtomicVariantsNondeterminismIsObservedAndExpected) {
+  ULPCHECK_REQUIRE_GPU();
+  const CampaignResult r = runQuietly("cuda_atomic", 150, 0x5c4ed, Tier::Default, perturbedCudaContext(), {"determinism"});
+  EXPECT_TRUE(r.failures.empty()) << explain(r);
+  EXPECT_TRUE(r.fatal_error.empty()) << r.fatal_error;
+  int64_t expected = 0;
+  for (const auto& [key, cell] : r.cells) expected += cell.expected;
+  EXPECT_GT(expected, 0) << "atomicAdd in arrival order must be seen to differ between perturbed runs\n" << explain(r);
+}
+
+TEST(CudaSchedulePerturbation, DeterminismOutcomeSaysWhetherTheScheduleWasPerturbed) {
+  ULPCHECK_REQUIRE_GPU();
+  const CaseSpec spec = parseCaseString("op=rmsnorm kernel=cuda_separate dtype=fp32 M=64 N=1024");
+  const auto perturbed = runCase(spec, {"determinism"}, perturbedCudaContext());
+  ASSERT_EQ(perturbed.size(), 1u);
+  EXPECT_EQ(perturbed[0].second.verdict, Verdict::Pass) << perturbed[0].second.summary;
+  EXPECT_NE(perturbed[0].second.summary.find("(schedule perturbed)"), std::string::npos) << perturbed[0].second.summary;
+  const auto plain = runCase(spec, {"determinism"}, cudaContext());
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].second.summary.find("(schedule perturbed)"), std::string::npos) << plain[0].second.summary;
+}
+
 TEST(CudaKernels, RegressionCorpusReplaysOnEveryCorrectVariant) {
   ULPCHECK_REQUIRE_GPU();
-  for (const auto& k : defaultKernels("rmsnorm", Backend::Cuda)) {
+  for (const auto& k : testing::correctKernels(Backend::Cuda)) {
     const CampaignResult r = replayCorpus(k, cudaContext());
     EXPECT_GT(r.regression_cases, 0);
     EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);

@@ -1,18 +1,24 @@
-// Device building blocks shared by the RMSNorm CUDA variants (and their
-// mutants): 128-bit vector access, dtype conversion, block all-reduce, and
+// Device building blocks shared by the row-wise norm CUDA kernels (rmsnorm,
+// layernorm, their mutants): 128-bit vector access, dtype conversion, block
+// all-reduce, the fixed-order reduction of per-CTA column partials, and
 // compile-time dispatch over dtype, vector width and vectors per thread.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "harness/core/dtype.h"
-#include "kernels/rmsnorm/rmsnorm_plan.h"
+#include "kernels/common/row_launch.h"
+#include "kernels/common/row_plan.h"
 
-namespace ulpcheck::rmsnorm_cuda {
+namespace ulpcheck::row_cuda {
+
+using namespace row_plan;
 
 template <typename T, int VEC>
 struct alignas(sizeof(T) * VEC) VecT {
@@ -100,13 +106,14 @@ void withStorageType(DType t, Fn&& fn) {
 }
 
 /// Calls fn(IntC<VEC>, IntC<VPT>) for the plan; VPT 0 selects the path that
-/// keeps nothing in registers across passes (rows too wide for registers).
-template <typename T, typename Fn>
-void withVecAndVpt(const rmsnorm_plan::RowPlan& p, Fn&& fn) {
+/// keeps nothing in registers across passes (rows wider than kMaxElements per
+/// thread, which a kernel with more per-element state sets lower).
+template <typename T, int kMaxElements = maxRegisterElements<T>(), typename Fn>
+void withVecAndVpt(const RowPlan& p, Fn&& fn) {
   constexpr int kVec = 16 / sizeof(T);
   auto byVpt = [&](auto vec) {
     constexpr int V = decltype(vec)::value;
-    constexpr int kMaxVpt = maxRegisterElements<T>() / V;
+    constexpr int kMaxVpt = kMaxElements / V;
     if (p.vpt == 1) return fn(vec, IntC<1>{});
     if constexpr (kMaxVpt >= 2) if (p.vpt == 2) return fn(vec, IntC<2>{});
     if constexpr (kMaxVpt >= 4) if (p.vpt == 4) return fn(vec, IntC<4>{});
@@ -118,4 +125,43 @@ void withVecAndVpt(const rmsnorm_plan::RowPlan& p, Fn&& fn) {
   else byVpt(IntC<1>{});
 }
 
-}  // namespace ulpcheck::rmsnorm_cuda
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+/// The plan of a launch: vectorised only when every pointer is 16-byte aligned.
+inline RowPlan planFor(const RowShape& s, std::initializer_list<const void*> ptrs) {
+  bool aligned = true;
+  for (const void* p : ptrs) aligned &= aligned16(p);
+  return planRow(s.dtype, s.N, s.ld, aligned);
+}
+
+/// Second stage of a column reduction: out[j] = sum over CTAs of
+/// partial[c][j], in a fixed order: kDwGroups thread rows each sum the CTAs
+/// c = g, g + G, ... serially, then thread row 0 adds the group sums in order
+/// g = 0..G-1 (the depth dwColDepth(.., Separate) declares).
+template <typename T>
+__global__ void __launch_bounds__(kDwColumnsPerBlock* kDwGroups)
+    sumPartialsKernel(const float* __restrict__ partial, int64_t ctas, int64_t N, int64_t partial_ld, T* __restrict__ out) {
+  __shared__ float group_sum[kDwGroups][kDwColumnsPerBlock];
+  const int lane = threadIdx.x % kDwColumnsPerBlock;
+  const int group = threadIdx.x / kDwColumnsPerBlock;
+  const int64_t col = int64_t(blockIdx.x) * kDwColumnsPerBlock + lane;
+  float acc = 0.f;
+  if (col < N)
+    for (int64_t c = group; c < ctas; c += kDwGroups) acc = __fadd_rn(acc, partial[c * partial_ld + col]);
+  group_sum[group][lane] = acc;
+  __syncthreads();
+  if (group == 0 && col < N) {
+    float total = 0.f;
+#pragma unroll
+    for (int g = 0; g < kDwGroups; ++g) total = __fadd_rn(total, group_sum[g][lane]);
+    out[col] = fromFloat<T>(total);
+  }
+}
+
+template <typename T>
+void launchSumPartials(const float* partial, int64_t ctas, int64_t N, int64_t partial_ld, T* out, cudaStream_t stream) {
+  const unsigned blocks = unsigned((N + kDwColumnsPerBlock - 1) / kDwColumnsPerBlock);
+  sumPartialsKernel<T><<<blocks, kDwColumnsPerBlock * kDwGroups, 0, stream>>>(partial, ctas, N, partial_ld, out);
+}
+
+}  // namespace ulpcheck::row_cuda

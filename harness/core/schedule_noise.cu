@@ -1,0 +1,113 @@
+#include "harness/core/schedule_noise.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+
+#include "harness/core/cuda_check.h"
+#include "harness/core/rng.h"
+
+namespace ulpcheck {
+
+namespace {
+
+// Ranges of the load, wide so that consecutive runs meet very different
+// machines: from one CTA on one SM to two waves over every SM (the second wave
+// frees SMs at staggered times while the kernel under test is running), from
+// one warp to a full CTA, from no shared memory to all an SM can give one CTA
+// (which keeps the kernel under test off that SM entirely).
+constexpr int kMaxCtasPerSm = 2;
+constexpr int kMaxWarpsPerCta = 32;
+// Long enough to overlap the launches that follow, short enough that a
+// determinism check of several runs per case costs milliseconds, not seconds.
+constexpr double kMinSpinMicroseconds = 10;
+constexpr double kMaxSpinMicroseconds = 300;
+
+// counterHash streams, so the launch shape and the per-CTA spins draw
+// independent words from one seed.
+constexpr uint64_t kShapeStream = 0x5c4ed;
+constexpr uint64_t kSpinStream = 0x5914;
+
+enum ShapeDraw : uint64_t { kDrawCtas, kDrawWarps, kDrawShared, kDrawSpin };
+
+/// Every CTA spins for its own time in [min_cycles, min_cycles + spread], so
+/// CTAs retire, and free their SM for the kernel under test, in a different
+/// order each launch. The dynamic shared memory is never touched: reserving it
+/// is what occupies the SM.
+__global__ void scheduleLoad(uint64_t seed, long long min_cycles, unsigned long long spread_cycles) {
+  const long long spin = min_cycles + static_cast<long long>(counterHash(seed, kSpinStream, blockIdx.x) %
+                                                             (spread_cycles + 1));
+  const long long start = clock64();
+  while (clock64() - start < spin) {
+  }
+}
+
+struct NoiseDevice {
+  cudaStream_t stream = nullptr;
+  int max_shared_bytes = 0;  // the opt-in maximum of dynamic shared memory per CTA
+  double cycles_per_microsecond = 0;
+};
+
+/// Created on first use and kept for the process: destroying a stream during
+/// static destruction races the CUDA runtime's own teardown.
+const NoiseDevice& noiseDevice() {
+  static const NoiseDevice d = [] {
+    NoiseDevice n;
+    // Non-blocking: the ops launch on the legacy default stream, which would
+    // otherwise wait for the load instead of running beside it.
+    ULPCHECK_CUDA(cudaStreamCreateWithFlags(&n.stream, cudaStreamNonBlocking));
+    int device = 0, clock_khz = 0;
+    ULPCHECK_CUDA(cudaGetDevice(&device));
+    ULPCHECK_CUDA(cudaDeviceGetAttribute(&n.max_shared_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    ULPCHECK_CUDA(cudaFuncSetAttribute(scheduleLoad, cudaFuncAttributeMaxDynamicSharedMemorySize, n.max_shared_bytes));
+    // The peak clock: under a lower actual clock a spin only lasts longer.
+    ULPCHECK_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device));
+    n.cycles_per_microsecond = clock_khz / 1000.0;
+    return n;
+  }();
+  return d;
+}
+
+/// Different on every call, in this process and across processes: a launch
+/// counter mixed with the clock.
+uint64_t freshSeed() {
+  static std::atomic<uint64_t> launches{0};
+  const auto now = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return counterHash(now, kShapeStream, launches.fetch_add(1, std::memory_order_relaxed));
+}
+
+}  // namespace
+
+ScheduleNoise::ScheduleNoise(bool enabled, Backend backend, int sm_count) {
+  if (!applies(enabled, backend)) return;
+  const NoiseDevice& dev = noiseDevice();
+  const uint64_t seed = freshSeed();
+  const auto draw = [seed](ShapeDraw what, uint64_t choices) { return counterHash(seed, kShapeStream, what) % choices; };
+
+  const auto ctas = static_cast<unsigned>(1 + draw(kDrawCtas, uint64_t(kMaxCtasPerSm) * std::max(sm_count, 1)));
+  const auto threads = static_cast<unsigned>(32 * (1 + draw(kDrawWarps, kMaxWarpsPerCta)));
+  const auto shared_bytes = static_cast<size_t>(draw(kDrawShared, uint64_t(dev.max_shared_bytes) + 1));
+  // The longest spin of this launch; each CTA draws its own below it.
+  const double longest_us =
+      kMinSpinMicroseconds + draw(kDrawSpin, uint64_t(kMaxSpinMicroseconds - kMinSpinMicroseconds) + 1);
+  const auto min_cycles = static_cast<long long>(kMinSpinMicroseconds * dev.cycles_per_microsecond);
+  const auto spread_cycles =
+      static_cast<unsigned long long>((longest_us - kMinSpinMicroseconds) * dev.cycles_per_microsecond);
+
+  uncaught_at_launch_ = std::uncaught_exceptions();
+  scheduleLoad<<<ctas, threads, shared_bytes, dev.stream>>>(seed, min_cycles, spread_cycles);
+  ULPCHECK_CUDA_LAUNCH("scheduleLoad");
+  launched_ = true;
+}
+
+ScheduleNoise::~ScheduleNoise() noexcept(false) {
+  if (!launched_) return;
+  if (std::uncaught_exceptions() > uncaught_at_launch_) {
+    cudaStreamSynchronize(noiseDevice().stream);
+    return;
+  }
+  ULPCHECK_CUDA(cudaStreamSynchronize(noiseDevice().stream));
+}
+
+}  // namespace ulpcheck

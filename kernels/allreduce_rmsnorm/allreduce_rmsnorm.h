@@ -1,0 +1,62 @@
+// Allreduce + residual add + RMSNorm, the tensor-parallel epilogue of a
+// transformer layer, fused or not. Its spec is what the unfused pipeline
+// computes, with every intermediate stored in the activation dtype T:
+//
+//   s            = round_T(sum_r x_r)             the allreduce result, stored in T
+//   residual_out = round_T(s + residual)
+//   y            = round_T(RMSNorm(residual_out) * w)   (kernels/rmsnorm/rmsnorm.h's forward)
+//
+// Each of the R ranks holds its own partial x_r (distinct values: identical
+// per-rank inputs make the sum exact and hide a missing rounding, aiter PR
+// #2586), the same residual and w, and gets residual_out and y; every rank
+// must hold identical bits. Variants differ in how they get there: an
+// unfused pipeline (allreduce kernel, residual-add kernel, RMSNorm forward),
+// a fused one-stage kernel (each rank reads every peer's row, reduces in fp32
+// in rank order, rounds to T, adds, normalises), a fused two-stage kernel
+// (reduce-scatter: each rank finishes the rows it owns; all-gather).
+//
+// Ranks are "virtual" here: R buffers of one device (or of the host), so the
+// properties run everywhere, the same kernels reading peers through pointers
+// as they would through peer access across GPUs.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include "harness/core/accuracy.h"
+#include "kernels/common/row_launch.h"
+#include "kernels/registry.h"
+
+namespace ulpcheck {
+
+inline constexpr int kMaxRanks = 8;
+
+/// Per-rank pointers; entries [0, ranks) are used.
+template <typename P>
+using PerRank = P[kMaxRanks];
+
+struct AllreduceRmsNormArgs {
+  RowShape shape;  // every per-rank tensor is M x N with row stride ld; w is 1 x N
+  int ranks = 2;
+  PerRank<const void*> x{};         // rank r's partial sum
+  PerRank<const void*> residual{};  // identical on every rank
+  PerRank<const void*> w{};         // identical on every rank
+  PerRank<void*> residual_out{};
+  PerRank<void*> y{};
+  PerRank<void*> workspace{};  // workspace_bytes(shape, ranks) each, contents undefined on entry
+};
+
+struct AllreduceRmsNormKernel {
+  KernelInfo info;
+  std::function<size_t(const RowShape&, int ranks)> workspace_bytes;
+  /// Runs every rank (stream of LaunchEnv for all of them) and returns when
+  /// the work is queued.
+  std::function<void(const AllreduceRmsNormArgs&, const LaunchEnv&)> run;
+  /// Depth of the row reduction of the RMSNorm (the allreduce is a serial
+  /// chain over ranks, depth R - 1, which the oracle knows).
+  std::function<ReductionDepths(const RowShape&, const LaunchEnv&)> depths;
+};
+
+using AllreduceRmsNormRegistry = KernelRegistry<AllreduceRmsNormKernel>;
+
+}  // namespace ulpcheck

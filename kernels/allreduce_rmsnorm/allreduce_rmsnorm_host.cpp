@@ -1,0 +1,134 @@
+// Host ports of the CUDA allreduce + residual + RMSNorm variants
+// (allreduce_rmsnorm_cuda.cu) over virtual ranks in host memory: the same
+// rank-order fp32 sum, the same round trips through T, and rmsnorm's host
+// forward for the normalisation, in the same stages (unfused: three passes
+// over the tensors; one-shot: row by row; two-stage: owned rows, then copies).
+#include "kernels/allreduce_rmsnorm/allreduce_rmsnorm_host.h"
+
+#include <cstring>
+
+#include "kernels/common/row_host.h"
+#include "kernels/rmsnorm/rmsnorm.h"
+#include "kernels/rmsnorm/rmsnorm_host.h"
+
+namespace ulpcheck::allreduce_rmsnorm_host {
+
+namespace {
+
+using namespace row_host;
+
+/// Element i of rank `rank`'s fp32 sum x_0 + ... + x_{R-1}, in rank order
+/// from x_0 (or, with the sum_from_own_rank defect, from x_rank on).
+float rankSum(const AllreduceRmsNormArgs& a, int rank, int64_t i, const Defects& defects) {
+  const DType t = a.shape.dtype;
+  const int first = defects.sum_from_own_rank ? rank : 0;
+  float acc = load(a.x[first], t, i);
+  for (int k = 1; k < a.ranks; ++k) acc += load(a.x[(first + k) % a.ranks], t, i);
+  return acc;
+}
+
+float allreduceAt(const AllreduceRmsNormArgs& a, int64_t i) {
+  return static_cast<float>(roundToFormat(a.shape.dtype, rankSum(a, 0, i, {})));
+}
+
+/// round_T(s + residual) for s already in T.
+float residualAdd(DType t, float s, float residual) { return static_cast<float>(roundToFormat(t, s + residual)); }
+
+/// Rows [begin, end) of rank r: allreduce and residual add into
+/// residual_out, then rmsnorm's host forward on those rows.
+void fusedRows(const AllreduceRmsNormArgs& a, int r, int64_t begin, int64_t end, const LaunchEnv& env,
+               std::vector<float>& rstd, const Defects& defects) {
+  const RowShape& s = a.shape;
+  if (end <= begin) return;
+  for (int64_t row = begin; row < end; ++row)
+    for (int64_t col = 0; col < s.N; ++col) {
+      const int64_t i = row * s.ld + col;
+      const float sum = rankSum(a, r, i, defects);
+      const float reduced = defects.no_round_trip ? sum : static_cast<float>(roundToFormat(s.dtype, sum));
+      store(a.residual_out[r], s.dtype, i, residualAdd(s.dtype, reduced, load(a.residual[r], s.dtype, i)));
+    }
+  const size_t offset = size_t(begin * s.ld) * storageBytes(s.dtype);
+  RowShape rows = s;
+  rows.M = end - begin;
+  rstd.resize(size_t(rows.M));
+  rmsnorm_host::forward(RmsNormForwardArgs{rows, static_cast<const char*>(a.residual_out[r]) + offset, a.w[r],
+                                           static_cast<char*>(a.y[r]) + offset, rstd.data()},
+                        env);
+}
+
+void runUnfused(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
+  const RowShape& s = a.shape;
+  std::vector<float> sum(size_t(s.M * s.N)), rstd(size_t(s.M));
+  for (int r = 0; r < a.ranks; ++r) {
+    for (int64_t row = 0; row < s.M; ++row)  // the allreduce
+      for (int64_t col = 0; col < s.N; ++col) sum[size_t(row * s.N + col)] = allreduceAt(a, row * s.ld + col);
+    for (int64_t row = 0; row < s.M; ++row)  // the residual add
+      for (int64_t col = 0; col < s.N; ++col) {
+        const int64_t i = row * s.ld + col;
+        store(a.residual_out[r], s.dtype, i, residualAdd(s.dtype, sum[size_t(row * s.N + col)], load(a.residual[r], s.dtype, i)));
+      }
+    rmsnorm_host::forward(RmsNormForwardArgs{s, a.residual_out[r], a.w[r], a.y[r], rstd.data()}, env);
+  }
+}
+
+void runFusedOneshot(const AllreduceRmsNormArgs& a, const LaunchEnv& env, const Defects& defects) {
+  std::vector<float> rstd;
+  for (int r = 0; r < a.ranks; ++r) fusedRows(a, r, 0, a.shape.M, env, rstd, defects);
+}
+
+int64_t ownedBegin(int64_t M, int ranks, int r) { return M * r / ranks; }
+
+void runFusedTwostage(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
+  const RowShape& s = a.shape;
+  std::vector<float> rstd;
+  for (int r = 0; r < a.ranks; ++r)
+    fusedRows(a, r, ownedBegin(s.M, a.ranks, r), ownedBegin(s.M, a.ranks, r + 1), env, rstd, {});
+  const size_t row_bytes = size_t(s.N) * storageBytes(s.dtype), stride = size_t(s.ld) * storageBytes(s.dtype);
+  for (int r = 0; r < a.ranks; ++r)
+    for (int owner = 0; owner < a.ranks; ++owner) {
+      if (owner == r) continue;
+      for (int64_t row = ownedBegin(s.M, a.ranks, owner); row < ownedBegin(s.M, a.ranks, owner + 1); ++row)
+        for (auto [from, to] : {std::pair{a.residual_out[owner], a.residual_out[r]}, std::pair{a.y[owner], a.y[r]}})
+          std::memcpy(static_cast<char*>(to) + size_t(row) * stride, static_cast<const char*>(from) + size_t(row) * stride,
+                      row_bytes);
+    }
+}
+
+ReductionDepths rmsnormDepths(const RowShape& s, const LaunchEnv& env) {
+  return reductionDepths(s, env, DwStrategy::Separate);
+}
+size_t noWorkspace(const RowShape&, int) { return 0; }
+
+using Runner = std::function<void(const AllreduceRmsNormArgs&, const LaunchEnv&)>;
+
+bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by, Runner run,
+                  const char* unfused) {
+  Contracts contracts{.deterministic = true, .batch_invariant = true, .accumulation = DType::F32};
+  if (*unfused) {
+    contracts.unfused_pipeline = unfused;
+    contracts.bitwise_with_unfused = {"residual_out", "y"};
+  }
+  return AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
+      KernelInfo{"allreduce_rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16}, contracts,
+                 description, bug, caught_by},
+      noWorkspace, std::move(run), rmsnormDepths});
+}
+
+const bool registered =
+    registerPort("host_unfused", "host port of cuda_unfused: allreduce, residual add, rmsnorm forward as three passes",
+                 "", "", runUnfused, "") &&
+    registerPort("host_fused_oneshot", "host port of cuda_fused_oneshot", "", "",
+                 [](const AllreduceRmsNormArgs& a, const LaunchEnv& e) { runFusedOneshot(a, e, {}); }, "host_unfused") &&
+    registerPort("host_fused_twostage", "host port of cuda_fused_twostage: owned rows, then copies from their owners",
+                 "", "", runFusedTwostage, "host_unfused");
+
+}  // namespace
+
+bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
+                    Defects defects) {
+  return registerPort(name, description, bug, caught_by,
+                      [defects](const AllreduceRmsNormArgs& a, const LaunchEnv& e) { runFusedOneshot(a, e, defects); },
+                      "host_unfused");
+}
+
+}  // namespace ulpcheck::allreduce_rmsnorm_host

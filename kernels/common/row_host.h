@@ -1,0 +1,85 @@
+// Host-port building blocks shared by the row-wise norm ops: element access
+// in the storage dtype, the CUDA block all-reduce and per-thread column order
+// replayed sequentially, and the three ways of finishing a column reduction
+// from per-CTA partials, each in the order its CUDA counterpart adds.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "harness/core/dtype.h"
+#include "kernels/common/row_plan.h"
+
+namespace ulpcheck::row_host {
+
+using namespace row_plan;
+
+inline float load(const void* base, DType t, int64_t i) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, static_cast<const char*>(base) + i * storageBytes(t), storageBytes(t));
+  return static_cast<float>(decodeBits(t, bits));
+}
+
+inline void store(void* base, DType t, int64_t i, float v) {
+  const uint32_t bits = doubleToBits(t, v);  // float -> double is exact: one RNE rounding to t
+  std::memcpy(static_cast<char*>(base) + i * storageBytes(t), &bits, storageBytes(t));
+}
+
+inline float flushSubnormal(float v) { return std::fabs(v) < 0x1p-126f ? std::copysign(0.f, v) : v; }
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+/// The CUDA blockAllReduce: butterfly inside each warp, then warp totals in order.
+inline float blockAllReduce(std::vector<float>& per_thread) {
+  const size_t threads = per_thread.size();
+  std::vector<float> next(threads);
+  for (int o = 16; o > 0; o >>= 1) {
+    for (size_t l = 0; l < threads; ++l) next[l] = per_thread[l] + per_thread[l ^ size_t(o)];
+    per_thread.swap(next);
+  }
+  float total = 0.f;
+  for (size_t w = 0; w < threads; w += kWarp) total += per_thread[w];
+  return total;
+}
+
+/// Visits thread t's columns in the order the CUDA thread accumulates them:
+/// its vectors v = 0..vpt-1 (elements k = 0..vec-1 each), then its tail element.
+template <typename Fn>
+void forThreadColumns(const RowPlan& p, int t, bool include_tail, Fn&& fn) {
+  for (int v = 0; v < p.vpt; ++v) {
+    const int64_t vi = int64_t(v) * p.threads + t;
+    if (vi >= p.nvec) continue;
+    for (int k = 0; k < p.vec; ++k) fn(vi * p.vec + k);
+  }
+  if (include_tail && t < p.tail) fn(p.nvec * p.vec + t);
+}
+
+/// Column `col` of the sum over `ctas` rows of partials (row stride pld), in
+/// the order of `strategy`: Separate as sumPartialsKernel (kDwGroups
+/// interleaved chains, then the group sums in order); LastBlock serially in
+/// CTA order; Atomic serially from CTA `first` on (an arrival order),
+/// flushing subnormals as red.add.f32 does.
+inline float sumPartials(const float* partial, int64_t pld, int64_t ctas, int64_t col, DwStrategy strategy,
+                         int64_t first = 0) {
+  float total = 0.f;
+  if (strategy == DwStrategy::Separate) {
+    float group_sum[kDwGroups];
+    for (int g = 0; g < kDwGroups; ++g) {
+      float a = 0.f;
+      for (int64_t c = g; c < ctas; c += kDwGroups) a += partial[c * pld + col];
+      group_sum[g] = a;
+    }
+    for (float g : group_sum) total += g;
+    return total;
+  }
+  const bool ftz = strategy == DwStrategy::Atomic;
+  for (int64_t k = 0; k < ctas; ++k) {
+    const float v = partial[((first + k) % ctas) * pld + col];
+    total = ftz ? flushSubnormal(total + flushSubnormal(v)) : total + v;
+  }
+  return total;
+}
+
+}  // namespace ulpcheck::row_host

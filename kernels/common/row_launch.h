@@ -1,0 +1,25 @@
+// The shape and launch environment shared by the row-wise norm ops (rmsnorm,
+// layernorm): M rows of N elements with row stride ld, and where a variant runs.
+#pragma once
+
+#include <cstdint>
+
+#include "harness/core/dtype.h"
+
+namespace ulpcheck {
+
+struct RowShape {
+  DType dtype = DType::F32;
+  int64_t M = 1, N = 1, ld = 1;
+  float eps = 1e-6f;
+};
+
+/// Where a variant runs: the device's multiprocessor count (the host port
+/// emulates one), an optional CTA-count override from the case, the stream.
+struct LaunchEnv {
+  int sm_count = 132;
+  int ctas_override = 0;
+  void* stream = nullptr;  // cudaStream_t for CUDA variants
+};
+
+}  // namespace ulpcheck

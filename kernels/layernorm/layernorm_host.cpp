@@ -1,0 +1,112 @@
+#include "kernels/layernorm/layernorm_host.h"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/common/row_host.h"
+#include "kernels/layernorm/layernorm_plan.h"
+
+namespace ulpcheck::layernorm_host {
+
+namespace {
+using namespace layernorm_plan;
+using namespace row_host;
+
+/// Every thread's fp32 accumulation over its columns (in the CUDA thread's
+/// order), then the block all-reduce: one of the kernels' row sums.
+template <typename Term>
+float rowSum(const RowPlan& p, std::vector<float>& acc, Term&& term) {
+  for (int t = 0; t < p.threads; ++t) {
+    float a = 0.f;
+    forThreadColumns(p, t, true, [&](int64_t col) { a = term(a, col); });
+    acc[t] = a;
+  }
+  return blockAllReduce(acc);
+}
+}  // namespace
+
+void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& defects) {
+  const auto& s = f.shape;
+  const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(f.x) && aligned16(f.gamma) && aligned16(f.beta) && aligned16(f.y));
+  std::vector<float> acc(p.threads);
+  for (int64_t row = 0; row < s.M; ++row) {
+    const int64_t base = row * s.ld;
+    auto x = [&](int64_t col) { return load(f.x, s.dtype, base + col); };
+    const float mean = rowSum(p, acc, [&](float a, int64_t col) { return a + x(col); }) / float(s.N);
+    float sq = rowSum(p, acc, [&](float a, int64_t col) {
+      const float d = x(col) - mean;
+      return std::fma(d, d, a);
+    });
+    // The buggy kernel loads the tail as one masked vector whose vec - tail
+    // masked lanes read 0 and add their squared deviations.
+    if (defects.variance_counts_masked_lanes && p.tail > 0) sq += float(p.vec - p.tail) * (mean * mean);
+    const float var = sq / float(s.N);
+    const float r = 1.0f / std::sqrt(var + s.eps);
+    f.mean[row] = mean;
+    f.rstd[row] = r;
+    for (int64_t col = 0; col < s.N; ++col) {
+      const float xhat = (x(col) - mean) * r;
+      store(f.y, s.dtype, base + col, std::fma(xhat, load(f.gamma, s.dtype, col), load(f.beta, s.dtype, col)));
+    }
+  }
+}
+
+void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env) {
+  const auto& s = b.shape;
+  const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(b.x) && aligned16(b.gamma) && aligned16(b.dy) && aligned16(b.dx));
+  const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);
+  const int64_t pld = partialLd(s.N), wld = workspaceLd(s.N);
+  auto* partial = static_cast<float*>(b.workspace);
+  std::vector<float> gamma(s.N), acc(p.threads), dgamma_acc(s.N), dbeta_acc(s.N);
+  for (int64_t col = 0; col < s.N; ++col) gamma[col] = load(b.gamma, s.dtype, col);
+
+  for (int64_t cta = 0; cta < ctas; ++cta) {
+    std::fill(dgamma_acc.begin(), dgamma_acc.end(), 0.f);
+    std::fill(dbeta_acc.begin(), dbeta_acc.end(), 0.f);
+    for (int64_t row = cta; row < s.M; row += ctas) {
+      const float mu = b.mean[row], r = b.rstd[row];
+      const int64_t base = row * s.ld;
+      auto xhat = [&](int64_t col) { return (load(b.x, s.dtype, base + col) - mu) * r; };
+      auto dy = [&](int64_t col) { return load(b.dy, s.dtype, base + col); };
+      const float c1 = rowSum(p, acc, [&](float a, int64_t col) { return a + dy(col) * gamma[col]; }) / float(s.N);
+      const float c2 =
+          rowSum(p, acc, [&](float a, int64_t col) { return std::fma(dy(col) * gamma[col], xhat(col), a); }) / float(s.N);
+      for (int64_t col = 0; col < s.N; ++col) {
+        const float g = dy(col), xh = xhat(col);
+        store(b.dx, s.dtype, base + col, r * std::fma(-xh, c2, g * gamma[col] - c1));
+        dgamma_acc[col] = std::fma(g, xh, dgamma_acc[col]);
+        dbeta_acc[col] = dbeta_acc[col] + g;
+      }
+    }
+    for (int64_t col = 0; col < s.N; ++col) {
+      partial[cta * wld + col] = dgamma_acc[col];
+      partial[cta * wld + pld + col] = dbeta_acc[col];
+    }
+  }
+  for (int64_t col = 0; col < s.N; ++col) {
+    store(b.dgamma, s.dtype, col, sumPartials(partial, wld, ctas, col, DwStrategy::Separate));
+    store(b.dbeta, s.dtype, col, sumPartials(partial + pld, wld, ctas, col, DwStrategy::Separate));
+  }
+}
+
+namespace {
+bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects) {
+  return LayerNormRegistry::add(LayerNormKernel{
+      KernelInfo{"layernorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
+                 Contracts{.deterministic = true, .batch_invariant = true, .accumulation = DType::F32}, description,
+                 bug, caught_by},
+      workspaceBytes,
+      [defects](const LayerNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },
+      [](const LayerNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e); }, depths});
+}
+
+const bool registered = registerPort(
+    "host_twopass", "host port of cuda_twopass: same plan, accumulation order and dgamma/dbeta partials", "", "", {});
+}  // namespace
+
+bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
+                    Defects defects) {
+  return registerPort(name, description, bug, caught_by, defects);
+}
+
+}  // namespace ulpcheck::layernorm_host

@@ -1,0 +1,128 @@
+// MPFR oracle of allreduce + residual add + RMSNorm, and its error budget.
+//
+// ---------------------------------------------------------------------------
+// The exact values
+//
+// The spec rounds twice to T before the norm (s = round_T(sum_r x_r), then
+// residual_out = round_T(s + residual)), so residual_out is a value of T,
+// determined exactly: the rank sum and the residual add are done at 320 bits,
+// which holds any sum of up to 8 fp32 values exactly (their exponents span
+// 277 bits), then rounded to double with round-to-odd and from there to T.
+// y is RMSNorm(residual_out) * w, taken from the RMSNorm oracle
+// (oracles/rmsnorm.cpp) on the exact residual_out.
+//
+// ---------------------------------------------------------------------------
+// The budget
+//
+// A conforming kernel sums the R partials in fp32 in some order (any order:
+// NCCL's ring order is not rank order). Every x_r is a multiple of its own
+// ulp q_r, so every partial sum of any order is a multiple of q = min_r q_r
+// bounded by A = sum_r |x_r|: when A / q < 2^24 every partial sum is an fp32
+// value, the fp32 sum is exact in every order, and s_kernel = s. Then the
+// kernel's residual_out must equal the spec's bit for bit: budget 0. (For
+// 16-bit T and inputs of similar size this is nearly every element; for fp32
+// T it is only sums like x + 0.)
+//
+// Otherwise the fp32 sum errs by at most e_s = K (R - 1) u A (a serial chain
+// of R - 1 adds in any order), and s_kernel, s are roundings to T of values
+// e_s apart: |s_kernel - s| <= d_s := e_s + ulp_T(|s| + e_s). The residual add
+// is one rounding of values d_s apart: |residual_out_kernel - residual_out|
+// <= d_ro := d_s + ulp_T(|residual_out| + d_s), the budget of residual_out.
+//
+// y: the RMSNorm oracle's budget for the kernel's declared row depth, on the
+// spec's residual_out, plus what an error d_ro in residual_out can move y by.
+// RMSNorm's Jacobian dy_j/dro_k = w_j r (delta_jk - xhat_j xhat_k / N) gives,
+// to first order (safety K),
+//   |dy_j| <= K |w_j| r (d_ro_j + |xhat_j| mean_k(|xhat_k| d_ro_k)).
+#include "oracles/allreduce_rmsnorm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "oracles/mpfr_util.h"
+#include "oracles/rmsnorm.h"
+
+namespace ulpcheck {
+
+namespace {
+
+// 277 bits span the fp32 exponents; 8 ranks add 3 bits of carries.
+constexpr mpfr_prec_t kExactSumBits = 320;
+
+/// Round-to-odd double of an MPFR value, then rounded to T: the correctly
+/// rounded T value.
+double roundToT(DType t, mpfr_srcptr v) { return roundToFormat(t, mp::toDoubleRoundToOdd(v)); }
+
+}  // namespace
+
+AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs& in, const AccuracyContract& contract,
+                                                    ThreadPool& pool) {
+  const HostMatrix& r0 = in.x.at(0);
+  const int64_t M = r0.rows, N = r0.cols;
+  const DType T = r0.dtype;
+  const int R = static_cast<int>(in.x.size());
+  const double K = tolerance::kBudgetSafety, u32 = unitRoundoff(DType::F32);
+
+  AllreduceRmsNormReference ref{ReferenceTensor::zeros("residual_out", T, M, N, true),
+                                ReferenceTensor::zeros("y", T, M, N, true)};
+  // The spec's residual_out as a T matrix, for the RMSNorm oracle.
+  HostMatrix ro{T, M, N, N, std::vector<uint32_t>(size_t(M * N))};
+
+  pool.forChunks(M, [&](unsigned, int64_t row_begin, int64_t row_end) {
+    mp::Real sum(kExactSumBits);
+    for (int64_t i = row_begin; i < row_end; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double abs_sum = 0.0, q = INFINITY;
+        for (int r = 0; r < R; ++r) {
+          const double v = in.x[size_t(r)].value(i, j);
+          // Exact. Starting from x_0 keeps IEEE's sign of a zero sum (-0 only
+          // when every partial is -0), which a start from +0 would lose.
+          if (r == 0) mpfr_set_d(sum, v, MPFR_RNDN);
+          else mpfr_add_d(sum, sum, v, MPFR_RNDN);
+          abs_sum += std::fabs(v);
+          if (v != 0.0) q = std::min(q, ulpOf(T, std::fabs(v)));
+        }
+        const double s = roundToT(T, sum);
+        // Every fp32 partial sum exact in every order: A / q < 2^24 (with a
+        // margin for abs_sum's own rounding in double).
+        const bool exact_any_order = abs_sum == 0.0 || abs_sum * (1.0 + 0x1p-40) / q < 0x1p24;
+        const double e_s = exact_any_order ? 0.0 : K * double(R - 1) * u32 * abs_sum;
+        const double d_s = exact_any_order ? 0.0 : e_s + ulpOf(T, std::fabs(s) + e_s);
+
+        mpfr_set_d(sum, s, MPFR_RNDN);
+        mpfr_add_d(sum, sum, in.residual.value(i, j), MPFR_RNDN);  // exact
+        const double out = std::isinf(s) ? s : roundToT(T, sum);
+        const int64_t e = i * N + j;
+        ref.residual_out.exact[size_t(e)] = out;
+        ref.residual_out.budget[size_t(e)] = d_s == 0.0 ? 0.0 : d_s + ulpOf(T, std::fabs(out) + d_s);
+        ro.bits[size_t(e)] = doubleToBits(T, out);
+      }
+  });
+
+  const HostMatrix no_grad{T, M, N, N, std::vector<uint32_t>(size_t(M * N), 0u)};
+  RmsNormReference norm = rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps}, contract, pool);
+  ref.y.exact = std::move(norm.y.exact);
+  ref.y.budget = std::move(norm.y.budget);
+
+  // What residual_out's own budget can move y by.
+  for (int64_t i = 0; i < M; ++i) {
+    const double r = norm.rstd.exact[size_t(i)];
+    double coupled = 0.0, largest = 0.0;  // mean_k |xhat_k| d_ro_k, max_k d_ro_k
+    for (int64_t k = 0; k < N; ++k) {
+      const double d_ro = ref.residual_out.budget[size_t(i * N + k)];
+      coupled += std::fabs(ro.value(i, k) * r) * d_ro;
+      largest = std::max(largest, d_ro);
+    }
+    coupled /= double(N);
+    if (largest == 0.0) continue;  // the row's residual_out is exact: RMSNorm's own budget
+    for (int64_t j = 0; j < N; ++j) {
+      const int64_t e = i * N + j;
+      const double xhat = std::fabs(ro.value(i, j) * r);
+      ref.y.budget[size_t(e)] +=
+          K * std::fabs(in.w.value(0, j)) * r * (ref.residual_out.budget[size_t(e)] + xhat * coupled);
+    }
+  }
+  return ref;
+}
+
+}  // namespace ulpcheck

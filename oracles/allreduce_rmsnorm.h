@@ -1,0 +1,32 @@
+// MPFR oracle of allreduce + residual add + RMSNorm (spec in
+// kernels/allreduce_rmsnorm/allreduce_rmsnorm.h), with the budget derivation
+// in allreduce_rmsnorm.cpp.
+#pragma once
+
+#include <vector>
+
+#include "harness/core/accuracy.h"
+#include "harness/core/datagen.h"
+#include "harness/core/parallel.h"
+#include "oracles/reference.h"
+
+namespace ulpcheck {
+
+struct AllreduceRmsNormInputs {
+  const std::vector<HostMatrix>& x;  // one M x N partial per rank, row stride ld
+  const HostMatrix& residual;        // M x N, row stride ld
+  const HostMatrix& w;               // 1 x N
+  float eps;
+};
+
+struct AllreduceRmsNormReference {
+  ReferenceTensor residual_out, y;
+};
+
+/// Exact residual_out and y of the spec (every intermediate rounded to T as
+/// the spec says), with budgets for a kernel that sums the ranks in fp32 in
+/// any order and normalises as `contract` declares.
+AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs& in, const AccuracyContract& contract,
+                                                    ThreadPool& pool);
+
+}  // namespace ulpcheck

@@ -1,0 +1,274 @@
+// MPFR oracle of LayerNorm, and the derivation of its error budget.
+//
+// ---------------------------------------------------------------------------
+// The exact values
+//
+// Inputs are values of the storage format T (at most 24 significand bits).
+// The mean is a correctly rounded mpfr_sum of the inputs divided by N at 160
+// bits; deviations d_j = x_j - mean, their squares, rstd, xhat, y, the
+// backward's row sums and dx are 160-bit operations on those, so each result
+// is within a few 2^-160 of its exact value relative to the magnitudes it is
+// made of. dgamma and dbeta are summed over rows at 256 bits in a fixed
+// chunking (oracles/column_sum.h). Every result goes to double with
+// round-to-odd, so rounding that double to T is the correctly rounded value.
+//
+// ---------------------------------------------------------------------------
+// The budget: a forward error analysis of the algorithm every conforming
+// kernel runs (layernorm_cuda.cu: two-pass statistics, fp32 accumulation),
+// with u = unit roundoff of the declared accumulation precision, D = D_row and
+// D_c = D_col the declared reduction depths (a sum of depth D has error
+// <= D u sum|terms|), eta = half the smallest subnormal (error of a rounding
+// that lands in the subnormal range), K = kBudgetSafety on every term. Per row,
+// with A = mean_j |x_j|:
+//
+//   mean~ = fl(fl-sum_j x_j / N)            |mean~ - mean| <= Dm := K ((D + 1) u A + eta)
+//   d~_j  = fl(x_j - mean~)                 |d~_j - d_j|  <= Dd_j := Dm + K u (|d_j| + Dm)
+//
+// The variance is where LayerNorm kernels break, and why two passes: with
+// d~_j = d_j + e_j, sum_j d~_j^2 = sum d_j^2 + 2 sum d_j e_j + sum e_j^2, and
+// the mean's error enters e_j as a common shift whose cross term vanishes
+// (sum_j d_j = 0 exactly), leaving 2 u sum d_j^2 + 2 u Dm sum|d_j| for the
+// roundings of d~ and the second-order sum e_j^2. So with A_d = mean_j |d_j|:
+//
+//   |V~ - V| <= DV := K [(D + 4) u V + 2 u Dm A_d + eta] + (1 + K (D + 1) u) mean_j(Dd_j^2)
+//
+// for V = var + eps (depth-D fma sum of squares, the division, adding eps).
+// mean_j(Dd_j^2) ~ (D u |mean|)^2 is what a large mean costs: at
+// |mean| / std = 2^20 no fp32 kernel knows rstd to better than a few percent,
+// and the budget says so instead of failing it. A one-pass E[x^2] - E[x]^2
+// kernel errs by ~ D u mean^2, orders of magnitude beyond DV there.
+//
+// rstd~ = rsqrtf(V~) is bounded without linearising (DV/V need not be small):
+// V~ lies in [max(V - DV, eps), V + DV] (V~ >= fl(0 + eps) = eps since the
+// sum of squares is >= 0), rsqrtf adds kRsqrtUnits u relative, so
+//   rstd~ in [r_lo, r_hi] = [(V + DV)^-1/2 (1 - K 4u), max(V - DV, eps)^-1/2 (1 + K 4u)]
+//   Dr := max(r_hi - r, r - r_lo)
+//
+//   xhat~_j = fl(d~_j rstd~)    Dx_j := r_hi Dd_j + |d_j| Dr + K u (|d_j| + Dd_j) r_hi
+//   y~_j = fl(xhat~ g_j + b_j)  (one fma)
+//       |y~ - y| <= |g_j| Dx_j + K u (|y_j| + |g_j| Dx_j) + K eta
+//
+// Backward (it uses the mean~ and rstd~ its forward saved), a = g dy:
+//   a~_j = fl(dy_j g_j)               Da_j := K (u |a_j| + eta)
+//   c1~ = fl(fl-sum a~ / N)           Dc1 := K (D + 1) u P1 + mean_j Da_j,      P1 = mean_j |a_j|
+//   c2~ = fl(fl-sum fma(a~, xhat~) / N)
+//       Dc2 := mean_j(|a_j| Dx_j + (|xhat_j| + Dx_j) Da_j) + K [(D + 1) u (P2 + mean_j |a_j| Dx_j) + 2 eta]
+//                                                                                P2 = mean_j |a_j xhat_j|
+//   inner~ = fma(-xhat~, c2~, fl(a~ - c1~)),   inner = a - c1 - xhat c2
+//       Di_j := Da_j + Dc1 + (|xhat_j| + Dx_j) Dc2 + |c2| Dx_j + K [u (2 (|a_j| + |c1|) + |xhat_j c2|) + 2 eta]
+//   dx~ = fl(rstd~ inner~)
+//       |dx~ - dx| <= r_hi Di_j + |inner_j| Dr + K [u r_hi (|inner_j| + Di_j) + eta]
+//   dgamma_j = sum_i dy_ij xhat~_ij (fma chain, column depth D_c)
+//       error <= sum_i |dy_ij| Dx_ij + K [D_c u sum_i |dy_ij xhat_ij| + (M + D_c) eta]
+//   dbeta_j = sum_i dy_ij             error <= K D_c u sum_i |dy_ij|   (adds of fp32 values: no underflow error)
+//   and if the column reduction flushes subnormals (fp32 atomics), each of
+//   its D_c adds may lose up to the smallest normal: + K D_c 2^-126 on both.
+//
+// Each output's budget is then budgetFromError(e) = e + 0.5 ulp_T(|exact| + e)
+// (oracles/reference.h): the final rounding to T comes on top. The terms in Dx
+// that carry Dm (the mean's error) make the budget condition-aware: y, dx and
+// dgamma of a row with |mean| >> std may be far from the correctly rounded
+// value and still be as right as fp32 statistics allow; a kernel whose mean
+// or variance is wrong by more (masked lanes counted, a one-pass variance, a
+// bf16 accumulator) exceeds it.
+#include "oracles/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "oracles/column_sum.h"
+#include "oracles/mpfr_util.h"
+
+namespace ulpcheck {
+
+namespace {
+
+using mp::Real;
+using mp::RealArray;
+using mp::toDoubleRoundToOdd;
+
+constexpr mpfr_prec_t kPrec = tolerance::kOraclePrecisionBits;
+constexpr mpfr_prec_t kAccPrec = tolerance::kOracleAccumulatorBits;
+
+/// Scratch of one worker, reused across its rows.
+struct RowScratch {
+  explicit RowScratch(int64_t N)
+      : values(N, 53), dev(N, kPrec), squares(N, kPrec), products(N, kPrec), mean(kPrec), r(kPrec), c1(kPrec),
+        c2(kPrec), t(kPrec), out(kPrec), acc_term(kAccPrec) {}
+  RealArray values;    // x_j (exact), then a_j = g_j dy_j (exact: 48-bit products)
+  RealArray dev;       // d_j = x_j - mean
+  RealArray squares;   // d_j^2
+  RealArray products;  // xhat_j = d_j r, then a_j xhat_j
+  Real mean, r, c1, c2, t, out, acc_term;
+  std::vector<double> d, dd, dxh, xhat;  // per column: d_j, Dd_j, Dx_j, xhat_j as doubles
+};
+
+}  // namespace
+
+LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
+  const HostMatrix& x = in.x;
+  const int64_t M = x.rows, N = x.cols;
+  const DType T = x.dtype;
+  const DType acc = contract.accumulation;
+  const double u = unitRoundoff(acc), K = tolerance::kBudgetSafety;
+  const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(acc);
+  const double D = double(contract.depths.row), Dc = double(contract.depths.col);
+  const double eps = double(in.eps);
+
+  LayerNormReference ref{ReferenceTensor::zeros("y", T, M, N, true),
+                         ReferenceTensor::zeros("mean", DType::F32, M, 1, true),
+                         ReferenceTensor::zeros("rstd", DType::F32, M, 1, true),
+                         ReferenceTensor::zeros("dx", T, M, N, true),
+                         ReferenceTensor::zeros("dgamma", T, 1, N, false),
+                         ReferenceTensor::zeros("dbeta", T, 1, N, false)};
+
+  std::vector<double> gamma(N), beta(N);
+  for (int64_t j = 0; j < N; ++j) {
+    gamma[j] = in.gamma.value(0, j);
+    beta[j] = in.beta.value(0, j);
+  }
+
+  // Column sums over rows: dgamma (abs_terms = sum |dy xhat|, gain = the
+  // propagated xhat error sum |dy| Dx) and dbeta (abs_terms = sum |dy|).
+  const int64_t chunks = mp::columnChunkCount(M, N);
+  mp::ColumnSumChunks dgamma_chunks(chunks), dbeta_chunks(chunks);
+
+  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
+    RowScratch sc(N);
+    sc.d.resize(N);
+    sc.dd.resize(N);
+    sc.dxh.resize(N);
+    sc.xhat.resize(N);
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      auto dgc = std::make_unique<mp::ColumnSumChunk>(N);
+      auto dbc = std::make_unique<mp::ColumnSumChunk>(N);
+      const int64_t row_begin = M * chunk / chunks, row_end = M * (chunk + 1) / chunks;
+      for (int64_t i = row_begin; i < row_end; ++i) {
+        // mean, deviations, variance, rstd.
+        double abs_x = 0.0;
+        for (int64_t j = 0; j < N; ++j) {
+          mpfr_set_d(sc.values[j], x.value(i, j), MPFR_RNDN);
+          abs_x += std::fabs(x.value(i, j));
+        }
+        sc.values.sum(sc.mean, N);
+        mpfr_div_si(sc.mean, sc.mean, long(N), MPFR_RNDN);
+        double abs_d = 0.0;
+        for (int64_t j = 0; j < N; ++j) {
+          mpfr_d_sub(sc.dev[j], x.value(i, j), sc.mean, MPFR_RNDN);
+          mpfr_sqr(sc.squares[j], sc.dev[j], MPFR_RNDN);
+          sc.d[j] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
+          abs_d += std::fabs(sc.d[j]);
+        }
+        sc.squares.sum(sc.t, N);
+        mpfr_div_si(sc.t, sc.t, long(N), MPFR_RNDN);
+        mpfr_add_d(sc.t, sc.t, eps, MPFR_RNDN);  // V = var + eps
+        const double V = mpfr_get_d(sc.t, MPFR_RNDN);
+        mpfr_rec_sqrt(sc.r, sc.t, MPFR_RNDN);
+        const double r = mpfr_get_d(sc.r, MPFR_RNDN);
+
+        ref.mean.exact[i] = toDoubleRoundToOdd(sc.mean);
+        ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
+
+        // The statistics' error bounds (see the derivation above).
+        const double A = abs_x / double(N), A_d = abs_d / double(N);
+        const double Dm = K * ((D + 1.0) * u * A + eta);
+        double mean_dd2 = 0.0;
+        for (int64_t j = 0; j < N; ++j) {
+          sc.dd[j] = Dm + K * u * (std::fabs(sc.d[j]) + Dm);
+          mean_dd2 += sc.dd[j] * sc.dd[j];
+        }
+        mean_dd2 /= double(N);
+        const double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2;
+        const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
+        const double r_hi = (1.0 + rsqrt_rel) / std::sqrt(std::max(V - DV, eps));
+        const double r_lo = (1.0 - rsqrt_rel) / std::sqrt(V + DV);
+        const double Dr = std::max(r_hi - r, r - r_lo);
+        ref.mean.budget[i] = budgetFromError(DType::F32, ref.mean.exact[i], Dm);
+        ref.rstd.budget[i] = budgetFromError(DType::F32, ref.rstd.exact[i], Dr);
+
+        // xhat and y; a = g dy and the backward's row sums c1, c2.
+        double p1 = 0.0, p2 = 0.0, a_dx = 0.0, da_sum = 0.0, dc2_prop = 0.0;
+        for (int64_t j = 0; j < N; ++j) {
+          const double ad = std::fabs(sc.d[j]);
+          sc.dxh[j] = r_hi * sc.dd[j] + ad * Dr + K * u * (ad + sc.dd[j]) * r_hi;
+          mpfr_mul(sc.products[j], sc.dev[j], sc.r, MPFR_RNDN);  // xhat
+          sc.xhat[j] = mpfr_get_d(sc.products[j], MPFR_RNDN);
+
+          const int64_t e = i * N + j;
+          mpfr_mul_d(sc.out, sc.products[j], gamma[j], MPFR_RNDN);
+          mpfr_add_d(sc.out, sc.out, beta[j], MPFR_RNDN);
+          ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
+          const double ag = std::fabs(gamma[j]);
+          ref.y.budget[e] = budgetFromError(
+              T, ref.y.exact[e], ag * sc.dxh[j] + K * (u * (std::fabs(ref.y.exact[e]) + ag * sc.dxh[j]) + eta));
+
+          const double a = gamma[j] * in.dy.value(i, j);  // exact
+          const double da = K * (u * std::fabs(a) + eta);
+          p1 += std::fabs(a);
+          p2 += std::fabs(a * sc.xhat[j]);
+          a_dx += std::fabs(a) * sc.dxh[j];
+          da_sum += da;
+          dc2_prop += std::fabs(a) * sc.dxh[j] + (std::fabs(sc.xhat[j]) + sc.dxh[j]) * da;
+          mpfr_set_d(sc.values[j], a, MPFR_RNDN);
+        }
+        sc.values.sum(sc.c1, N);
+        mpfr_div_si(sc.c1, sc.c1, long(N), MPFR_RNDN);
+        for (int64_t j = 0; j < N; ++j) mpfr_mul(sc.products[j], sc.products[j], sc.values[j], MPFR_RNDN);  // a xhat
+        sc.products.sum(sc.c2, N);
+        mpfr_div_si(sc.c2, sc.c2, long(N), MPFR_RNDN);
+        const double c1 = mpfr_get_d(sc.c1, MPFR_RNDN), c2 = mpfr_get_d(sc.c2, MPFR_RNDN);
+        const double n = double(N);
+        const double Dc1 = K * (D + 1.0) * u * (p1 / n) + da_sum / n;
+        const double Dc2 = dc2_prop / n + K * ((D + 1.0) * u * (p2 / n + a_dx / n) + 2.0 * eta);
+
+        for (int64_t j = 0; j < N; ++j) {
+          const double dyv = in.dy.value(i, j), a = gamma[j] * dyv;
+          const double xh = sc.xhat[j], Dx = sc.dxh[j];
+          const int64_t e = i * N + j;
+          // dx = r (a - c1 - xhat c2)
+          mpfr_mul(sc.t, sc.dev[j], sc.r, MPFR_RNDN);  // xhat
+          mpfr_mul(sc.t, sc.t, sc.c2, MPFR_RNDN);
+          mpfr_d_sub(sc.out, a, sc.c1, MPFR_RNDN);
+          mpfr_sub(sc.out, sc.out, sc.t, MPFR_RNDN);
+          const double inner = mpfr_get_d(sc.out, MPFR_RNDN);
+          mpfr_mul(sc.out, sc.out, sc.r, MPFR_RNDN);
+          ref.dx.exact[e] = toDoubleRoundToOdd(sc.out);
+          const double Da = K * (u * std::fabs(a) + eta);
+          const double Di = Da + Dc1 + (std::fabs(xh) + Dx) * Dc2 + std::fabs(c2) * Dx +
+                            K * (u * (2.0 * (std::fabs(a) + std::fabs(c1)) + std::fabs(xh * c2)) + 2.0 * eta);
+          ref.dx.budget[e] = budgetFromError(
+              T, ref.dx.exact[e], r_hi * Di + std::fabs(inner) * Dr + K * (u * r_hi * (std::fabs(inner) + Di) + eta));
+
+          // dgamma += dy xhat (exact at 256 bits: 160 + 24), dbeta += dy.
+          mpfr_mul(sc.t, sc.dev[j], sc.r, MPFR_RNDN);
+          mpfr_mul_d(sc.acc_term, sc.t, dyv, MPFR_RNDN);
+          mpfr_add(dgc->sum[j], dgc->sum[j], sc.acc_term, MPFR_RNDN);
+          dgc->abs_terms[j] += std::fabs(dyv * xh);
+          dgc->gain[j] += std::fabs(dyv) * Dx;
+          mpfr_add_d(dbc->sum[j], dbc->sum[j], dyv, MPFR_RNDN);
+          dbc->abs_terms[j] += std::fabs(dyv);
+        }
+      }
+      dgamma_chunks[chunk] = std::move(dgc);
+      dbeta_chunks[chunk] = std::move(dbc);
+    }
+  });
+
+  // A column reduction that flushes subnormals (fp32 atomics) may lose up to
+  // the smallest normal per add.
+  const double ftz = contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(acc).emin) : 0.0;
+  Real total(kAccPrec);
+  for (int64_t j = 0; j < N; ++j) {
+    const mp::ColumnTotal g = mp::combineColumn(dgamma_chunks, j, total);
+    ref.dgamma.exact[j] = g.exact;
+    ref.dgamma.budget[j] =
+        budgetFromError(T, g.exact, g.gain + K * (Dc * u * g.abs_terms + (double(M) + Dc) * eta) + ftz);
+    const mp::ColumnTotal b = mp::combineColumn(dbeta_chunks, j, total);
+    ref.dbeta.exact[j] = b.exact;
+    ref.dbeta.budget[j] = budgetFromError(T, b.exact, K * Dc * u * b.abs_terms + ftz);
+  }
+  return ref;
+}
+
+}  // namespace ulpcheck

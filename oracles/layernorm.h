@@ -1,0 +1,30 @@
+// MPFR oracle of LayerNorm forward and backward, and the error budget of every
+// output element. The spec is in kernels/layernorm/layernorm.h; the derivation
+// of the budget is in layernorm.cpp.
+#pragma once
+
+#include "harness/core/accuracy.h"
+#include "harness/core/datagen.h"
+#include "harness/core/parallel.h"
+#include "oracles/reference.h"
+
+namespace ulpcheck {
+
+struct LayerNormInputs {
+  const HostMatrix& x;      // M x N, row stride ld
+  const HostMatrix& gamma;  // 1 x N
+  const HostMatrix& beta;   // 1 x N
+  const HostMatrix& dy;     // M x N, row stride ld
+  float eps;
+};
+
+struct LayerNormReference {
+  ReferenceTensor y, mean, rstd, dx, dgamma, dbeta;  // mean and rstd are fp32 tensors of M x 1
+};
+
+/// Exact values of the spec, each as a round-to-odd double, with budgets for
+/// a kernel that honours `contract`. Parallel over rows; the result does not
+/// depend on the number of threads.
+LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);
+
+}  // namespace ulpcheck

@@ -1,0 +1,36 @@
+// The inputs of an allreduce_rmsnorm case, as every run and the oracle
+// generate them: each rank's partial x_r from the case's distribution on a
+// stream of its own (distinct per rank: identical partials sum exactly and
+// hide a missing rounding, aiter PR #2586), the residual from the same
+// distribution, w around 1. Padding columns hold the dtype's NaN poison.
+#pragma once
+
+#include <vector>
+
+#include "harness/core/buffer.h"
+#include "harness/core/case_spec.h"
+#include "harness/core/datagen.h"
+#include "properties/rmsnorm_inputs.h"
+
+namespace ulpcheck {
+
+inline TensorStream rankPartialStream(int rank) {
+  return static_cast<TensorStream>(static_cast<uint64_t>(TensorStream::RankPartial) + static_cast<uint64_t>(rank));
+}
+
+struct AllreduceRmsNormInputData {
+  std::vector<HostMatrix> x;  // one per rank
+  HostMatrix residual, w;
+};
+
+/// Rows at the logical ids of `rows` (identityRows(c.M) for the case itself).
+inline AllreduceRmsNormInputData generateAllreduceRmsNormInputs(const CaseSpec& c, const std::vector<int64_t>& rows) {
+  const uint32_t pad = poisonBits(c.dtype);
+  AllreduceRmsNormInputData in;
+  for (int r = 0; r < c.ranks; ++r) in.x.push_back(generateHost(c.x, c.dtype, c.seed, rankPartialStream(r), rows, c.N, c.ld, pad));
+  in.residual = generateHost(c.x, c.dtype, c.seed, TensorStream::Residual, rows, c.N, c.ld, pad);
+  in.w = generateHost(kRmsNormWeightDist, c.dtype, c.seed, TensorStream::Weight, {0}, c.N, c.N, pad);
+  return in;
+}
+
+}  // namespace ulpcheck

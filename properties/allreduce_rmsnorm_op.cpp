@@ -1,0 +1,108 @@
+// The allreduce_rmsnorm op: runs a registered variant over the case's R
+// ranks (each with its own partial, and its own copies of the residual and
+// w) and asks the MPFR oracle for residual_out and y. Rank 0's outputs carry
+// the plain names the oracle uses; rank r's are "residual_out@r" and "y@r",
+// which rank_consistency compares with rank 0's.
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "harness/core/device.h"
+#include "harness/core/schedule_noise.h"
+#include "kernels/allreduce_rmsnorm/allreduce_rmsnorm.h"
+#include "oracles/allreduce_rmsnorm.h"
+#include "properties/allreduce_rmsnorm_inputs.h"
+#include "properties/generators.h"
+#include "properties/op.h"
+#include "properties/row_op.h"
+#include "properties/run_buffers.h"
+
+namespace ulpcheck {
+
+namespace {
+
+const AllreduceRmsNormKernel& kernelOf(const CaseSpec& c) {
+  if (c.ranks < 1 || c.ranks > kMaxRanks)
+    throw CaseParseError(fmt::format("allreduce_rmsnorm needs 1 <= ranks <= {}, got ranks={}", kMaxRanks, c.ranks));
+  return registeredKernel<AllreduceRmsNormRegistry>(c);
+}
+
+std::string rankName(const char* tensor, int rank) {
+  return rank == 0 ? std::string(tensor) : fmt::format("{}@{}", tensor, rank);
+}
+
+class AllreduceRmsNormOp final : public OpAdapter {
+ public:
+  std::string name() const override { return "allreduce_rmsnorm"; }
+
+  std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<AllreduceRmsNormRegistry>(); }
+
+  RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const override {
+    const AllreduceRmsNormKernel& k = kernelOf(c);
+    const int64_t M = static_cast<int64_t>(layout.size());
+    const RowShape shape{c.dtype, M, c.N, c.ld, c.eps};
+    const LaunchEnv env = launchEnv(c, ctx);
+    const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, layout);
+
+    RunBuffers buf(k.info.backend);
+    AllreduceRmsNormArgs args;
+    args.shape = shape;
+    args.ranks = c.ranks;
+    const size_t workspace = std::max<size_t>(k.workspace_bytes(shape, c.ranks), 1);
+    for (int r = 0; r < c.ranks; ++r) {
+      args.x[r] = buf.input(rankName("x", r), in.x[size_t(r)]);
+      args.residual[r] = buf.input(rankName("residual", r), in.residual);
+      args.w[r] = buf.input(rankName("w", r), in.w);
+      args.residual_out[r] = buf.output(rankName("residual_out", r), c.dtype, M, c.N, c.ld, true);
+      args.y[r] = buf.output(rankName("y", r), c.dtype, M, c.N, c.ld, true);
+      args.workspace[r] = buf.scratch(rankName("workspace", r), workspace);
+    }
+
+    // Started after the inputs are in place, so the load overlaps the launches.
+    ScheduleNoise noise(ctx.perturb_schedule, k.info.backend, ctx.sm_count);
+    const auto t0 = std::chrono::steady_clock::now();
+    k.run(args, env);
+    if (k.info.backend == Backend::Cuda) deviceSynchronize("allreduce_rmsnorm");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    RunResult result = buf.collect();
+    result.seconds = seconds;
+    return result;
+  }
+
+  std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {
+    const AllreduceRmsNormKernel& k = kernelOf(c);
+    const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, identityRows(c.M));
+    const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
+    const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), false};
+    AllreduceRmsNormReference ref = allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps},
+                                                              contract, ctx.pool ? *ctx.pool : ThreadPool::shared());
+    return {std::move(ref.residual_out), std::move(ref.y)};
+  }
+
+  std::string describeInputs(const CaseSpec& c, const std::string& /*every output*/, int64_t row,
+                             int64_t col) const override {
+    auto at = [&](const DistParams& d, TensorStream s, int64_t r, int64_t j) {
+      return hexFloat(sampleValue(d, c.dtype, c.seed, s, r, j));
+    };
+    std::string partials;
+    for (int r = 0; r < c.ranks; ++r)
+      partials += fmt::format("{}x{}={}", r ? " " : "", r, at(c.x, rankPartialStream(r), row, col));
+    return fmt::format("{} residual={} w={}", partials, at(c.x, TensorStream::Residual, row, col),
+                       at(kRmsNormWeightDist, TensorStream::Weight, 0, col));
+  }
+
+  rc::Gen<CaseSpec> refine(CaseSpec base) const override {
+    // Tensor-parallel degrees in use, shrinking toward 2; 3 is a non-power of two.
+    return rc::gen::mapcat(gen::shrinkingElementOf<int>({2, 4, 8, 3}), [base](int ranks) {
+      CaseSpec c = base;
+      c.ranks = ranks;
+      return gen::withEps(c, {1e-6f, 1e-5f});
+    });
+  }
+};
+
+const bool registered = registerOp(std::make_unique<AllreduceRmsNormOp>());
+
+}  // namespace
+}  // namespace ulpcheck

@@ -1,0 +1,66 @@
+// Property: a fused variant's outputs that its contract names
+// (Contracts::bitwise_with_unfused) equal, bit for bit and on every rank,
+// those of the unfused pipeline it replaces (Contracts::unfused_pipeline) on
+// the same case. This is what a fused allreduce + residual + RMSNorm that
+// skips the round trip of the sum through the activation dtype breaks
+// (aiter PR #2586): every value stays within a loose tolerance, the bits do not.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "harness/core/datagen.h"
+#include "properties/bitwise.h"
+#include "properties/property.h"
+
+namespace ulpcheck {
+
+namespace {
+
+Outcome checkFusedVsUnfused(CaseContext& ctx) {
+  const Contracts& contract = ctx.kernel().contracts;
+  Outcome o;
+  if (contract.unfused_pipeline.empty()) {
+    o.verdict = Verdict::Skip;
+    o.summary = "not a fused variant: no unfused pipeline to compare with";
+    return o;
+  }
+  CaseSpec unfused = ctx.spec();
+  unfused.kernel = contract.unfused_pipeline;
+  const RunResult reference = ctx.op().run(unfused, identityRows(unfused.M), ctx.exec());
+  const RunResult& fused = ctx.baseRun();
+
+  // "t" and every rank's "t@r" for each named tensor t.
+  auto named = [&](const std::string& name) {
+    const std::string stem = name.substr(0, name.find('@'));
+    return std::find(contract.bitwise_with_unfused.begin(), contract.bitwise_with_unfused.end(), stem) !=
+           contract.bitwise_with_unfused.end();
+  };
+  int compared = 0;
+  for (const OutputTensor& t : reference.outputs) compared += named(t.name) && fused.find(t.name);
+  if (compared == 0) {
+    o.verdict = Verdict::Fail;
+    o.summary = fmt::format("none of the outputs the contract names ({}) was produced by both",
+                            fmt::join(contract.bitwise_with_unfused, ", "));
+    return o;
+  }
+  const BitwiseDiff d = compareBitwise(reference, fused, nullptr, named);
+  if (d.differing) {
+    Finding f = *d.first;
+    f.note = fmt::format("{} ({} vs {})", f.note, contract.unfused_pipeline, ctx.spec().kernel);
+    f.inputs = ctx.op().describeInputs(ctx.spec(), f.tensor, f.row, f.col);
+    o.verdict = Verdict::Fail;
+    o.summary = fmt::format("{} elements differ from the unfused pipeline {}; first {}[{},{}] {}", d.differing,
+                            contract.unfused_pipeline, f.tensor, f.row, f.col, f.note);
+    o.findings.push_back(f);
+    return o;
+  }
+  o.summary = fmt::format("{} outputs bitwise equal to {}", compared, contract.unfused_pipeline);
+  return o;
+}
+
+const bool registered = registerProperty({"fused_vs_unfused",
+                                          "a fused variant's contracted outputs equal its unfused pipeline's bit for bit",
+                                          checkFusedVsUnfused});
+
+}  // namespace
+}  // namespace ulpcheck

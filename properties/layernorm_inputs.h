@@ -1,0 +1,33 @@
+// The inputs of a layernorm case, as every run and the oracle generate them:
+// x from the case's distribution, gamma around 1, beta around 0, dy normal
+// with the case's scale; padding columns hold the dtype's NaN poison.
+#pragma once
+
+#include "harness/core/buffer.h"
+#include "harness/core/case_spec.h"
+#include "harness/core/datagen.h"
+
+namespace ulpcheck {
+
+// Trained LayerNorm affine parameters: gamma near 1 (sigma 1/2 also gives
+// small and negative ones), beta near 0.
+inline constexpr DistParams kLayerNormGammaDist{Dist::Normal, 0.5, 1.0};
+inline constexpr DistParams kLayerNormBetaDist{Dist::Normal, 0.25, 0.0};
+
+inline DistParams layerNormGradDist(const CaseSpec& c) { return DistParams{Dist::Normal, c.dy_sigma, 0.0}; }
+
+struct LayerNormInputData {
+  HostMatrix x, gamma, beta, dy;
+};
+
+/// Rows at the logical ids of `rows` (identityRows(c.M) for the case itself).
+inline LayerNormInputData generateLayerNormInputs(const CaseSpec& c, const std::vector<int64_t>& rows) {
+  const uint32_t pad = poisonBits(c.dtype);
+  return LayerNormInputData{
+      generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
+      generateHost(kLayerNormGammaDist, c.dtype, c.seed, TensorStream::Weight, {0}, c.N, c.N, pad),
+      generateHost(kLayerNormBetaDist, c.dtype, c.seed, TensorStream::Bias, {0}, c.N, c.N, pad),
+      generateHost(layerNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad)};
+}
+
+}  // namespace ulpcheck

@@ -1,0 +1,97 @@
+// The layernorm op: runs a registered variant's forward then backward (on the
+// mean and rstd its own forward saved, as training does) and asks the MPFR
+// oracle for y, mean, rstd, dx, dgamma and dbeta.
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "harness/core/datagen.h"
+#include "harness/core/device.h"
+#include "harness/core/schedule_noise.h"
+#include "kernels/layernorm/layernorm.h"
+#include "oracles/layernorm.h"
+#include "properties/generators.h"
+#include "properties/layernorm_inputs.h"
+#include "properties/op.h"
+#include "properties/row_op.h"
+#include "properties/run_buffers.h"
+
+namespace ulpcheck {
+
+namespace {
+
+const LayerNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<LayerNormRegistry>(c); }
+
+class LayerNormOp final : public OpAdapter {
+ public:
+  std::string name() const override { return "layernorm"; }
+
+  std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<LayerNormRegistry>(); }
+
+  RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const override {
+    const LayerNormKernel& k = kernelOf(c);
+    const int64_t M = static_cast<int64_t>(layout.size());
+    const RowShape shape{c.dtype, M, c.N, c.ld, c.eps};
+    const LaunchEnv env = launchEnv(c, ctx);
+    const LayerNormInputData in = generateLayerNormInputs(c, layout);
+
+    RunBuffers buf(k.info.backend);
+    const void* x = buf.input("x", in.x);
+    const void* gamma = buf.input("gamma", in.gamma);
+    const void* beta = buf.input("beta", in.beta);
+    const void* dy = buf.input("dy", in.dy);
+    void* y = buf.output("y", c.dtype, M, c.N, c.ld, true);
+    auto* mean = static_cast<float*>(buf.output("mean", DType::F32, M, 1, 1, true));
+    auto* rstd = static_cast<float*>(buf.output("rstd", DType::F32, M, 1, 1, true));
+    void* dx = buf.output("dx", c.dtype, M, c.N, c.ld, true);
+    void* dgamma = buf.output("dgamma", c.dtype, 1, c.N, c.N, false);
+    void* dbeta = buf.output("dbeta", c.dtype, 1, c.N, c.N, false);
+    void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
+
+    // Started after the inputs are in place, so the load overlaps the launches.
+    ScheduleNoise noise(ctx.perturb_schedule, k.info.backend, ctx.sm_count);
+    const auto t0 = std::chrono::steady_clock::now();
+    k.forward(LayerNormForwardArgs{shape, x, gamma, beta, y, mean, rstd}, env);
+    k.backward(LayerNormBackwardArgs{shape, x, gamma, dy, mean, rstd, dx, dgamma, dbeta, workspace}, env);
+    if (k.info.backend == Backend::Cuda) deviceSynchronize("layernorm forward + backward");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    RunResult r = buf.collect();
+    r.seconds = seconds;
+    return r;
+  }
+
+  std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {
+    const LayerNormKernel& k = kernelOf(c);
+    const LayerNormInputData in = generateLayerNormInputs(c, identityRows(c.M));
+    const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
+    const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
+                                    k.info.contracts.column_reduction_ftz};
+    LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps}, contract,
+                                                ctx.pool ? *ctx.pool : ThreadPool::shared());
+    return {std::move(ref.y),  std::move(ref.mean),   std::move(ref.rstd),
+            std::move(ref.dx), std::move(ref.dgamma), std::move(ref.dbeta)};
+  }
+
+  std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {
+    auto at = [&](const DistParams& d, TensorStream s, int64_t r, int64_t j) {
+      return hexFloat(sampleValue(d, c.dtype, c.seed, s, r, j));
+    };
+    const std::string gamma = at(kLayerNormGammaDist, TensorStream::Weight, 0, col);
+    if (tensor == "dgamma" || tensor == "dbeta") return fmt::format("gamma[{}]={} (sum over {} rows)", col, gamma, c.M);
+    if (tensor == "mean" || tensor == "rstd") return fmt::format("row {} of x ({} columns)", row, c.N);
+    return fmt::format("x={} gamma={} beta={} dy={}", at(c.x, TensorStream::X, row, col), gamma,
+                       at(kLayerNormBetaDist, TensorStream::Bias, 0, col),
+                       at(layerNormGradDist(c), TensorStream::GradOut, row, col));
+  }
+
+  rc::Gen<CaseSpec> refine(CaseSpec base) const override {
+    // eps of the models in use (torch.nn.LayerNorm's 1e-5 first); shrinking goes to the first.
+    return gen::withEps(std::move(base), {1e-5f, 1e-6f, 1e-12f, 1e-3f});
+  }
+};
+
+const bool registered = registerOp(std::make_unique<LayerNormOp>());
+
+}  // namespace
+}  // namespace ulpcheck
