@@ -25,6 +25,11 @@ struct Contracts {
   // bit for bit; the fused_vs_unfused property enforces it.
   std::string unfused_pipeline;
   std::vector<std::string> bitwise_with_unfused;
+  // When the unfused pipeline's order of operations is not the variant's (a
+  // library collective: NCCL picks its own summation order), bitwise
+  // equality is owed only in the rows where the spec determines every bit:
+  // those whose oracle tensor of this name has a zero budget throughout.
+  std::string bitwise_rows_where_exact;
 };
 
 struct KernelInfo {
@@ -37,6 +42,9 @@ struct KernelInfo {
   // Mutants: deliberately buggy variants reproducing a documented real bug.
   std::string bug;          // citation of the bug it reproduces; empty for correct kernels
   std::string caught_by;    // the property that must catch it
+  // Multi-rank ops: rank r runs on GPU r (real ranks), so a case needs as
+  // many GPUs as ranks; otherwise every rank shares one device (virtual ranks).
+  bool one_rank_per_gpu = false;
   bool isMutant() const { return !bug.empty(); }
   bool supports(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }
 };

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/core/cuda_ops.h"
 #include "harness/core/device.h"
 #include "harness/core/schedule_noise.h"
 #include "kernels/allreduce_rmsnorm/allreduce_rmsnorm.h"
@@ -24,7 +25,17 @@ namespace {
 const AllreduceRmsNormKernel& kernelOf(const CaseSpec& c) {
   if (c.ranks < 1 || c.ranks > kMaxRanks)
     throw CaseParseError(fmt::format("allreduce_rmsnorm needs 1 <= ranks <= {}, got ranks={}", kMaxRanks, c.ranks));
-  return registeredKernel<AllreduceRmsNormRegistry>(c);
+  const AllreduceRmsNormKernel& k = registeredKernel<AllreduceRmsNormRegistry>(c);
+  if (k.info.one_rank_per_gpu && c.ranks > queryDevice().count)
+    throw CaseNotRunnableHere(fmt::format("{} puts one rank on each GPU: ranks={} needs {} GPUs, {} visible",
+                                          c.kernel, c.ranks, c.ranks, queryDevice().count));
+  return k;
+}
+
+/// The GPU of rank r: its own with one rank per GPU, else the current one.
+int deviceOfRank(const AllreduceRmsNormKernel& k, int r) {
+  if (k.info.backend != Backend::Cuda) return -1;
+  return k.info.one_rank_per_gpu ? r : cudaops::currentDevice();
 }
 
 std::string rankName(const char* tensor, int rank) {
@@ -50,6 +61,8 @@ class AllreduceRmsNormOp final : public OpAdapter {
     args.ranks = c.ranks;
     const size_t workspace = std::max<size_t>(k.workspace_bytes(shape, c.ranks), 1);
     for (int r = 0; r < c.ranks; ++r) {
+      args.device[r] = deviceOfRank(k, r);
+      cudaops::DeviceScope on(args.device[r]);  // rank r's buffers live on its GPU
       args.x[r] = buf.input(rankName("x", r), in.x[size_t(r)]);
       args.residual[r] = buf.input(rankName("residual", r), in.residual);
       args.w[r] = buf.input(rankName("w", r), in.w);
@@ -62,7 +75,11 @@ class AllreduceRmsNormOp final : public OpAdapter {
     ScheduleNoise noise(ctx.perturb_schedule, k.info.backend, ctx.sm_count);
     const auto t0 = std::chrono::steady_clock::now();
     k.run(args, env);
-    if (k.info.backend == Backend::Cuda) deviceSynchronize("allreduce_rmsnorm");
+    if (k.info.backend == Backend::Cuda)
+      for (int r = 0; r < c.ranks; ++r) {
+        cudaops::DeviceScope on(args.device[r]);
+        deviceSynchronize("allreduce_rmsnorm");
+      }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     RunResult result = buf.collect();
@@ -93,8 +110,15 @@ class AllreduceRmsNormOp final : public OpAdapter {
   }
 
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {
-    // Tensor-parallel degrees in use, shrinking toward 2; 3 is a non-power of two.
-    return rc::gen::mapcat(gen::shrinkingElementOf<int>({2, 4, 8, 3}), [base](int ranks) {
+    // Tensor-parallel degrees in use, shrinking toward 2; 3 is a non-power of
+    // two. Real ranks take only as many as there are GPUs.
+    std::vector<int> degrees{2, 4, 8, 3};
+    const KernelInfo* k = findKernel(base.op, base.kernel);
+    if (k && k->one_rank_per_gpu) {
+      std::erase_if(degrees, [](int r) { return r > queryDevice().count; });
+      if (degrees.empty()) degrees = {1};
+    }
+    return rc::gen::mapcat(gen::shrinkingElementOf<int>(degrees), [base](int ranks) {
       CaseSpec c = base;
       c.ranks = ranks;
       return gen::withEps(c, {1e-6f, 1e-5f});

@@ -26,6 +26,7 @@ Buffer::Buffer(Backend where, size_t bytes, std::string name) : where_(where), b
     if (!base_) throw OutOfMemory(fmt::format("cannot allocate {} bytes of host memory for '{}'", bytes, name_));
     std::memset(base_, kCanaryByte, total);
   } else {
+    device_ = cudaops::currentDevice();
     base_ = cudaops::allocate(total);
     cudaops::setBytes(base_, kCanaryByte, total);
   }
@@ -34,13 +35,18 @@ Buffer::Buffer(Backend where, size_t bytes, std::string name) : where_(where), b
 Buffer::~Buffer() { release(); }
 
 Buffer::Buffer(Buffer&& o) noexcept
-    : where_(o.where_), bytes_(o.bytes_), base_(std::exchange(o.base_, nullptr)), name_(std::move(o.name_)) {}
+    : where_(o.where_),
+      bytes_(o.bytes_),
+      device_(o.device_),
+      base_(std::exchange(o.base_, nullptr)),
+      name_(std::move(o.name_)) {}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
     release();
     where_ = o.where_;
     bytes_ = o.bytes_;
+    device_ = o.device_;
     base_ = std::exchange(o.base_, nullptr);
     name_ = std::move(o.name_);
   }
@@ -49,20 +55,31 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 
 void Buffer::release() noexcept {
   if (!base_) return;
-  if (where_ == Backend::Host) std::free(base_);
-  else cudaops::release(base_);
+  if (where_ == Backend::Host) {
+    std::free(base_);
+  } else {
+    try {
+      cudaops::DeviceScope on(device_);
+      cudaops::release(base_);
+    } catch (...) {  // a dead context: the memory goes with it
+    }
+  }
   base_ = nullptr;
 }
 
 void Buffer::fillPattern(uint32_t pattern, int element_bytes) {
-  if (where_ == Backend::Host) fillHostPattern(data(), bytes_, pattern, element_bytes);
-  else cudaops::fillPattern(data(), bytes_, pattern, element_bytes);
+  if (where_ == Backend::Host) {
+    fillHostPattern(data(), bytes_, pattern, element_bytes);
+  } else {
+    cudaops::DeviceScope on(device_);
+    cudaops::fillPattern(data(), bytes_, pattern, element_bytes);
+  }
 }
 
 void Buffer::upload(const void* host, size_t bytes, size_t offset) {
   if (offset + bytes > bytes_) throw std::out_of_range(fmt::format("upload beyond the end of '{}'", name_));
   if (where_ == Backend::Host) std::memcpy(static_cast<char*>(data()) + offset, host, bytes);
-  else cudaops::copyToDevice(static_cast<char*>(data()) + offset, host, bytes);
+  else cudaops::copyToDevice(static_cast<char*>(data()) + offset, host, bytes);  // UVA: from any current device
 }
 
 void Buffer::download(void* host, size_t bytes, size_t offset) const {

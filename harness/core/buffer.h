@@ -43,6 +43,7 @@ class Buffer {
   void* data() const { return base_ ? static_cast<char*>(base_) + kRedZoneBytes : nullptr; }
   size_t bytes() const { return bytes_; }
   Backend where() const { return where_; }
+  int device() const { return device_; }
   const std::string& name() const { return name_; }
 
   /// Fills the payload with a repeating element pattern of 2 or 4 bytes.
@@ -57,6 +58,7 @@ class Buffer {
   void release() noexcept;
   Backend where_ = Backend::Host;
   size_t bytes_ = 0;
+  int device_ = 0;        // the GPU it lives on (current when it was made)
   void* base_ = nullptr;  // start of the leading red zone
   std::string name_;
 };

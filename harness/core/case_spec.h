@@ -38,6 +38,12 @@ struct CaseParseError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A well-formed case this machine cannot run (more ranks than GPUs for a
+/// variant with one rank per GPU): the case is skipped, saying why.
+struct CaseNotRunnableHere : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// One line, `key=value` pairs separated by spaces; floats in hex (%a).
 std::string toCaseString(const CaseSpec& c);
 /// Inverse of toCaseString. Keys may come in any order; optional keys default.

@@ -1,5 +1,7 @@
 #include "harness/core/cuda_ops.h"
 
+#include <mutex>
+
 #include <fmt/format.h>
 
 #include "harness/core/buffer.h"
@@ -52,6 +54,34 @@ void copyToHost(void* dst, const void* src, size_t bytes) {
   ULPCHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+int currentDevice() {
+  int d = 0;
+  ULPCHECK_CUDA(cudaGetDevice(&d));
+  return d;
+}
+
+void setDevice(int device) { ULPCHECK_CUDA(cudaSetDevice(device)); }
+
+void enablePeerAccess(int devices) {
+  static std::mutex mutex;
+  static int enabled = 1;  // devices [0, enabled) already see each other
+  std::lock_guard<std::mutex> lock(mutex);
+  if (devices <= enabled) return;
+  DeviceScope keep(currentDevice());
+  for (int a = 0; a < devices; ++a)
+    for (int b = 0; b < devices; ++b) {
+      if (a == b || (a < enabled && b < enabled)) continue;
+      int can = 0;
+      ULPCHECK_CUDA(cudaDeviceCanAccessPeer(&can, a, b));
+      if (!can) throw CudaError(fmt::format("GPU {} cannot access GPU {}'s memory (no peer access)", a, b), 0, false);
+      setDevice(a);
+      const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+      else if (e != cudaSuccess) throwCudaError(e, "cudaDeviceEnablePeerAccess", __FILE__, __LINE__);
+    }
+  enabled = devices;
+}
+
 }  // namespace cudaops
 
 const DeviceInfo& queryDevice() {
@@ -75,6 +105,7 @@ const DeviceInfo& queryDevice() {
       return d;
     }
     d.available = true;
+    d.count = count;
     d.name = prop.name;
     d.sm_count = prop.multiProcessorCount;
     d.cc_major = prop.major;

@@ -14,4 +14,28 @@ void fillPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes);
 void copyToDevice(void* dst, const void* src, size_t bytes);
 void copyToHost(void* dst, const void* src, size_t bytes);
 
+/// The calling thread's current device, and setting it (multi-GPU ops put
+/// each rank's buffers and work on its own device).
+int currentDevice();
+void setDevice(int device);
+/// Lets every pair of the first `devices` GPUs read and write each other's
+/// memory (peer access); once per process, idempotent.
+void enablePeerAccess(int devices);
+
+/// Makes `device` current for its lifetime (no-op for device < 0: host).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) : previous_(device >= 0 ? currentDevice() : -1) {
+    if (device >= 0) setDevice(device);
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) try { setDevice(previous_); } catch (...) {}
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_;
+};
+
 }  // namespace ulpcheck::cudaops

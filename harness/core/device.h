@@ -12,6 +12,7 @@ struct DeviceInfo {
   std::string reason;  // why not, when unavailable
   std::string name;
   int ordinal = 0;
+  int count = 0;  // GPUs visible to this process (multi-GPU ops put one rank on each)
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;
   size_t free_bytes = 0, total_bytes = 0;

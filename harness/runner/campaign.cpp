@@ -94,6 +94,11 @@ Outcome checkOne(const Property& p, const CaseSpec& spec, const ExecContext& exe
     o.verdict = Verdict::Fail;
     o.summary = fmt::format("CUDA error: {}", e.what());
     return o;
+  } catch (const CaseNotRunnableHere& e) {
+    Outcome o;
+    o.verdict = Verdict::Skip;
+    o.summary = e.what();
+    return o;
   } catch (const OutOfMemory& e) {
     Outcome o;
     o.verdict = Verdict::Skip;
@@ -156,8 +161,10 @@ int CampaignResult::exitCode() const {
 
 std::vector<std::string> defaultKernels(const std::string& op, Backend backend) {
   std::vector<std::string> out;
+  // Variants with one rank per GPU join the defaults where there are at least two GPUs.
   for (const KernelInfo& k : kernelCatalog())
-    if (k.op == op && k.backend == backend && !k.isMutant()) out.push_back(k.name);
+    if (k.op == op && k.backend == backend && !k.isMutant() && (!k.one_rank_per_gpu || queryDevice().count >= 2))
+      out.push_back(k.name);
   return out;
 }
 

@@ -15,9 +15,9 @@
 // in rank order, rounds to T, adds, normalises), a fused two-stage kernel
 // (reduce-scatter: each rank finishes the rows it owns; all-gather).
 //
-// Ranks are "virtual" here: R buffers of one device (or of the host), so the
-// properties run everywhere, the same kernels reading peers through pointers
-// as they would through peer access across GPUs.
+// Ranks are either virtual (R buffers on one device or on the host, so the
+// properties run everywhere) or real (KernelInfo::one_rank_per_gpu: rank r's
+// buffers on GPU r, peers read through peer access or NCCL).
 #pragma once
 
 #include <cstddef>
@@ -44,6 +44,7 @@ struct AllreduceRmsNormArgs {
   PerRank<void*> residual_out{};
   PerRank<void*> y{};
   PerRank<void*> workspace{};  // workspace_bytes(shape, ranks) each, contents undefined on entry
+  PerRank<int> device{};       // the GPU each rank's buffers live on (all 0 for virtual ranks)
 };
 
 struct AllreduceRmsNormKernel {

@@ -1,0 +1,67 @@
+// Real ranks: allreduce + residual + RMSNorm with one rank per GPU (NCCL and
+// peer access). Skips, saying why, with fewer than two GPUs.
+#include <gtest/gtest.h>
+
+#include "properties/test_support.h"
+
+namespace ulpcheck {
+namespace {
+
+using testing::cudaContext;
+using testing::explain;
+using testing::runQuietly;
+
+#define ULPCHECK_REQUIRE_GPUS(n)                                                                     \
+  do {                                                                                               \
+    if (queryDevice().count < (n))                                                                   \
+      GTEST_SKIP() << "needs " << (n) << " GPUs, " << queryDevice().count << " visible"              \
+                   << (queryDevice().available ? "" : ": " + queryDevice().reason);                  \
+  } while (0)
+
+std::vector<std::string> realRankVariants() {
+  std::vector<std::string> out;
+  for (const KernelInfo& k : kernelCatalog())
+    if (k.one_rank_per_gpu && !k.isMutant()) out.push_back(k.name);
+  return out;
+}
+
+int64_t verdicts(const CampaignResult& r, int64_t CellStats::*field, const std::string& property) {
+  int64_t n = 0;
+  for (const auto& [key, cell] : r.cells)
+    if (std::get<1>(key) == property) n += cell.*field;
+  return n;
+}
+
+TEST(MultiGpu, EveryRealRankVariantPassesEveryProperty) {
+  ULPCHECK_REQUIRE_GPUS(2);
+  const auto variants = realRankVariants();
+  EXPECT_GE(variants.size(), 3u) << "nccl_unfused, p2p_fused_oneshot, p2p_fused_twostage";
+  for (const auto& k : variants) {
+    const CampaignResult r = runQuietly(k, 120, 0x2c0de, Tier::Default, cudaContext());
+    EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
+    EXPECT_TRUE(r.fatal_error.empty()) << r.fatal_error;
+  }
+}
+
+// Acceptance of the fused kernels against the real unfused pipeline: in every
+// row the spec determines, residual_out and y on every rank are NCCL's bits.
+TEST(MultiGpu, FusedOutputsAreTheNcclPipelinesBitsInEveryDeterminedRow) {
+  ULPCHECK_REQUIRE_GPUS(2);
+  for (const char* k : {"p2p_fused_oneshot", "p2p_fused_twostage"}) {
+    const CampaignResult r = runQuietly(k, 300, 0xf05ed, Tier::Default, cudaContext(), {"fused_vs_unfused"});
+    EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
+    // 16-bit partials of similar size sum exactly in fp32: most cases compare.
+    EXPECT_GT(verdicts(r, &CellStats::passed, "fused_vs_unfused"), 150) << k << "\n" << explain(r);
+  }
+}
+
+TEST(MultiGpu, RegressionCorpusReplaysOnRealRanks) {
+  ULPCHECK_REQUIRE_GPUS(2);
+  for (const auto& k : realRankVariants()) {
+    const CampaignResult r = testing::replayCorpus(k, cudaContext());
+    EXPECT_TRUE(r.failures.empty()) << k << "\n" << explain(r);
+  }
+}
+
+}  // namespace
+}  // namespace ulpcheck
