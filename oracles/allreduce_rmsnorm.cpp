@@ -84,8 +84,10 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
         }
         const double s = roundToT(T, sum);
         // Every fp32 partial sum exact in every order: A / q < 2^24 (with a
-        // margin for abs_sum's own rounding in double).
-        const bool exact_any_order = abs_sum == 0.0 || abs_sum * (1.0 + 0x1p-40) / q < 0x1p24;
+        // margin for abs_sum's own rounding in double)
+        // (and no partial sum that could overflow fp32 in some order).
+        const bool exact_any_order =
+            abs_sum == 0.0 || (abs_sum * (1.0 + 0x1p-40) / q < 0x1p24 && abs_sum <= maxFinite(DType::F32));
         const double e_s = exact_any_order ? 0.0 : K * double(R - 1) * u32 * abs_sum;
         const double d_s = exact_any_order ? 0.0 : e_s + ulpOf(T, std::fabs(s) + e_s);
 
@@ -115,6 +117,9 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
     }
     coupled /= double(N);
     if (largest == 0.0) continue;  // the row's residual_out is exact: RMSNorm's own budget
+    // A row whose residual_out overflowed (r = 0) has y = NaN or 0 exactly:
+    // nothing to propagate.
+    if (!std::isfinite(coupled) || !std::isfinite(r) || r == 0.0) continue;
     for (int64_t j = 0; j < N; ++j) {
       const int64_t e = i * N + j;
       const double xhat = std::fabs(ro.value(i, j) * r);

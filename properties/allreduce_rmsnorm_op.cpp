@@ -71,15 +71,32 @@ class AllreduceRmsNormOp final : public OpAdapter {
       args.workspace[r] = buf.scratch(rankName("workspace", r), workspace);
     }
 
+    auto synchronizeRanks = [&](const char* what) {
+      if (k.info.backend != Backend::Cuda) return;
+      for (int r = 0; r < c.ranks; ++r) {
+        cudaops::DeviceScope on(args.device[r]);
+        deviceSynchronize(what);
+      }
+    };
+    // Uploads from pageable memory may still be in flight on each rank's GPU,
+    // and another GPU's kernels read them through peer access: wait first.
+    if (k.info.one_rank_per_gpu) synchronizeRanks("allreduce_rmsnorm inputs");
+
     // Started after the inputs are in place, so the load overlaps the launches.
     ScheduleNoise noise(ctx.perturb_schedule, k.info.backend, ctx.sm_count);
     const auto t0 = std::chrono::steady_clock::now();
-    k.run(args, env);
-    if (k.info.backend == Backend::Cuda)
-      for (int r = 0; r < c.ranks; ++r) {
-        cudaops::DeviceScope on(args.device[r]);
-        deviceSynchronize("allreduce_rmsnorm");
+    try {
+      k.run(args, env);
+    } catch (...) {
+      // Kernels already queued on other GPUs may read these buffers: let them
+      // finish before the buffers are freed.
+      try {
+        synchronizeRanks("allreduce_rmsnorm after a failed launch");
+      } catch (...) {
       }
+      throw;
+    }
+    synchronizeRanks("allreduce_rmsnorm");
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     RunResult result = buf.collect();

@@ -25,6 +25,12 @@ Outcome checkFusedVsUnfused(CaseContext& ctx) {
     o.summary = "not a fused variant: no unfused pipeline to compare with";
     return o;
   }
+  if (!OpAdapter::findKernel(ctx.spec().op, contract.unfused_pipeline)) {
+    o.verdict = Verdict::Fail;
+    o.summary = fmt::format("the contract names unfused pipeline '{}', which this build does not register",
+                            contract.unfused_pipeline);
+    return o;
+  }
   CaseSpec unfused = ctx.spec();
   unfused.kernel = contract.unfused_pipeline;
   const RunResult reference = ctx.op().run(unfused, identityRows(unfused.M), ctx.exec());

@@ -168,20 +168,36 @@ std::vector<std::string> opsToRun(const RunArgs& a) {
   return ops;
 }
 
+/// Of two exit codes of a multi-op run, the one that says more: a fault or a
+/// hang, then a failure, then a pass; "nothing ran" only if nothing did.
+int severity(int code) {
+  switch (code) {
+    case exit_code::kRuntimeError: return 4;
+    case exit_code::kHang: return 3;
+    case exit_code::kPropertyFailed: return 2;
+    case exit_code::kOk: return 1;
+    default: return 0;  // kNothingRan
+  }
+}
+
 int cmdRun(const RunArgs& a) {
   const std::vector<std::string> ops = opsToRun(a);
   const ExecContext exec = execContext(a.backend, a.perturb_schedule);
   std::unique_ptr<JsonlWriter> json;
   if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
-  // A failure or fault in any op decides the exit code; "nothing ran" only
-  // when no op ran anything.
+  const auto t0 = std::chrono::steady_clock::now();
   int worst = exit_code::kNothingRan;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (i) fmt::print("\n");
-    const int code = runOp(a, ops[i], exec, json.get());
-    const bool settled = worst != exit_code::kOk && worst != exit_code::kNothingRan;  // the first failure stands
-    if (code == exit_code::kOk && worst == exit_code::kNothingRan) worst = exit_code::kOk;
-    else if (code != exit_code::kOk && code != exit_code::kNothingRan && !settled) worst = code;
+    RunArgs per_op = a;
+    if (a.time_budget > 0) {  // --time-budget is for the whole run: share what is left among the ops to go
+      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      per_op.time_budget = std::max(1.0, (a.time_budget - spent) / double(ops.size() - i));
+    }
+    const int code = runOp(per_op, ops[i], exec, json.get());
+    if (severity(code) > severity(worst)) worst = code;
+    // A fault may have left the GPU unusable, and a hung kernel still runs.
+    if (code == exit_code::kRuntimeError || code == exit_code::kHang) break;
   }
   return worst;
 }

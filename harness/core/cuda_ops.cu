@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "harness/core/buffer.h"
+#include "harness/core/case_spec.h"
 #include "harness/core/cuda_check.h"
 
 namespace ulpcheck {
@@ -73,7 +74,7 @@ void enablePeerAccess(int devices) {
       if (a == b || (a < enabled && b < enabled)) continue;
       int can = 0;
       ULPCHECK_CUDA(cudaDeviceCanAccessPeer(&can, a, b));
-      if (!can) throw CudaError(fmt::format("GPU {} cannot access GPU {}'s memory (no peer access)", a, b), 0, false);
+      if (!can) throw CaseNotRunnableHere(fmt::format("GPU {} cannot access GPU {}'s memory (no peer access)", a, b));
       setDevice(a);
       const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
       if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();

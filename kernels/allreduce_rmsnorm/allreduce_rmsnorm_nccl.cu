@@ -21,8 +21,10 @@ namespace ulpcheck::allreduce_rmsnorm_cuda {
 
 namespace {
 
+// A failed collective leaves communicators in an unknown state: fatal for
+// the campaign (exit 4), like a sticky CUDA error, not a property failure.
 void checkNccl(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw CudaError(fmt::format("{}: {}", what, ncclGetErrorString(r)), 0, false);
+  if (r != ncclSuccess) throw CudaError(fmt::format("{}: {}", what, ncclGetErrorString(r)), 0, true);
 }
 
 /// One communicator per rank over GPUs 0..R-1, made once per R and kept for
@@ -31,14 +33,12 @@ const std::vector<ncclComm_t>& communicators(int ranks) {
   static std::mutex mutex;
   static std::map<int, std::vector<ncclComm_t>> comms;
   std::lock_guard<std::mutex> lock(mutex);
-  auto& c = comms[ranks];
-  if (c.empty()) {
-    std::vector<int> devices(static_cast<size_t>(ranks));
-    for (int r = 0; r < ranks; ++r) devices[size_t(r)] = r;
-    c.resize(size_t(ranks));
-    checkNccl(ncclCommInitAll(c.data(), ranks, devices.data()), "ncclCommInitAll");
-  }
-  return c;
+  if (auto it = comms.find(ranks); it != comms.end()) return it->second;
+  std::vector<int> devices(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) devices[size_t(r)] = r;
+  std::vector<ncclComm_t> made(devices.size());
+  checkNccl(ncclCommInitAll(made.data(), ranks, devices.data()), "ncclCommInitAll");
+  return comms.emplace(ranks, std::move(made)).first->second;
 }
 
 template <typename T>
@@ -103,7 +103,10 @@ void runNcclUnfused(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
 }
 
 KernelInfo ncclInfo() {
-  KernelInfo k{"allreduce_rmsnorm", "nccl_unfused", Backend::Cuda, kDTypes, Contracts{true, true, DType::F32},
+  // Not batch invariant: where an element sits in the buffer, and the buffer's
+  // size, decide NCCL's summation order (ring chunks, algorithm, protocol), so
+  // with three or more ranks a row's inexact sums change with its batch.
+  KernelInfo k{"allreduce_rmsnorm", "nccl_unfused", Backend::Cuda, kDTypes, Contracts{true, false, DType::F32},
                "one GPU per rank: widen to fp32, ncclAllReduce (fp32, NCCL's order), round to T + residual add, rmsnorm "
                "forward kernel",
                "", ""};

@@ -27,24 +27,33 @@ void runOneshot(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
   }
 }
 
+/// One event per rank, destroyed with it (released once complete).
+struct RankEvents {
+  std::vector<cudaEvent_t> events;
+  ~RankEvents() {
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+  }
+};
+
 void runTwostage(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
   cudaops::enablePeerAccess(a.ranks);
   const RowPlan p = planOf(a);
-  std::vector<cudaEvent_t> done(size_t(a.ranks));
+  RankEvents done;
   for (int r = 0; r < a.ranks; ++r) {
     cudaops::DeviceScope on(a.device[r]);
     reduceScatterStage(a, p, r, env);
-    ULPCHECK_CUDA(cudaEventCreateWithFlags(&done[size_t(r)], cudaEventDisableTiming));
-    ULPCHECK_CUDA(cudaEventRecord(done[size_t(r)], cudaStream_t(env.stream)));
+    cudaEvent_t e;
+    ULPCHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    done.events.push_back(e);
+    ULPCHECK_CUDA(cudaEventRecord(e, cudaStream_t(env.stream)));
   }
   for (int r = 0; r < a.ranks; ++r) {
     cudaops::DeviceScope on(a.device[r]);
     // The rows the peers own are final once their stage 1 is.
     for (int owner = 0; owner < a.ranks; ++owner)
-      if (owner != r) ULPCHECK_CUDA(cudaStreamWaitEvent(cudaStream_t(env.stream), done[size_t(owner)], 0));
+      if (owner != r) ULPCHECK_CUDA(cudaStreamWaitEvent(cudaStream_t(env.stream), done.events[size_t(owner)], 0));
     allGatherStage(a, p, r, env);
   }
-  for (cudaEvent_t e : done) cudaEventDestroy(e);  // released once complete
 }
 
 KernelInfo p2pInfo(const char* name, const char* description) {
