@@ -82,16 +82,16 @@ int cmdList() {
   fmt::print("ops:\n");
   for (const OpAdapter* op : opRegistry()) fmt::print("  {}\n", op->name());
   fmt::print("\nkernel variants:\n");
-  fmt::print("  {:<10} {:<27} {:<5} {:<15} {:<13} {:<6} {}\n", "op", "variant", "back", "dtypes", "deterministic",
+  fmt::print("  {:<17} {:<29} {:<5} {:<15} {:<13} {:<6} {}\n", "op", "variant", "back", "dtypes", "deterministic",
              "b-inv", "description");
   for (const KernelInfo& k : kernelCatalog()) {
     std::string dtypes;
     for (DType t : k.dtypes) dtypes += std::string(dtypes.empty() ? "" : ",") + dtypeName(t);
-    fmt::print("  {:<10} {:<27} {:<5} {:<15} {:<13} {:<6} {}\n", k.op, k.name, backendName(k.backend), dtypes,
+    fmt::print("  {:<17} {:<29} {:<5} {:<15} {:<13} {:<6} {}\n", k.op, k.name, backendName(k.backend), dtypes,
                k.contracts.deterministic ? "yes" : "no", k.contracts.batch_invariant ? "yes" : "no", k.description);
     if (k.contracts.column_reduction_ftz)
-      fmt::print("  {:<10} {:<27} contract: its dW reduction flushes subnormals to zero\n", "", "");
-    if (k.isMutant()) fmt::print("  {:<10} {:<27} reproduces: {}; must be caught by: {}\n", "", "", k.bug, k.caught_by);
+      fmt::print("  {:<17} {:<29} contract: its dW reduction flushes subnormals to zero\n", "", "");
+    if (k.isMutant()) fmt::print("  {:<17} {:<29} reproduces: {}; must be caught by: {}\n", "", "", k.bug, k.caught_by);
   }
   fmt::print("\nproperties:\n");
   for (const Property& p : propertyRegistry()) fmt::print("  {:<18} {}\n", p.name, p.description);
