@@ -15,6 +15,7 @@
 #include "harness/runner/campaign.h"
 #include "harness/runner/corpus.h"
 #include "harness/runner/exit_codes.h"
+#include "harness/runner/mutants.h"
 
 using namespace ulpcheck;
 
@@ -232,6 +233,36 @@ int cmdRepro(const std::string& text, const std::vector<std::string>& properties
   return failed ? exit_code::kPropertyFailed : exit_code::kOk;
 }
 
+struct MutantsArgs {
+  std::string backend = "auto", tier = "default", json, seed = "0x6d7574";
+  std::vector<std::string> mutants;
+  double time_per_mutant = 20, shrink_budget = 10;
+};
+
+int cmdMutants(const MutantsArgs& a) {
+  if (a.time_per_mutant <= 0 || a.shrink_budget < 0) throw UsageError("time limits must be > 0");
+  const ExecContext exec = execContext(a.backend, false);
+  KillMatrixOptions o;
+  o.backend = exec.backend;
+  o.mutants = a.mutants;
+  o.seconds_per_mutant = a.time_per_mutant;
+  o.shrink_budget_s = a.shrink_budget;
+  o.seed = parseSeed(a.seed);
+  o.tier = parseTier(a.tier);
+  std::unique_ptr<JsonlWriter> json;
+  if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
+  o.json = json.get();
+  o.log = [](const std::string& line) {
+    fmt::print("# {}\n", line);
+    std::fflush(stdout);
+  };
+  fmt::print("# kill matrix: {} mutants, {:g} s of generated cases each, seed {:#x}, tier {}\n", backendName(exec.backend),
+             a.time_per_mutant, o.seed, a.tier);
+  const KillMatrix m = runKillMatrix(o, exec);
+  fmt::print("\n{}", formatKillMatrix(m));
+  return m.exitCode();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -276,6 +307,18 @@ int main(int argc, char** argv) {
   repro->add_option("--json", repro_json, "write the results to this JSON-lines file");
   repro->add_flag("--perturb-schedule", repro_perturb_schedule, kPerturbHelp);
 
+  MutantsArgs ma;
+  CLI::App* mutants = app.add_subcommand(
+      "mutants", "run every mutant (a variant reproducing a real bug) under all properties; print the kill matrix");
+  mutants->add_option("--mutant", ma.mutants, "mutant(s) to run; default: every mutant of the backend");
+  mutants->add_option("--time-per-mutant", ma.time_per_mutant, "seconds of generated cases per mutant")
+      ->capture_default_str();
+  mutants->add_option("--seed", ma.seed, "generation seed (decimal or 0x hex)")->capture_default_str();
+  mutants->add_option("--tier", ma.tier, "smoke | default | nightly")->capture_default_str();
+  mutants->add_option("--backend", ma.backend, "auto | host | cuda")->capture_default_str();
+  mutants->add_option("--shrink-budget", ma.shrink_budget, "seconds to spend shrinking each kill")->capture_default_str();
+  mutants->add_option("--json", ma.json, "write the matrix to this JSON-lines file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -285,6 +328,7 @@ int main(int argc, char** argv) {
 
   try {
     if (app.got_subcommand("list")) return cmdList();
+    if (app.got_subcommand("mutants")) return cmdMutants(ma);
     if (app.got_subcommand("run")) return cmdRun(ra);
     if (app.got_subcommand("repro")) return cmdRepro(repro_case, repro_props, repro_kernel, repro_json, repro_perturb_schedule);
   } catch (const UsageError& e) {

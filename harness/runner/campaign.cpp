@@ -206,6 +206,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     watchdog.enter(what);
   };
   std::set<std::pair<std::string, std::string>> failed;  // (kernel, property) already failed: stop checking it
+  double shrinking_s = 0;  // spent shrinking so far
 
   auto tally = [&](const CaseSpec& spec, const std::string& property, const Outcome& out, double seconds) {
     CellStats& cell = result.cells[{spec.kernel, property, dtypeName(spec.dtype)}];
@@ -280,7 +281,9 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         if (o.json) o.json->write(caseRecord("case", spec, p->name, out, secs));
         if (out.verdict != Verdict::Fail) continue;
 
-        FailureRecord f{"generated", p->name, spec, spec, out, 0, i, since(t0), "", exec.perturb_schedule};
+        // Time to detection leaves out the shrinking of earlier failures.
+        FailureRecord f{"generated", p->name, spec, spec, out, 0, i, since(t0) - shrinking_s, "",
+                        exec.perturb_schedule};
         log(fmt::format("FAIL {} on case {}: {}", p->name, i, out.summary));
         if (o.shrink) {
           const auto s0 = Clock::now();
@@ -308,6 +311,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
               }
             }
           }
+          shrinking_s += since(s0);
           log(fmt::format("  shrunk in {} steps ({:.1f} s) to: {}", f.shrink_steps, since(s0), toCaseString(f.shrunk)));
         }
         if (o.save_failures) {

@@ -41,11 +41,13 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&) {
 void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy strategy, const Defects& defects) {
   const auto& s = b.shape;
   RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(b.x) && aligned16(b.w) && aligned16(b.dy) && aligned16(b.dx));
+  // The grid is the correct plan's: the workspace holds one partial row per
+  // CTA of it (a grid grown with the halved CTAs would write past the end).
+  const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);
   if (defects.threads_from_m && s.M > 16 && p.threads > kWarp) {  // "small batches get bigger CTAs"
     p.threads /= 2;
     p.vpt *= 2;
   }
-  const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);
   const int64_t pld = partialLd(s.N);
   auto* partial = static_cast<float*>(b.workspace);
   std::vector<float> w(s.N), acc(p.threads), dw_acc(s.N);

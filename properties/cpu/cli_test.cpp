@@ -129,5 +129,20 @@ TEST(Cli, MalformedPerturbScheduleIsAUsageError) {
   EXPECT_EQ(cli("list --perturb-schedule").code, exit_code::kUsage);
 }
 
+TEST(CliMutants, KillMatrixOfOneMutantNamesTheKillAndItsRepro) {
+  const Result r = cli("mutants --backend host --mutant host_bug_bf16_rowsum --time-per-mutant 3 --tier smoke");
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("host_bug_bf16_rowsum"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("killed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ulpcheck repro 'op=rmsnorm kernel=host_bug_bf16_rowsum"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("median time to first detection"), std::string::npos) << r.output;
+}
+
+TEST(CliMutants, BadArgumentsAreUsageErrors) {
+  EXPECT_EQ(cli("mutants --backend host --mutant no_such_mutant").code, exit_code::kUsage);
+  EXPECT_EQ(cli("mutants --backend host --time-per-mutant -1").code, exit_code::kUsage);
+  EXPECT_EQ(cli("mutants --backend host --tier huge").code, exit_code::kUsage);
+}
+
 }  // namespace
 }  // namespace ulpcheck

@@ -1,7 +1,9 @@
-// Every property on the host port of the CUDA kernels, and every host mutant
-// killed by the property it names (so no property is a check that cannot fail).
+// Every property on the host port of the CUDA kernels, and the kill matrix of
+// the host mutants: each killed by the property it names (so no property is a
+// check that cannot fail).
 #include <gtest/gtest.h>
 
+#include "harness/runner/mutants.h"
 #include "properties/test_support.h"
 
 namespace ulpcheck {
@@ -51,20 +53,24 @@ TEST(HostPort, RegressionCorpusReplays) {
   }
 }
 
-TEST(HostMutants, EachIsKilledByItsPropertyAndShrinksSmall) {
-  int mutants = 0;
-  for (const KernelInfo& k : kernelCatalog()) {
-    if (!k.isMutant() || k.backend != Backend::Host) continue;
-    ++mutants;
-    const CampaignResult r = runQuietly(k.name, 500, 0x6d7574, Tier::Smoke, hostContext(), {k.caught_by});
-    ASSERT_EQ(r.failures.size(), 1u) << k.name << " survived " << k.caught_by << "\n" << explain(r);
-    const FailureRecord& f = r.failures[0];
-    EXPECT_LE(f.shrunk.M, 8) << k.name << ": " << toCaseString(f.shrunk);
+TEST(HostMutants, KillMatrixKillsEachByItsDeclaredPropertyAndShrinksSmall) {
+  KillMatrixOptions o;
+  o.backend = Backend::Host;
+  o.seconds_per_mutant = 5;
+  o.seed = 0x6d7574;
+  o.tier = Tier::Smoke;
+  const KillMatrix m = runKillMatrix(o, hostContext());
+  EXPECT_GE(m.rows.size(), 7u);
+  EXPECT_EQ(m.exitCode(), 0) << formatKillMatrix(m);
+  for (const MutantRow& row : m.rows) {
+    ASSERT_TRUE(row.killedAsDeclared()) << row.mutant.name << " survived " << row.mutant.caught_by << "\n"
+                                        << formatKillMatrix(m);
+    const FailureRecord& f = *row.by_property.at(row.mutant.caught_by).kill;
+    EXPECT_LE(f.shrunk.M, 8) << row.mutant.name << ": " << toCaseString(f.shrunk);
     // The shrunk case still fails when replayed on its own.
-    const auto replay = runCase(f.shrunk, {k.caught_by}, hostContext());
-    EXPECT_EQ(replay.at(0).second.verdict, Verdict::Fail) << k.name << ": " << reproCommand(f.shrunk, k.caught_by);
+    const auto replay = runCase(f.shrunk, {row.mutant.caught_by}, hostContext());
+    EXPECT_EQ(replay.at(0).second.verdict, Verdict::Fail) << reproCommand(f.shrunk, row.mutant.caught_by);
   }
-  EXPECT_GE(mutants, 7);
 }
 
 }  // namespace

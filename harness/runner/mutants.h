@@ -1,0 +1,63 @@
+// The kill matrix: every mutant (a registered variant reproducing a real bug,
+// KernelInfo::bug) run under the whole property suite with a time budget,
+// recording which properties kill it, after how many generated cases and
+// seconds, and the shrunk case that reproduces each kill. A mutant its
+// declared property (KernelInfo::caught_by) does not kill is a hole in the
+// harness, and fails the run.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/runner/campaign.h"
+
+namespace ulpcheck {
+
+struct KillMatrixOptions {
+  Backend backend = Backend::Host;
+  std::vector<std::string> mutants;  // empty: every mutant of the backend
+  double seconds_per_mutant = 20;    // generation budget of each mutant's campaign
+  int64_t max_cases = 1000000;
+  uint64_t seed = 0;
+  Tier tier = Tier::Default;
+  double shrink_budget_s = 10;       // per kill
+  JsonlWriter* json = nullptr;
+  std::function<void(const std::string&)> log;
+};
+
+/// What one property did to one mutant.
+struct KillCell {
+  bool applies = false;                // the property judged at least one case (not all skipped)
+  std::optional<FailureRecord> kill;   // the first failure, shrunk
+};
+
+struct MutantRow {
+  KernelInfo mutant;
+  std::map<std::string, KillCell> by_property;
+  int64_t cases_run = 0;
+  double seconds = 0;
+  std::string fatal_error;
+  /// The declared property killed it.
+  bool killedAsDeclared() const;
+  /// The earliest kill by any property, if any.
+  const FailureRecord* firstKill() const;
+};
+
+struct KillMatrix {
+  std::vector<std::string> properties;
+  std::vector<MutantRow> rows;
+  /// 0 when every mutant was killed by its declared property, 1 otherwise, 4 on a fatal error, 6 with no mutants.
+  int exitCode() const;
+  /// Median over mutants of the seconds to the first kill (killed mutants only).
+  double medianSecondsToFirstKill() const;
+};
+
+KillMatrix runKillMatrix(const KillMatrixOptions& options, const ExecContext& exec);
+
+/// The matrix as a fixed-width table, then one repro command per kill of a
+/// mutant's declared property.
+std::string formatKillMatrix(const KillMatrix& m);
+
+}  // namespace ulpcheck
