@@ -41,6 +41,7 @@ double KillMatrix::medianSecondsToFirstKill() const {
 KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
   KillMatrix m;
   for (const Property& p : propertyRegistry()) m.properties.push_back(p.name);
+  for (const Baseline& b : baselines()) m.baselines.push_back(b.name);
   std::vector<KernelInfo> mutants;
   for (const KernelInfo& k : kernelCatalog()) {
     if (!k.isMutant()) continue;
@@ -77,6 +78,8 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
     for (const auto& [key, cell] : r.cells)
       row.by_property[std::get<1>(key)].applies |= cell.cases > cell.skipped;
     for (const FailureRecord& f : r.failures) row.by_property[f.property].kill = f;
+    if (r.fatal_error.empty())
+      for (const Baseline& b : baselines()) row.by_baseline[b.name] = runBaseline(b, k, exec);
     if (o.json) {
       nlohmann::json j = {{"type", "mutant"}, {"mutant", k.name}, {"op", k.op}, {"bug", k.bug},
                           {"caught_by", k.caught_by}, {"killed_as_declared", row.killedAsDeclared()},
@@ -87,6 +90,8 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
                                                            {"seconds_to_detect", cell.kill->seconds_to_detect},
                                                            {"repro", reproCommand(cell.kill->shrunk, name)}}
                                           : nlohmann::json{{"killed", false}, {"applies", cell.applies}};
+      for (const auto& [name, v] : row.by_baseline)
+        j["baselines"][name] = {{"applies", v.applies}, {"caught", v.caught}, {"detail", v.detail}};
       o.json->write(j);
     }
     m.rows.push_back(std::move(row));
@@ -98,6 +103,7 @@ std::string formatKillMatrix(const KillMatrix& m) {
   // A kill: "#cases/seconds", a survival "-", a property that skipped every case "n/a".
   std::string out = fmt::format("{:<31} {:<17}", "mutant", "op");
   for (const auto& p : m.properties) out += fmt::format(" {:>16}", p);
+  for (const auto& b : m.baselines) out += fmt::format(" {:>21}", b);
   out += "  verdict\n";
   for (const MutantRow& r : m.rows) {
     out += fmt::format("{:<31} {:<17}", r.mutant.name, r.mutant.op);
@@ -109,10 +115,28 @@ std::string formatKillMatrix(const KillMatrix& m) {
                                               : "n/a";
       out += fmt::format(" {:>16}", mark);
     }
+    for (const auto& b : m.baselines) {
+      const auto it = r.by_baseline.find(b);
+      const std::string mark = it == r.by_baseline.end() || !it->second.applies ? "n/a"
+                               : it->second.caught                              ? "caught"
+                                                                                : "MISSED";
+      out += fmt::format(" {:>21}", mark);
+    }
     out += r.fatal_error.empty() ? (r.killedAsDeclared() ? "  killed\n" : "  SURVIVED its declared property\n")
                                  : "  FATAL\n";
   }
-  out += "(#cases/seconds to the first kill; * the property the mutant declares must catch it)\n";
+  out += "(#cases/seconds to the first kill; * the property the mutant declares must catch it; the last columns are\n"
+         " the baseline checkers, on their own fixed randn cases, against the correctly rounded reference)\n";
+  for (const auto& b : m.baselines) {
+    int applies = 0, missed = 0;
+    for (const MutantRow& r : m.rows) {
+      const auto it = r.by_baseline.find(b);
+      if (it == r.by_baseline.end() || !it->second.applies) continue;
+      ++applies;
+      missed += !it->second.caught;
+    }
+    out += fmt::format("{} misses {} of the {} mutants it tests\n", b, missed, applies);
+  }
   out += fmt::format("median time to first detection: {:.2f} s over {} mutants\n", m.medianSecondsToFirstKill(),
                      m.rows.size());
   for (const MutantRow& r : m.rows) {

@@ -1,9 +1,11 @@
 // The kill matrix: every mutant (a registered variant reproducing a real bug,
 // KernelInfo::bug) run under the whole property suite with a time budget,
 // recording which properties kill it, after how many generated cases and
-// seconds, and the shrunk case that reproduces each kill. A mutant its
-// declared property (KernelInfo::caught_by) does not kill is a hole in the
-// harness, and fails the run.
+// seconds, and the shrunk case that reproduces each kill; beside them, what
+// each baseline checker (the tolerance tests of other projects, baselines.h)
+// says of the same mutant. A mutant its declared property
+// (KernelInfo::caught_by) does not kill is a hole in the harness, and fails
+// the run; a baseline that misses it is the point of the table.
 #pragma once
 
 #include <map>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/runner/baselines.h"
 #include "harness/runner/campaign.h"
 
 namespace ulpcheck {
@@ -36,6 +39,7 @@ struct KillCell {
 struct MutantRow {
   KernelInfo mutant;
   std::map<std::string, KillCell> by_property;
+  std::map<std::string, BaselineVerdict> by_baseline;  // what the conventional checks said
   int64_t cases_run = 0;
   double seconds = 0;
   std::string fatal_error;
@@ -47,6 +51,7 @@ struct MutantRow {
 
 struct KillMatrix {
   std::vector<std::string> properties;
+  std::vector<std::string> baselines;
   std::vector<MutantRow> rows;
   /// 0 when every mutant was killed by its declared property, 1 otherwise, 4 on a fatal error, 6 with no mutants.
   int exitCode() const;
