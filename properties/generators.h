@@ -55,6 +55,9 @@ rc::Gen<T> shrinkingWeightedOneOf(std::vector<std::pair<size_t, rc::Gen<T>>> alt
 rc::Gen<uint64_t> seed();
 rc::Gen<int64_t> columns(Tier tier);
 rc::Gen<int64_t> rows(Tier tier);
+/// (M, N): rows and columns drawn independently, or now and then a large-M
+/// dispatch threshold with rows narrow enough to fit the tier.
+rc::Gen<std::pair<int64_t, int64_t>> shape(Tier tier);
 rc::Gen<DistParams> distribution();
 
 struct CaseOptions {

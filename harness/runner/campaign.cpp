@@ -335,6 +335,9 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         result.failures.push_back(std::move(f));
       }
       if (failed.size() == sel.kernels.size() * sel.properties.size()) break;  // nothing left to check
+      if (!o.stop_after_failure_of.empty() &&
+          std::any_of(failed.begin(), failed.end(), [&](const auto& f) { return f.second == o.stop_after_failure_of; }))
+        break;
       if ((i + 1) % 100 == 0) log(fmt::format("{} cases, {} failures, {:.1f} s", i + 1, result.failures.size(), since(t0)));
     }
   } catch (const CudaError& e) {

@@ -31,6 +31,7 @@ struct CampaignOptions {
   bool replay_corpus = true;
   bool save_failures = true;
   std::string corpus_dir;               // empty: the repository's corpora/
+  std::string stop_after_failure_of;    // a property: stop generating once it has failed (kill-matrix tests)
   JsonlWriter* json = nullptr;
   std::function<void(const std::string&)> log;  // progress lines; may be empty
 };

@@ -67,6 +67,7 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
     c.replay_corpus = false;
     c.save_failures = false;
     c.json = o.json;
+    if (o.stop_at_declared_kill) c.stop_after_failure_of = k.caught_by;
     const CampaignResult r = runCampaign(c, exec);
 
     MutantRow row;

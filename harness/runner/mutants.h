@@ -26,6 +26,7 @@ struct KillMatrixOptions {
   uint64_t seed = 0;
   Tier tier = Tier::Default;
   double shrink_budget_s = 10;       // per kill
+  bool stop_at_declared_kill = false;  // end a mutant's campaign once its declared property killed it (CI)
   JsonlWriter* json = nullptr;
   std::function<void(const std::string&)> log;
 };

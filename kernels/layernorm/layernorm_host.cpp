@@ -51,7 +51,7 @@ void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& def
   }
 }
 
-void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env) {
+void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defects& defects) {
   const auto& s = b.shape;
   const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(b.x) && aligned16(b.gamma) && aligned16(b.dy) && aligned16(b.dx));
   const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);
@@ -83,9 +83,12 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env) {
       partial[cta * wld + pld + col] = dbeta_acc[col];
     }
   }
+  const bool swapped = defects.swap_dgamma_dbeta_at_large_m && s.M >= 256;
+  void* dgamma = swapped ? b.dbeta : b.dgamma;
+  void* dbeta = swapped ? b.dgamma : b.dbeta;
   for (int64_t col = 0; col < s.N; ++col) {
-    store(b.dgamma, s.dtype, col, sumPartials(partial, wld, ctas, col, DwStrategy::Separate));
-    store(b.dbeta, s.dtype, col, sumPartials(partial + pld, wld, ctas, col, DwStrategy::Separate));
+    store(dgamma, s.dtype, col, sumPartials(partial, wld, ctas, col, DwStrategy::Separate));
+    store(dbeta, s.dtype, col, sumPartials(partial + pld, wld, ctas, col, DwStrategy::Separate));
   }
 }
 
@@ -97,7 +100,7 @@ bool registerPort(const char* name, const char* description, const char* bug, co
                  bug, caught_by},
       workspaceBytes,
       [defects](const LayerNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },
-      [](const LayerNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e); }, depths});
+      [defects](const LayerNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, defects); }, depths});
 }
 
 const bool registered = registerPort(

@@ -14,10 +14,13 @@ struct Defects {
   // as zeros: each adds (0 - mean)^2, invisible at mean ~ 0 and huge at a
   // large mean (Liger #518; quack commit 9310d47 saw it at x ~ 1000).
   bool variance_counts_masked_lanes = false;
+  // dgamma and dbeta written to each other's outputs in one shape regime (the
+  // large-batch path, M >= 256), as torch-xpu-ops PR #4790 fixed.
+  bool swap_dgamma_dbeta_at_large_m = false;
 };
 
 void forward(const LayerNormForwardArgs& f, const LaunchEnv& env, const Defects& defects = {});
-void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env);
+void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defects& defects = {});
 
 /// Registers a host mutant: the port with `defects` switched on, claiming a
 /// correct variant's contracts.

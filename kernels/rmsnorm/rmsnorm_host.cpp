@@ -17,21 +17,26 @@ float roundToBf16(float v) { return static_cast<float>(roundToFormat(DType::BF16
 
 }  // namespace
 
-void forward(const RmsNormForwardArgs& f, const LaunchEnv&) {
+/// The row stride the port addresses rows with: ld, or N with the defect.
+int64_t rowStride(const RowShape& s, const Defects& defects) { return defects.ignore_row_stride ? s.N : s.ld; }
+
+void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defects) {
   const auto& s = f.shape;
   const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(f.x) && aligned16(f.w) && aligned16(f.y));
   std::vector<float> acc(p.threads);
   for (int64_t row = 0; row < s.M; ++row) {
-    const int64_t base = row * s.ld;
+    const int64_t base = row * rowStride(s, defects);
     for (int t = 0; t < p.threads; ++t) {
       float a = 0.f;
       forThreadColumns(p, t, true, [&](int64_t col) {
         const float x = load(f.x, s.dtype, base + col);
-        a = std::fma(x, x, a);
+        if (defects.x_squared_in_fp16) a += static_cast<float>(roundToFormat(DType::F16, x * x));
+        else a = std::fma(x, x, a);
       });
       acc[t] = a;
     }
-    const float r = 1.0f / std::sqrt(blockAllReduce(acc) / float(s.N) + s.eps);
+    float r = 1.0f / std::sqrt(blockAllReduce(acc) / float(s.N) + s.eps);
+    if (defects.rstd_in_bf16) r = roundToBf16(r);
     f.rstd[row] = r;
     for (int64_t col = 0; col < s.N; ++col)
       store(f.y, s.dtype, base + col, (load(f.x, s.dtype, base + col) * r) * load(f.w, s.dtype, col));
@@ -53,12 +58,14 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
   std::vector<float> w(s.N), acc(p.threads), dw_acc(s.N);
   for (int64_t col = 0; col < s.N; ++col) w[col] = load(b.w, s.dtype, col);
   const bool tail = !defects.drop_tail;
+  // Liger PR #950: the large-M dispatch path summed the dW partials in bf16.
+  const bool large_m_bf16_dw = defects.dw_in_bf16_at_large_m && s.M >= 32768;
 
   for (int64_t cta = 0; cta < ctas; ++cta) {
     std::fill(dw_acc.begin(), dw_acc.end(), 0.f);
     for (int64_t row = cta; row < s.M; row += ctas) {
       const float r = b.rstd[row];
-      const int64_t base = row * s.ld;
+      const int64_t base = row * rowStride(s, defects);
       for (int t = 0; t < p.threads; ++t) {
         float a = 0.f;
         forThreadColumns(p, t, tail, [&](int64_t col) {
@@ -85,7 +92,14 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
 
   static std::atomic<uint64_t> calls{0};  // Atomic: a different first CTA on every call
   const int64_t first = strategy == DwStrategy::Atomic ? int64_t(calls++ % uint64_t(ctas)) : 0;
-  for (int64_t col = 0; col < s.N; ++col) store(b.dw, s.dtype, col, sumPartials(partial, pld, ctas, col, strategy, first));
+  for (int64_t col = 0; col < s.N; ++col) {
+    float total = 0.f;
+    if (large_m_bf16_dw)  // the partials' block reduction accumulated in bf16
+      for (int64_t c = 0; c < ctas; ++c) total = roundToBf16(total + partial[c * pld + col]);
+    else
+      total = sumPartials(partial, pld, ctas, col, strategy, first);
+    store(b.dw, s.dtype, col, total);
+  }
 }
 
 namespace {
@@ -97,7 +111,7 @@ bool registerPort(const char* name, const char* description, const char* bug, co
                            .batch_invariant = true,
                            .accumulation = DType::F32,
                            .column_reduction_ftz = strategy == DwStrategy::Atomic}, description, bug, caught_by},
-      workspaceBytes, [](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e); },
+      workspaceBytes, [defects](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },
       [defects, strategy](const RmsNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, strategy, defects); },
       [strategy, row_depth_factor](const RowShape& s, const LaunchEnv& e) {
         ReductionDepths d = reductionDepths(s, e, strategy);

@@ -15,11 +15,15 @@ struct Defects {
   bool rowsum_in_bf16 = false;     // backward row sum c accumulated in bf16 (rounded after every add)
   bool drop_tail = false;          // backward skips the scalar tail (N % vec elements) of every row
   bool threads_from_m = false;     // CTA size picked from M as well as N, changing a row's reduction order
+  bool ignore_row_stride = false;  // rows addressed as if contiguous (stride N, not ld)
+  bool x_squared_in_fp16 = false;  // forward rounds each x^2 to fp16 before accumulating (overflows past 256)
+  bool rstd_in_bf16 = false;       // forward saves rstd rounded to bf16; the backward uses that
+  bool dw_in_bf16_at_large_m = false;  // dW block reduction summed in bf16 on the path taken only for M >= 32768
 };
 
 using rmsnorm_plan::DwStrategy;
 
-void forward(const RmsNormForwardArgs& f, const LaunchEnv& env);
+void forward(const RmsNormForwardArgs& f, const LaunchEnv& env, const Defects& defects = {});
 /// The backward with dW finished as `strategy` does on the GPU; Atomic
 /// emulates arrival order by starting from a different CTA on every call.
 void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy strategy, const Defects& defects = {});
