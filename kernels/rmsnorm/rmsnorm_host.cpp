@@ -49,7 +49,8 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
   // The grid is the correct plan's: the workspace holds one partial row per
   // CTA of it (a grid grown with the halved CTAs would write past the end).
   const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);
-  if (defects.threads_from_m && s.M > 16 && p.threads > kWarp) {  // "small batches get bigger CTAs"
+  // "Small batches get bigger CTAs"; the halved CTA stays whole warps.
+  if (defects.threads_from_m && s.M > 16 && p.threads % (2 * kWarp) == 0) {
     p.threads /= 2;
     p.vpt *= 2;
   }
