@@ -22,6 +22,7 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <optional>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -166,6 +167,17 @@ std::string layoutProblem(const CaseSpec& c, const LayerNormReference& ref) {
                          dtypeName(w.dtype), w.rows, w.cols, w.per_row);
   }
   return "";
+}
+
+/// The oracle of c, or nothing (after reporting a test failure) when its
+/// tensors do not have the case's layout.
+std::optional<LayerNormReference> wellFormedOracle(const CaseSpec& c, const Inputs& in, ThreadPool& pool) {
+  LayerNormReference ref = oracleOf(c, in, pool);
+  if (const std::string p = layoutProblem(c, ref); !p.empty()) {
+    ADD_FAILURE() << toCaseString(c) << "\n  " << p;
+    return std::nullopt;
+  }
+  return ref;
 }
 
 // ---------------------------------------------------------------------------
@@ -346,11 +358,9 @@ TEST(LayerNormOracleCrossCheck, MatchesBoostForEveryDTypeAndDistribution) {
   ThreadPool pool(2);
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
-    const LayerNormReference ref = oracleOf(c, in, pool);
-    if (const std::string p = layoutProblem(c, ref); !p.empty()) {
-      ADD_FAILURE() << toCaseString(c) << "\n  " << p;
-      continue;
-    }
+    const std::optional<LayerNormReference> oracle = wellFormedOracle(c, in, pool);
+    if (!oracle) continue;
+    const LayerNormReference& ref = *oracle;
     for (const auto& f : crossCheck(c, in, ref, stats)) ADD_FAILURE() << toCaseString(c) << "\n  " << f;
   }
   const Agreement& a = stats.agreement;
@@ -549,11 +559,9 @@ TEST(LayerNormOracleFiniteDifference, GradientsMatchCentralDifferencesOfTheLoss)
   int64_t compared = 0;
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
-    const LayerNormReference ref = oracleOf(c, in, pool);
-    if (const std::string p = layoutProblem(c, ref); !p.empty()) {
-      ADD_FAILURE() << toCaseString(c) << "\n  " << p;
-      continue;
-    }
+    const std::optional<LayerNormReference> oracle = wellFormedOracle(c, in, pool);
+    if (!oracle) continue;
+    const LayerNormReference& ref = *oracle;
     const int64_t M = c.M, N = c.N;
     const double eps = c.eps;
     std::vector<std::unique_ptr<mp::RealArray>> x;  // the whole input at kFdBits, perturbed in place
@@ -701,11 +709,9 @@ TEST(LayerNormOracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
   int64_t overflowing = 0, loose_checked = 0;
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
-    const LayerNormReference ref = oracleOf(c, in, pool);
-    if (const std::string p = layoutProblem(c, ref); !p.empty()) {
-      ADD_FAILURE() << toCaseString(c) << "\n  " << p;
-      continue;
-    }
+    const std::optional<LayerNormReference> oracle = wellFormedOracle(c, in, pool);
+    if (!oracle) continue;
+    const LayerNormReference& ref = *oracle;
     const bool check_loose = c.dtype == DType::F32 && c.x.kind == Dist::Normal;
     int failures = 0;
     for (const ReferenceTensor* r : {&ref.y, &ref.mean, &ref.rstd, &ref.dx, &ref.dgamma, &ref.dbeta}) {
@@ -818,11 +824,9 @@ TEST(LayerNormOracleBudget, AdmitsAnExactKernelWithFp32SavedStatistics) {
   int64_t checked = 0, beyond_half_ulp = 0;
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
-    const LayerNormReference ref = oracleOf(c, in, pool);
-    if (const std::string p = layoutProblem(c, ref); !p.empty()) {
-      ADD_FAILURE() << toCaseString(c) << "\n  " << p;
-      continue;
-    }
+    const std::optional<LayerNormReference> oracle = wellFormedOracle(c, in, pool);
+    if (!oracle) continue;
+    const LayerNormReference& ref = *oracle;
     const int64_t M = c.M, N = c.N;
     const Big BN(N);
     int failures = 0;
