@@ -28,9 +28,11 @@ const RunResult& CaseContext::baseRun() {
   return *base_;
 }
 
-RunResult CaseContext::run(const RowLayout& layout) {
+RunResult CaseContext::run(const RowLayout& layout, bool perturb_schedule) {
   const auto t0 = std::chrono::steady_clock::now();
-  RunResult r = op_.run(spec_, layout, exec_);
+  ExecContext exec = exec_;
+  exec.perturb_schedule |= perturb_schedule;
+  RunResult r = op_.run(spec_, layout, exec);
   kernel_seconds_ += secondsSince(t0);
   return r;
 }

@@ -19,8 +19,9 @@ class CaseContext {
 
   /// The run on the case's own batch (rows 0..M-1), computed once.
   const RunResult& baseRun();
-  /// A further run on another batch layout (not cached).
-  RunResult run(const RowLayout& layout);
+  /// A further run on another batch layout (not cached); beside a schedule-
+  /// perturbing load when `perturb_schedule` (or the context's own setting).
+  RunResult run(const RowLayout& layout, bool perturb_schedule = false);
   /// The oracle's reference, computed once.
   const std::vector<ReferenceTensor>& reference();
 

@@ -1,6 +1,6 @@
 // Property: every output element written (no NaN poison left), nothing
 // written outside the outputs (canary red zones and row padding intact),
-// inputs left unchanged.
+// inputs left unchanged, no kernel launch failed without the variant noticing.
 #include <fmt/format.h>
 
 #include "properties/property.h"
@@ -19,6 +19,12 @@ Outcome checkMemorySafety(CaseContext& ctx) {
   o.verdict = Verdict::Fail;
   o.summary = fmt::format("{} unwritten, {} padding elements written, {} input elements modified, {} canary bytes damaged",
                           m.unwritten, m.padding_written, m.inputs_modified, m.canary_bytes_damaged);
+  if (!m.unchecked_launch.empty()) {
+    o.summary += "; unchecked launch failure";
+    Finding f;
+    f.note = m.unchecked_launch;
+    o.findings.push_back(f);
+  }
   for (const std::string& d : m.details) {
     Finding f;
     f.note = d;
@@ -28,7 +34,8 @@ Outcome checkMemorySafety(CaseContext& ctx) {
 }
 
 const bool registered = registerProperty(
-    {"memory_safety", "every output element written; no write outside outputs; inputs unchanged", checkMemorySafety});
+    {"memory_safety", "every output element written; no write outside outputs; inputs unchanged; no unchecked failed launch",
+     checkMemorySafety});
 
 }  // namespace
 }  // namespace ulpcheck

@@ -39,8 +39,11 @@ struct MemoryReport {
   int64_t padding_written = 0;   // padding elements (columns N..ld) that changed
   int64_t inputs_modified = 0;   // input elements that changed
   size_t canary_bytes_damaged = 0;
+  std::string unchecked_launch;   // a launch that failed with nobody checking (synchronizeVariant)
   std::vector<std::string> details;  // first few findings, human readable
-  bool clean() const { return !unwritten && !padding_written && !inputs_modified && !canary_bytes_damaged; }
+  bool clean() const {
+    return !unwritten && !padding_written && !inputs_modified && !canary_bytes_damaged && unchecked_launch.empty();
+  }
 };
 
 struct RunResult {
@@ -64,7 +67,14 @@ struct ExecContext {
   /// schedules: what the determinism property needs to see order-dependent
   /// results. CUDA variants only.
   bool perturb_schedule = false;
+  /// Runs the determinism property compares with the base run (at least 5 on
+  /// the GPU). Campaigns check many cases and keep it small; replaying one
+  /// case (`ulpcheck repro`, a kill's replay) affords more, and a race or a
+  /// missing fence shows on some runs only (kThoroughDeterminismRepeats).
+  int determinism_repeats = 3;
 };
+
+constexpr int kThoroughDeterminismRepeats = 24;
 
 class OpAdapter {
  public:

@@ -52,6 +52,11 @@ struct Property {
   std::string name;
   std::string description;
   std::function<Outcome(CaseContext&)> check;
+  // Its failures show on some runs of a case only (races, arrival order).
+  // Such a failure is kept as found, not shrunk: a smaller case that happened
+  // to fail once or twice often never fails again, and a reproduction that
+  // does not reproduce is worth less than a large one that does.
+  bool intermittent_failures = false;
 };
 
 std::vector<Property>& propertyRegistry();

@@ -11,6 +11,7 @@
 #include "harness/core/device.h"
 #include "harness/report/table.h"
 #include "harness/runner/campaign.h"
+#include "harness/runner/mutants.h"
 
 namespace ulpcheck::testing {
 
@@ -79,6 +80,39 @@ inline std::string explain(const CampaignResult& r) {
   for (const auto& f : r.failures) out += formatFailure(f);
   if (!r.fatal_error.empty()) out += "FATAL: " + r.fatal_error + "\n";
   return out;
+}
+
+/// The kill matrix of every mutant of `backend` as CI runs it: default tier
+/// (some bugs live only at large M, as Liger-Kernel PR #950's M >= 32768),
+/// each mutant's campaign ending at its declared kill. No controls: the
+/// correct variants have suites of their own.
+inline KillMatrix ciKillMatrix(Backend backend, const ExecContext& exec) {
+  KillMatrixOptions o;
+  o.backend = backend;
+  o.seconds_per_mutant = 30;
+  o.stop_at_declared_kill = true;
+  o.controls = false;
+#if defined(ULPCHECK_CLI)
+  o.cli = ULPCHECK_CLI;  // each kill replays through `ulpcheck repro`, as a user would run it
+#endif
+  o.seed = 0x6d7574;
+  o.tier = Tier::Default;
+  return runKillMatrix(o, exec);
+}
+
+/// Every mutant killed by the property it declares, its shrunk case no
+/// larger than the one found and failing again when replayed alone.
+inline void expectEveryMutantKilledAndShrunk(const KillMatrix& m) {
+  EXPECT_EQ(m.exitCode(), 0) << formatKillMatrix(m);
+  for (const MutantRow& row : m.rows) {
+    ASSERT_TRUE(row.killedAsDeclared()) << row.mutant.name << " survived " << row.mutant.caught_by << "\n"
+                                        << formatKillMatrix(m);
+    const KillCell& cell = row.by_property.at(row.mutant.caught_by);
+    const FailureRecord& f = *cell.kill;
+    // Shrunk: never larger than found (a large-M bug keeps its M, so no fixed bound).
+    EXPECT_LE(f.shrunk.M * f.shrunk.ld, f.original.M * f.original.ld) << row.mutant.name;
+    EXPECT_TRUE(cell.replays) << reproCommand(f.shrunk, row.mutant.caught_by, f.perturb_schedule);
+  }
 }
 
 /// Skips the calling test, printing why, when no GPU is usable.

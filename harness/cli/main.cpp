@@ -218,7 +218,8 @@ int cmdRepro(const std::string& text, const std::vector<std::string>& properties
   if (!kernel.empty()) spec.kernel = kernel;
   const KernelInfo* k = OpAdapter::findKernel(spec.op, spec.kernel);
   if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec.op, spec.kernel));
-  const ExecContext exec = execContext(backendName(k->backend), perturb_schedule);
+  ExecContext exec = execContext(backendName(k->backend), perturb_schedule);
+  exec.determinism_repeats = kThoroughDeterminismRepeats;  // one case: afford the runs a race needs to show
   fmt::print("# case: {}\n", toCaseString(spec));
   const auto results = runCase(spec, properties, exec);
   std::unique_ptr<JsonlWriter> json;
@@ -237,12 +238,15 @@ struct MutantsArgs {
   std::string backend = "auto", tier = "default", json, seed = "0x6d7574";
   std::vector<std::string> mutants;
   double time_per_mutant = 20, shrink_budget = 10;
+  bool no_controls = false, perturb_schedule = false;
 };
 
 int cmdMutants(const MutantsArgs& a) {
   if (a.time_per_mutant <= 0 || a.shrink_budget < 0) throw UsageError("time limits must be > 0");
-  const ExecContext exec = execContext(a.backend, false);
+  const ExecContext exec = execContext(a.backend, a.perturb_schedule);
   KillMatrixOptions o;
+  o.controls = !a.no_controls;
+  o.cli = std::filesystem::read_symlink("/proc/self/exe").string();  // kills replay through this very binary
   o.backend = exec.backend;
   o.mutants = a.mutants;
   o.seconds_per_mutant = a.time_per_mutant;
@@ -256,8 +260,9 @@ int cmdMutants(const MutantsArgs& a) {
     fmt::print("# {}\n", line);
     std::fflush(stdout);
   };
-  fmt::print("# kill matrix: {} mutants, {:g} s of generated cases each, seed {:#x}, tier {}\n", backendName(exec.backend),
-             a.time_per_mutant, o.seed, a.tier);
+  fmt::print("# kill matrix: {} mutants{}, {:g} s of generated cases each, seed {:#x}, tier {}{}\n",
+             backendName(exec.backend), o.controls ? " and correct variants" : "", a.time_per_mutant, o.seed, a.tier,
+             a.perturb_schedule ? ", schedule perturbed" : "");
   const KillMatrix m = runKillMatrix(o, exec);
   fmt::print("\n{}", formatKillMatrix(m));
   return m.exitCode();
@@ -318,6 +323,9 @@ int main(int argc, char** argv) {
   mutants->add_option("--backend", ma.backend, "auto | host | cuda")->capture_default_str();
   mutants->add_option("--shrink-budget", ma.shrink_budget, "seconds to spend shrinking each kill")->capture_default_str();
   mutants->add_option("--json", ma.json, "write the matrix to this JSON-lines file");
+  mutants->add_flag("--no-controls", ma.no_controls,
+                    "skip the controls (the correct variants, run the same way to count false alarms)");
+  mutants->add_flag("--perturb-schedule", ma.perturb_schedule, kPerturbHelp);
 
   try {
     app.parse(argc, argv);

@@ -126,4 +126,14 @@ void deviceSynchronize(const char* what) {
   if (late != cudaSuccess) throwCudaError(late, what, __FILE__, __LINE__);
 }
 
+std::string synchronizeVariant(const char* what) {
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) throwCudaError(e, what, __FILE__, __LINE__);
+  const cudaError_t late = cudaGetLastError();
+  if (late == cudaSuccess) return {};
+  if (isStickyCudaError(late)) throwCudaError(late, what, __FILE__, __LINE__);
+  return fmt::format("{}: a kernel launch failed with {} ({}) and the variant did not check it", what,
+                     cudaGetErrorName(late), cudaGetErrorString(late));
+}
+
 }  // namespace ulpcheck

@@ -38,6 +38,8 @@ bool builtWithCuda() { return false; }
 
 void deviceSynchronize(const char*) {}
 
+std::string synchronizeVariant(const char*) { return {}; }
+
 }  // namespace ulpcheck
 
 #include "harness/core/datagen.h"

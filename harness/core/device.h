@@ -34,4 +34,10 @@ struct CudaError : std::runtime_error {
 /// Waits for all queued GPU work and converts a pending error into CudaError.
 void deviceSynchronize(const char* what);
 
+/// Waits for a kernel variant's queued GPU work. A fault throws CudaError. A
+/// failed launch the variant never checked (its error still pending: Paddle
+/// PR #74055) is cleared and returned as a description, so the run's outputs
+/// are still collected and judged; empty when every launch went through.
+std::string synchronizeVariant(const char* what);
+
 }  // namespace ulpcheck

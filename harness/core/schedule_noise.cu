@@ -18,6 +18,11 @@ namespace {
 // one warp to a full CTA, from no shared memory to all an SM can give one CTA
 // (which keeps the kernel under test off that SM entirely).
 constexpr int kMaxCtasPerSm = 2;
+// Three loads in four also stream stores through a buffer larger than the L2
+// while they spin: queues in the L2 slices and the crossbar then delay some
+// of the kernel's own stores, which is what opens the windows of memory-
+// ordering bugs (a missing __threadfence) that an idle memory system keeps shut.
+constexpr size_t kTrafficWords = size_t{1} << 25;  // 128 MiB of 32-bit words (the H100's L2 is 50 MB)
 constexpr int kMaxWarpsPerCta = 32;
 // Long enough to overlap the launches that follow, short enough that a
 // determinism check of several runs per case costs milliseconds, not seconds.
@@ -29,22 +34,31 @@ constexpr double kMaxSpinMicroseconds = 300;
 constexpr uint64_t kShapeStream = 0x5c4ed;
 constexpr uint64_t kSpinStream = 0x5914;
 
-enum ShapeDraw : uint64_t { kDrawCtas, kDrawWarps, kDrawShared, kDrawSpin };
+enum ShapeDraw : uint64_t { kDrawCtas, kDrawWarps, kDrawShared, kDrawSpin, kDrawTraffic };
 
 /// Every CTA spins for its own time in [min_cycles, min_cycles + spread], so
 /// CTAs retire, and free their SM for the kernel under test, in a different
 /// order each launch. The dynamic shared memory is never touched: reserving it
 /// is what occupies the SM.
-__global__ void scheduleLoad(uint64_t seed, long long min_cycles, unsigned long long spread_cycles) {
+__global__ void scheduleLoad(uint64_t seed, long long min_cycles, unsigned long long spread_cycles,
+                             unsigned* __restrict__ traffic) {
   const long long spin = min_cycles + static_cast<long long>(counterHash(seed, kSpinStream, blockIdx.x) %
                                                              (spread_cycles + 1));
   const long long start = clock64();
+  // Each warp stores whole 128-byte lines, walking the buffer with a stride
+  // that visits every L2 slice.
+  size_t i = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) * 97 % kTrafficWords;
   while (clock64() - start < spin) {
+    if (traffic) {
+      traffic[i] = unsigned(i);
+      i = (i + size_t(gridDim.x) * blockDim.x * 33) % kTrafficWords;
+    }
   }
 }
 
 struct NoiseDevice {
   cudaStream_t stream = nullptr;
+  unsigned* traffic = nullptr;  // kTrafficWords, never read
   int max_shared_bytes = 0;  // the opt-in maximum of dynamic shared memory per CTA
   double cycles_per_microsecond = 0;
 };
@@ -57,6 +71,7 @@ const NoiseDevice& noiseDevice() {
     // Non-blocking: the ops launch on the legacy default stream, which would
     // otherwise wait for the load instead of running beside it.
     ULPCHECK_CUDA(cudaStreamCreateWithFlags(&n.stream, cudaStreamNonBlocking));
+    ULPCHECK_CUDA(cudaMalloc(&n.traffic, kTrafficWords * sizeof(unsigned)));
     int device = 0, clock_khz = 0;
     ULPCHECK_CUDA(cudaGetDevice(&device));
     ULPCHECK_CUDA(cudaDeviceGetAttribute(&n.max_shared_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -96,7 +111,8 @@ ScheduleNoise::ScheduleNoise(bool enabled, Backend backend, int sm_count) {
       static_cast<unsigned long long>((longest_us - kMinSpinMicroseconds) * dev.cycles_per_microsecond);
 
   uncaught_at_launch_ = std::uncaught_exceptions();
-  scheduleLoad<<<ctas, threads, shared_bytes, dev.stream>>>(seed, min_cycles, spread_cycles);
+  unsigned* traffic = draw(kDrawTraffic, 4) ? dev.traffic : nullptr;
+  scheduleLoad<<<ctas, threads, shared_bytes, dev.stream>>>(seed, min_cycles, spread_cycles, traffic);
   ULPCHECK_CUDA_LAUNCH("scheduleLoad");
   launched_ = true;
 }

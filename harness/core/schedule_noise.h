@@ -11,7 +11,8 @@
 namespace ulpcheck {
 
 /// While alive, a load kernel of pseudo-random shape (CTA count, threads,
-/// shared memory, per-CTA spin time; different on every construction) runs on
+/// shared memory, per-CTA spin time, with or without a stream of stores
+/// through the memory system; different on every construction) runs on
 /// a non-blocking stream, concurrently with kernels launched on the legacy
 /// default stream. Construct it right before launching the kernels under test:
 /// the load is short (at most a few hundred microseconds per CTA wave).

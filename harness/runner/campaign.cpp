@@ -285,7 +285,9 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         FailureRecord f{"generated", p->name, spec, spec, out, 0, i, since(t0) - shrinking_s, "",
                         exec.perturb_schedule};
         log(fmt::format("FAIL {} on case {}: {}", p->name, i, out.summary));
-        if (o.shrink) {
+        if (o.shrink && p->intermittent_failures) {
+          log("  not shrunk: this property's failures show on some runs only, so the case is kept as found");
+        } else if (o.shrink) {
           const auto s0 = Clock::now();
           rc::Shrinkable<CaseSpec> current = shrinkable;
           for (bool improved = true; improved && since(s0) < o.shrink_budget_s;) {

@@ -1,8 +1,12 @@
 #include "harness/runner/mutants.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness/runner/exit_codes.h"
 
@@ -20,12 +24,26 @@ const FailureRecord* MutantRow::firstKill() const {
   return first;
 }
 
+int64_t ControlRow::falseAlarms() const {
+  int64_t n = int64_t(false_alarms.size());
+  for (const auto& [name, v] : by_baseline) n += v.caught;
+  return n;
+}
+
 int KillMatrix::exitCode() const {
   if (rows.empty()) return exit_code::kNothingRan;
+  if (!not_run.empty()) return exit_code::kRuntimeError;
   for (const MutantRow& r : rows)
     if (!r.fatal_error.empty()) return exit_code::kRuntimeError;
-  for (const MutantRow& r : rows)
+  for (const ControlRow& c : controls)
+    if (!c.fatal_error.empty()) return exit_code::kRuntimeError;
+  for (const MutantRow& r : rows) {
     if (!r.killedAsDeclared()) return exit_code::kPropertyFailed;
+    for (const auto& [name, cell] : r.by_property)
+      if (cell.kill && !cell.replays) return exit_code::kPropertyFailed;
+  }
+  for (const ControlRow& c : controls)
+    if (c.falseAlarms()) return exit_code::kPropertyFailed;
   return exit_code::kOk;
 }
 
@@ -37,6 +55,76 @@ double KillMatrix::medianSecondsToFirstKill() const {
   std::sort(s.begin(), s.end());
   return s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
 }
+
+namespace {
+
+/// A campaign of one variant over generated cases only: the regression corpus
+/// would kill most mutants at once and say nothing about how fast the
+/// generators find each bug.
+CampaignResult generatedCasesOnly(const KillMatrixOptions& o, const KernelInfo& k, const ExecContext& exec) {
+  CampaignOptions c;
+  c.op = k.op;
+  c.kernels = {k.name};
+  c.cases = o.max_cases;
+  c.seed = o.seed;
+  c.time_budget_s = o.seconds_per_mutant;
+  c.shrink_budget_s = o.shrink_budget_s;
+  c.tier = o.tier;
+  c.replay_corpus = false;
+  c.save_failures = false;
+  c.json = o.json;
+  if (o.stop_at_declared_kill && k.isMutant()) c.stop_after_failure_of = k.caught_by;
+  return runCampaign(c, exec);
+}
+
+/// Whether the shrunk case of a kill fails again when replayed alone: its
+/// `ulpcheck repro` command run through `cli` (exit code 1: a property
+/// failed), or without one runCase in this process. A race or an
+/// arrival-order sum shows on some runs only, so it gets a few tries; a
+/// deterministic defect fails on the first.
+constexpr int kReplayAttempts = 5;
+bool replays(const FailureRecord& f, const std::string& cli, const ExecContext& exec) {
+  const std::string command = reproCommand(f.shrunk, f.property, f.perturb_schedule);
+  const std::string prefix = "ulpcheck";
+  for (int attempt = 0; attempt < kReplayAttempts; ++attempt) {
+    if (!cli.empty()) {
+      const int status = std::system(fmt::format("'{}'{} > /dev/null 2>&1", cli, command.substr(prefix.size())).c_str());
+      if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == exit_code::kPropertyFailed) return true;
+      continue;
+    }
+    ExecContext e = exec;
+    e.perturb_schedule = f.perturb_schedule;
+    e.determinism_repeats = kThoroughDeterminismRepeats;  // as `ulpcheck repro` runs it
+    const auto outcome = runCase(f.shrunk, {f.property}, e);
+    if (!outcome.empty() && outcome.front().second.verdict == Verdict::Fail) return true;
+  }
+  return false;
+}
+
+ControlRow runControl(const KillMatrixOptions& o, const KernelInfo& k, const ExecContext& exec) {
+  if (o.log) o.log(fmt::format("control {} ({}): a correct variant, must raise no alarm", k.name, k.op));
+  const CampaignResult r = generatedCasesOnly(o, k, exec);
+  ControlRow row;
+  row.variant = k;
+  row.cases_run = r.cases_run;
+  row.seconds = r.seconds;
+  row.false_alarms = r.failures;
+  row.fatal_error = r.fatal_error;
+  if (r.fatal_error.empty())
+    for (const Baseline& b : baselines()) row.by_baseline[b.name] = runBaseline(b, k, exec);
+  if (o.json) {
+    nlohmann::json j = {{"type", "control"}, {"variant", k.name}, {"op", k.op}, {"cases", row.cases_run},
+                        {"seconds", row.seconds}, {"false_alarms", row.falseAlarms()}};
+    for (const FailureRecord& f : row.false_alarms)
+      j["property_false_alarms"].push_back({{"property", f.property}, {"repro", reproCommand(f.shrunk, f.property)}});
+    for (const auto& [name, v] : row.by_baseline)
+      j["baselines"][name] = {{"applies", v.applies}, {"false_alarm", v.caught}, {"detail", v.detail}};
+    o.json->write(j);
+  }
+  return row;
+}
+
+}  // namespace
 
 KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
   KillMatrix m;
@@ -53,22 +141,12 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
       throw std::invalid_argument(fmt::format("no mutant named '{}' (see `ulpcheck list`)", name));
 
   for (const KernelInfo& k : mutants) {
+    if (!m.rows.empty() && !m.rows.back().fatal_error.empty()) {
+      m.not_run.push_back(k.name);
+      continue;
+    }
     if (o.log) o.log(fmt::format("mutant {} ({}): {}", k.name, k.op, k.bug));
-    // Generated cases only: the regression corpus would kill most mutants at
-    // once and say nothing about how fast the generators find each bug.
-    CampaignOptions c;
-    c.op = k.op;
-    c.kernels = {k.name};
-    c.cases = o.max_cases;
-    c.seed = o.seed;
-    c.time_budget_s = o.seconds_per_mutant;
-    c.shrink_budget_s = o.shrink_budget_s;
-    c.tier = o.tier;
-    c.replay_corpus = false;
-    c.save_failures = false;
-    c.json = o.json;
-    if (o.stop_at_declared_kill) c.stop_after_failure_of = k.caught_by;
-    const CampaignResult r = runCampaign(c, exec);
+    const CampaignResult r = generatedCasesOnly(o, k, exec);
 
     MutantRow row;
     row.mutant = k;
@@ -78,7 +156,11 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
     for (const auto& name : m.properties) row.by_property[name];
     for (const auto& [key, cell] : r.cells)
       row.by_property[std::get<1>(key)].applies |= cell.cases > cell.skipped;
-    for (const FailureRecord& f : r.failures) row.by_property[f.property].kill = f;
+    for (const FailureRecord& f : r.failures) {
+      KillCell& cell = row.by_property[f.property];
+      cell.kill = f;
+      cell.replays = r.fatal_error.empty() && replays(f, o.cli, exec);
+    }
     if (r.fatal_error.empty())
       for (const Baseline& b : baselines()) row.by_baseline[b.name] = runBaseline(b, k, exec);
     if (o.json) {
@@ -89,13 +171,27 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
         j["properties"][name] = cell.kill ? nlohmann::json{{"killed", true},
                                                            {"cases_to_detect", cell.kill->case_index + 1},
                                                            {"seconds_to_detect", cell.kill->seconds_to_detect},
-                                                           {"repro", reproCommand(cell.kill->shrunk, name)}}
+                                                           {"shrunk_replays", cell.replays},
+                                                           {"repro", reproCommand(cell.kill->shrunk, name,
+                                                                                  cell.kill->perturb_schedule)}}
                                           : nlohmann::json{{"killed", false}, {"applies", cell.applies}};
       for (const auto& [name, v] : row.by_baseline)
         j["baselines"][name] = {{"applies", v.applies}, {"caught", v.caught}, {"detail", v.detail}};
       o.json->write(j);
     }
     m.rows.push_back(std::move(row));
+  }
+  if (o.controls && m.not_run.empty() && (m.rows.empty() || m.rows.back().fatal_error.empty())) {
+    std::vector<std::string> ops;
+    for (const MutantRow& r : m.rows)
+      if (std::find(ops.begin(), ops.end(), r.mutant.op) == ops.end()) ops.push_back(r.mutant.op);
+    for (const std::string& op : ops)
+      for (const std::string& name : defaultKernels(op, exec.backend))
+        for (const KernelInfo& k : kernelCatalog())
+          if (k.op == op && k.name == name) {
+            if (!m.controls.empty() && !m.controls.back().fatal_error.empty()) m.not_run.push_back(k.name);
+            else m.controls.push_back(runControl(o, k, exec));
+          }
   }
   return m;
 }
@@ -126,8 +222,26 @@ std::string formatKillMatrix(const KillMatrix& m) {
     out += r.fatal_error.empty() ? (r.killedAsDeclared() ? "  killed\n" : "  SURVIVED its declared property\n")
                                  : "  FATAL\n";
   }
+  for (const ControlRow& c : m.controls) {
+    out += fmt::format("{:<31} {:<17}", "(correct) " + c.variant.name, c.variant.op);
+    for (const auto& p : m.properties) {
+      const bool alarm = std::any_of(c.false_alarms.begin(), c.false_alarms.end(),
+                                     [&](const FailureRecord& f) { return f.property == p; });
+      out += fmt::format(" {:>16}", alarm ? "FALSE ALARM" : "pass");
+    }
+    for (const auto& b : m.baselines) {
+      const auto it = c.by_baseline.find(b);
+      out += fmt::format(" {:>21}", it == c.by_baseline.end() || !it->second.applies ? "n/a"
+                                    : it->second.caught                              ? "FALSE ALARM"
+                                                                                     : "pass");
+    }
+    out += !c.fatal_error.empty() ? "  FATAL\n"
+           : c.falseAlarms()      ? fmt::format("  {} FALSE ALARMS in {} cases\n", c.falseAlarms(), c.cases_run)
+                                  : fmt::format("  no false alarm in {} cases\n", c.cases_run);
+  }
   out += "(#cases/seconds to the first kill; * the property the mutant declares must catch it; the last columns are\n"
-         " the baseline checkers, on their own fixed randn cases, against the correctly rounded reference)\n";
+         " the baseline checkers, on their own fixed randn cases, against the correctly rounded reference;\n"
+         " (correct) rows are the controls: correct variants run the same way, where any failure is a false alarm)\n";
   for (const auto& b : m.baselines) {
     int applies = 0, missed = 0;
     for (const MutantRow& r : m.rows) {
@@ -138,13 +252,37 @@ std::string formatKillMatrix(const KillMatrix& m) {
     }
     out += fmt::format("{} misses {} of the {} mutants it tests\n", b, missed, applies);
   }
-  out += fmt::format("median time to first detection: {:.2f} s over {} mutants\n", m.medianSecondsToFirstKill(),
-                     m.rows.size());
+  int64_t killed = 0, false_alarms = 0, control_cases = 0;
+  for (const MutantRow& r : m.rows) killed += r.killedAsDeclared();
+  for (const ControlRow& c : m.controls) false_alarms += c.falseAlarms(), control_cases += c.cases_run;
+  out += fmt::format("{} of {} mutants killed by their declared property; median time to first detection: {:.2f} s\n",
+                     killed, m.rows.size(), m.medianSecondsToFirstKill());
+  if (!m.controls.empty())
+    out += fmt::format("{} false alarms on {} correct variants ({} cases)\n", false_alarms, m.controls.size(),
+                       control_cases);
+  out += "shrunk reproductions of the declared kills (replayed alone, as `ulpcheck repro` runs them):\n";
   for (const MutantRow& r : m.rows) {
     const auto it = r.by_property.find(r.mutant.caught_by);
-    if (it != r.by_property.end() && it->second.kill)
-      out += fmt::format("  {}: {}\n", r.mutant.name, reproCommand(it->second.kill->shrunk, r.mutant.caught_by));
+    if (it != r.by_property.end() && it->second.kill) {
+      const FailureRecord& f = *it->second.kill;
+      out += fmt::format("  {} [{}]: {}\n", r.mutant.name, it->second.replays ? "fails again" : "DOES NOT REPLAY",
+                         reproCommand(f.shrunk, r.mutant.caught_by, f.perturb_schedule));
+    }
     if (!r.fatal_error.empty()) out += fmt::format("  {}: FATAL {}\n", r.mutant.name, r.fatal_error);
+  }
+  if (!m.not_run.empty()) {
+    // The variants after a fatal fault: mutants, or controls once a control faulted.
+    out += fmt::format("the GPU context was lost (FATAL above), so these did not run: {}\n", fmt::join(m.not_run, ", "));
+    std::string rerun;
+    for (const KernelInfo& k : kernelCatalog())
+      if (k.isMutant() && std::find(m.not_run.begin(), m.not_run.end(), k.name) != m.not_run.end())
+        rerun += " --mutant " + k.name;
+    if (!rerun.empty()) out += "  run the mutants in a fresh process: ulpcheck mutants" + rerun + "\n";
+  }
+  for (const ControlRow& c : m.controls) {
+    for (const FailureRecord& f : c.false_alarms)
+      out += fmt::format("  FALSE ALARM {}: {}\n", c.variant.name, reproCommand(f.shrunk, f.property, f.perturb_schedule));
+    if (!c.fatal_error.empty()) out += fmt::format("  {}: FATAL {}\n", c.variant.name, c.fatal_error);
   }
   return out;
 }

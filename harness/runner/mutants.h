@@ -5,7 +5,10 @@
 // each baseline checker (the tolerance tests of other projects, baselines.h)
 // says of the same mutant. A mutant its declared property
 // (KernelInfo::caught_by) does not kill is a hole in the harness, and fails
-// the run; a baseline that misses it is the point of the table.
+// the run; a baseline that misses it is the point of the table. The same run
+// puts every correct variant of the backend (the controls) through the same
+// properties and baselines for the same time: any failure there is a false
+// alarm, and fails the run too.
 #pragma once
 
 #include <map>
@@ -27,6 +30,9 @@ struct KillMatrixOptions {
   Tier tier = Tier::Default;
   double shrink_budget_s = 10;       // per kill
   bool stop_at_declared_kill = false;  // end a mutant's campaign once its declared property killed it (CI)
+  bool controls = true;              // also run the correct variants, counting false alarms
+  std::string cli;                   // the ulpcheck binary: each kill's repro command is run through it, as a
+                                     // user would run it; empty: replayed in this process
   JsonlWriter* json = nullptr;
   std::function<void(const std::string&)> log;
 };
@@ -35,6 +41,8 @@ struct KillMatrixOptions {
 struct KillCell {
   bool applies = false;                // the property judged at least one case (not all skipped)
   std::optional<FailureRecord> kill;   // the first failure, shrunk
+  bool replays = false;                // the shrunk case, run alone as `ulpcheck repro` does, fails again
+                                       // (within a few tries: races show on some runs only)
 };
 
 struct MutantRow {
@@ -50,11 +58,28 @@ struct MutantRow {
   const FailureRecord* firstKill() const;
 };
 
+/// A correct variant run beside the mutants: every failure is a false alarm.
+struct ControlRow {
+  KernelInfo variant;
+  int64_t cases_run = 0;
+  double seconds = 0;
+  std::vector<FailureRecord> false_alarms;             // by properties
+  std::map<std::string, BaselineVerdict> by_baseline;  // caught == a baseline's false alarm
+  std::string fatal_error;
+  int64_t falseAlarms() const;
+};
+
 struct KillMatrix {
   std::vector<std::string> properties;
   std::vector<std::string> baselines;
   std::vector<MutantRow> rows;
-  /// 0 when every mutant was killed by its declared property, 1 otherwise, 4 on a fatal error, 6 with no mutants.
+  std::vector<ControlRow> controls;
+  // A GPU fault ends the process's CUDA context: once one (a mutant's or a
+  // control's) is fatal, the variants after it are listed here, not run.
+  std::vector<std::string> not_run;
+  /// 0 when every mutant was killed by its declared property, every kill's
+  /// shrunk case replays, and no control raised a false alarm; 1 otherwise,
+  /// 4 on a fatal error, 6 with no mutants.
   int exitCode() const;
   /// Median over mutants of the seconds to the first kill (killed mutants only).
   double medianSecondsToFirstKill() const;

@@ -3,7 +3,6 @@
 // check that cannot fail).
 #include <gtest/gtest.h>
 
-#include "harness/runner/mutants.h"
 #include "properties/test_support.h"
 
 namespace ulpcheck {
@@ -54,26 +53,9 @@ TEST(HostPort, RegressionCorpusReplays) {
 }
 
 TEST(HostMutants, KillMatrixKillsEachByItsDeclaredPropertyAndShrinks) {
-  KillMatrixOptions o;
-  o.backend = Backend::Host;
-  // Default tier: some bugs live only at large M (Liger-Kernel PR #950's M >= 32768).
-  o.seconds_per_mutant = 30;
-  o.stop_at_declared_kill = true;
-  o.seed = 0x6d7574;
-  o.tier = Tier::Default;
-  const KillMatrix m = runKillMatrix(o, hostContext());
+  const KillMatrix m = testing::ciKillMatrix(Backend::Host, hostContext());
   EXPECT_GE(m.rows.size(), 12u);
-  EXPECT_EQ(m.exitCode(), 0) << formatKillMatrix(m);
-  for (const MutantRow& row : m.rows) {
-    ASSERT_TRUE(row.killedAsDeclared()) << row.mutant.name << " survived " << row.mutant.caught_by << "\n"
-                                        << formatKillMatrix(m);
-    const FailureRecord& f = *row.by_property.at(row.mutant.caught_by).kill;
-    // Shrunk: never larger than found (a large-M bug keeps its M, so no fixed bound).
-    EXPECT_LE(f.shrunk.M * f.shrunk.ld, f.original.M * f.original.ld) << row.mutant.name;
-    // The shrunk case still fails when replayed on its own.
-    const auto replay = runCase(f.shrunk, {row.mutant.caught_by}, hostContext());
-    EXPECT_EQ(replay.at(0).second.verdict, Verdict::Fail) << reproCommand(f.shrunk, row.mutant.caught_by);
-  }
+  testing::expectEveryMutantKilledAndShrunk(m);
 }
 
 }  // namespace

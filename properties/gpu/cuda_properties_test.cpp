@@ -3,6 +3,7 @@
 // zones. Each test skips, saying why, when no GPU is usable.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <set>
 
 #include "harness/core/datagen.h"
@@ -76,6 +77,14 @@ TEST(CudaKernels, EveryCorrectVariantPassesEveryPropertyOnDefaultTierCases) {
   }
 }
 
+TEST(CudaMutants, KillMatrixKillsEachByItsDeclaredPropertyAndShrinks) {
+  ULPCHECK_REQUIRE_GPU();
+  const KillMatrix m = testing::ciKillMatrix(Backend::Cuda, cudaContext());
+  EXPECT_GE(m.rows.size(), 13u);
+  testing::expectEveryMutantKilledAndShrunk(m);
+  std::cout << formatKillMatrix(m);
+}
+
 TEST(CudaKernels, AtomicVariantsNondeterminismIsObservedAndExpected) {
   ULPCHECK_REQUIRE_GPU();
   const CampaignResult r = runQuietly("cuda_atomic", 150, 0xa70, Tier::Default, cudaContext(), {"determinism"});
@@ -135,9 +144,12 @@ TEST(CudaSchedulePerturbation, DeterminismOutcomeSaysWhetherTheScheduleWasPertur
   ASSERT_EQ(perturbed.size(), 1u);
   EXPECT_EQ(perturbed[0].second.verdict, Verdict::Pass) << perturbed[0].second.summary;
   EXPECT_NE(perturbed[0].second.summary.find("(schedule perturbed)"), std::string::npos) << perturbed[0].second.summary;
+  // Without the flag only the last repeats are perturbed, and it says so.
   const auto plain = runCase(spec, {"determinism"}, cudaContext());
   ASSERT_EQ(plain.size(), 1u);
   EXPECT_EQ(plain[0].second.summary.find("(schedule perturbed)"), std::string::npos) << plain[0].second.summary;
+  EXPECT_NE(plain[0].second.summary.find("(runs from 2 on schedule perturbed)"), std::string::npos)
+      << plain[0].second.summary;
 }
 
 TEST(CudaKernels, RegressionCorpusReplaysOnEveryCorrectVariant) {
