@@ -36,11 +36,6 @@ void runUnfused(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
   });
 }
 
-void runFusedOneshot(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
-  const RowPlan p = planOf(a);
-  for (int r = 0; r < a.ranks; ++r) launchFused(a, p, r, 0, a.shape.M, env);
-}
-
 void runFusedTwostage(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
   const RowPlan p = planOf(a);
   for (int r = 0; r < a.ranks; ++r) reduceScatterStage(a, p, r, env);
@@ -60,7 +55,7 @@ const bool registered =
                    "one kernel per rank: reads every peer's row, fp32 sum in rank order, round to T, residual add, "
                    "round to T, RMSNorm",
                    "", ""},
-        noWorkspace, runFusedOneshot, rmsnormDepths}) &&
+        noWorkspace, runFusedOneshot<>, rmsnormDepths}) &&
     AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
         KernelInfo{"allreduce_rmsnorm", "cuda_fused_twostage", Backend::Cuda, kDTypes,
                    Contracts{true, true, DType::F32, false, "cuda_unfused", {"residual_out", "y"}},

@@ -34,12 +34,11 @@ RankInputs<T> rankInputs(const AllreduceRmsNormArgs& a) {
   return in;
 }
 
-/// s = round_T(x_0 + x_1 + ... + x_{R-1}), added in fp32 in rank order. The
-/// sum starts from x_0 rather than 0 so that -0 + -0 stays -0, as IEEE sums
-/// (and NCCL) do.
+/// acc = x_0 + x_1 + ... + x_{R-1}, added in fp32 in rank order. The sum
+/// starts from x_0 rather than 0 so that -0 + -0 stays -0, as IEEE sums (and
+/// NCCL) do.
 template <typename T, int VEC>
-__device__ __forceinline__ VecT<T, VEC> allreduceVec(const RankInputs<T>& in, int64_t offset) {
-  float acc[VEC];
+__device__ __forceinline__ void rankSumFp32(const RankInputs<T>& in, int64_t offset, float (&acc)[VEC]) {
   const VecT<T, VEC> x0 = loadVec<T, VEC>(in.x[0] + offset);
 #pragma unroll
   for (int k = 0; k < VEC; ++k) acc[k] = toFloat(x0.v[k]);
@@ -48,6 +47,13 @@ __device__ __forceinline__ VecT<T, VEC> allreduceVec(const RankInputs<T>& in, in
 #pragma unroll
     for (int k = 0; k < VEC; ++k) acc[k] = __fadd_rn(acc[k], toFloat(xr.v[k]));
   }
+}
+
+/// s = round_T(the fp32 rank sum).
+template <typename T, int VEC>
+__device__ __forceinline__ VecT<T, VEC> allreduceVec(const RankInputs<T>& in, int64_t offset) {
+  float acc[VEC];
+  rankSumFp32<T, VEC>(in, offset, acc);
   VecT<T, VEC> s;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) s.v[k] = fromFloat<T>(acc[k]);
@@ -64,10 +70,29 @@ __device__ __forceinline__ VecT<T, VEC> residualAddVec(const VecT<T, VEC>& s, co
   return out;
 }
 
+/// residual_out at `offset` as the fused kernel forms it: the rank sum
+/// rounded to T, plus the residual. The kNoRoundTripBeforeResidual mutant
+/// adds the residual to the fp32 sum instead (aiter PR #2586).
+template <typename T, int VEC, unsigned D>
+__device__ __forceinline__ VecT<T, VEC> fusedResidualOut(const RankInputs<T>& in, int64_t offset,
+                                                         const VecT<T, VEC>& residual) {
+  if constexpr (D & cuda_defects::kNoRoundTripBeforeResidual) {
+    float acc[VEC];
+    rankSumFp32<T, VEC>(in, offset, acc);
+    VecT<T, VEC> out;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out.v[k] = fromFloat<T>(__fadd_rn(acc[k], toFloat(residual.v[k])));
+    return out;
+  } else {
+    return residualAddVec<T, VEC>(allreduceVec<T, VEC>(in, offset), residual);
+  }
+}
+
 /// The rows [row_begin, row_end) of one rank: allreduce, residual add and
 /// RMSNorm fused. residual_out is written as it is formed; with VPT == 0 the
 /// second pass reads it back (plain loads: it was written by this kernel).
-template <typename T, int VEC, int VPT>
+/// D: cuda_defects bits (kNoRoundTripBeforeResidual).
+template <typename T, int VEC, int VPT, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
     fusedKernel(RankInputs<T> in, const T* __restrict__ residual, const T* __restrict__ w, T* __restrict__ residual_out,
                 T* __restrict__ y, int64_t row_begin, int64_t row_end, int64_t N, int64_t ld, float eps, int64_t nvec,
@@ -80,7 +105,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     T* ro = residual_out + base;
     auto form = [&](int64_t vi) {
       const VecT<T, VEC> out =
-          residualAddVec<T, VEC>(allreduceVec<T, VEC>(in, base + vi * VEC), loadVec<T, VEC>(residual + base + vi * VEC));
+          fusedResidualOut<T, VEC, D>(in, base + vi * VEC, loadVec<T, VEC>(residual + base + vi * VEC));
       storeVec<T, VEC>(ro + vi * VEC, out);
       return out;
     };
@@ -88,7 +113,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     float x_tail = 0.f;
     if (t < tail) {
       const int64_t col = nvec * VEC + t;
-      const T v = residualAddVec<T, 1>(allreduceVec<T, 1>(in, base + col), loadVec<T, 1>(residual + base + col)).v[0];
+      const T v = fusedResidualOut<T, 1, D>(in, base + col, loadVec<T, 1>(residual + base + col)).v[0];
       ro[col] = v;
       x_tail = toFloat(v);
     }
@@ -170,8 +195,9 @@ inline size_t unfusedRstdOffset(const RowShape& s) {
 inline size_t unfusedWorkspace(const RowShape& s, int) { return unfusedRstdOffset(s) + size_t(s.M) * sizeof(float); }
 inline size_t noWorkspace(const RowShape&, int) { return 0; }
 
-/// Rows [begin, end) of rank r, fused.
-inline void launchFused(const AllreduceRmsNormArgs& a, const RowPlan& p, int r, int64_t begin, int64_t end,
+/// Rows [begin, end) of rank r, fused; a mutant's kernel defects D.
+template <unsigned D = cuda_defects::kNone>
+void launchFused(const AllreduceRmsNormArgs& a, const RowPlan& p, int r, int64_t begin, int64_t end,
                  const LaunchEnv& env) {
   if (end <= begin) return;
   const RowShape& s = a.shape;
@@ -179,7 +205,7 @@ inline void launchFused(const AllreduceRmsNormArgs& a, const RowPlan& p, int r, 
   withStorageType(s.dtype, [&](auto tag) {
     using T = decltype(tag);
     withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
-      fusedKernel<T, vec(), vpt()><<<unsigned(grid), p.threads, 0, cudaStream_t(env.stream)>>>(
+      fusedKernel<T, vec(), vpt(), D><<<unsigned(grid), p.threads, 0, cudaStream_t(env.stream)>>>(
           rankInputs<T>(a), static_cast<const T*>(a.residual[r]), static_cast<const T*>(a.w[r]),
           static_cast<T*>(a.residual_out[r]), static_cast<T*>(a.y[r]), begin, end, s.N, s.ld, s.eps, p.nvec, p.tail,
           p.vpt);
@@ -212,6 +238,13 @@ inline void allGatherStage(const AllreduceRmsNormArgs& a, const RowPlan& p, int 
       launchRowwise<T>(p, op, ownedBegin(s.M, a.ranks, owner + 1) - begin, s.ld, env, "all-gather copy kernel");
     }
   });
+}
+
+/// One-shot: each rank fuses every row itself, reading every peer's partial.
+template <unsigned D = cuda_defects::kNone>
+void runFusedOneshot(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
+  const RowPlan p = planOf(a);
+  for (int r = 0; r < a.ranks; ++r) launchFused<D>(a, p, r, 0, a.shape.M, env);
 }
 
 inline ReductionDepths rmsnormDepths(const RowShape& s, const LaunchEnv& env) {

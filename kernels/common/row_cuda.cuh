@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "harness/core/dtype.h"
+#include "kernels/common/cuda_defects.h"
 #include "kernels/common/row_launch.h"
 #include "kernels/common/row_plan.h"
 
@@ -71,10 +72,12 @@ __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { ret
 /// ends with the same value: a + b == b + a), then each thread adds the warp
 /// totals in warp order. Two shared slots alternate between calls, so the
 /// slot written by call k+2 is only reused after call k+1's barrier.
+/// D: cuda_defects bits (kReductionSlotReusedWithoutBarrier: one slot).
+template <unsigned D = cuda_defects::kNone>
 __device__ __forceinline__ float blockAllReduce(float v, float* red /* 2 * 32 */, int& parity) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-  float* slot = red + parity * 32;
+  float* slot = red + (D & cuda_defects::kReductionSlotReusedWithoutBarrier ? 0 : parity * 32);
   parity ^= 1;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   if (lane == 0) slot[warp] = v;
@@ -128,40 +131,54 @@ void withVecAndVpt(const RowPlan& p, Fn&& fn) {
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 /// The plan of a launch: vectorised only when every pointer is 16-byte aligned.
-inline RowPlan planFor(const RowShape& s, std::initializer_list<const void*> ptrs) {
+inline RowPlan planFor(const RowShape& s, std::initializer_list<const void*> ptrs, int max_threads = kMaxThreads) {
   bool aligned = true;
   for (const void* p : ptrs) aligned &= aligned16(p);
-  return planRow(s.dtype, s.N, s.ld, aligned);
+  return planRow(s.dtype, s.N, s.ld, aligned, max_threads);
+}
+
+/// What the launch code of a variant with these defects addresses rows as:
+/// the caller's shape, or rows packed at stride N (quack #88).
+inline RowShape addressedShape(const RowShape& s, const cuda_defects::LaunchDefects& d) {
+  RowShape out = s;
+  if (d.ignore_row_stride) out.ld = s.N;
+  return out;
 }
 
 /// Second stage of a column reduction: out[j] = sum over CTAs of
 /// partial[c][j], in a fixed order: kDwGroups thread rows each sum the CTAs
 /// c = g, g + G, ... serially, then thread row 0 adds the group sums in order
 /// g = 0..G-1 (the depth dwColDepth(.., Separate) declares).
-template <typename T>
+/// kBf16Sum (a mutant's, Liger PR #950) rounds every add to bf16.
+template <typename T, bool kBf16Sum = false>
 __global__ void __launch_bounds__(kDwColumnsPerBlock* kDwGroups)
     sumPartialsKernel(const float* __restrict__ partial, int64_t ctas, int64_t N, int64_t partial_ld, T* __restrict__ out) {
   __shared__ float group_sum[kDwGroups][kDwColumnsPerBlock];
   const int lane = threadIdx.x % kDwColumnsPerBlock;
   const int group = threadIdx.x / kDwColumnsPerBlock;
   const int64_t col = int64_t(blockIdx.x) * kDwColumnsPerBlock + lane;
+  auto add = [](float a, float b) {
+    const float s = __fadd_rn(a, b);
+    return kBf16Sum ? __bfloat162float(__float2bfloat16_rn(s)) : s;
+  };
   float acc = 0.f;
   if (col < N)
-    for (int64_t c = group; c < ctas; c += kDwGroups) acc = __fadd_rn(acc, partial[c * partial_ld + col]);
+    for (int64_t c = group; c < ctas; c += kDwGroups) acc = add(acc, partial[c * partial_ld + col]);
   group_sum[group][lane] = acc;
   __syncthreads();
   if (group == 0 && col < N) {
     float total = 0.f;
 #pragma unroll
-    for (int g = 0; g < kDwGroups; ++g) total = __fadd_rn(total, group_sum[g][lane]);
+    for (int g = 0; g < kDwGroups; ++g) total = add(total, group_sum[g][lane]);
     out[col] = fromFloat<T>(total);
   }
 }
 
-template <typename T>
+template <typename T, bool kBf16Sum = false>
 void launchSumPartials(const float* partial, int64_t ctas, int64_t N, int64_t partial_ld, T* out, cudaStream_t stream) {
   const unsigned blocks = unsigned((N + kDwColumnsPerBlock - 1) / kDwColumnsPerBlock);
-  sumPartialsKernel<T><<<blocks, kDwColumnsPerBlock * kDwGroups, 0, stream>>>(partial, ctas, N, partial_ld, out);
+  sumPartialsKernel<T, kBf16Sum>
+      <<<blocks, kDwColumnsPerBlock * kDwGroups, 0, stream>>>(partial, ctas, N, partial_ld, out);
 }
 
 }  // namespace ulpcheck::row_cuda

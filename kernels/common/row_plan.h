@@ -35,7 +35,9 @@ struct RowPlan {
   ULPCHECK_HD int warps() const { return threads / kWarp; }
 };
 
-ULPCHECK_HD inline RowPlan planRow(DType t, int64_t N, int64_t ld, bool pointers_aligned) {
+/// `max_threads` other than kMaxThreads is only ever a mutant's (cuda_defects.h).
+ULPCHECK_HD inline RowPlan planRow(DType t, int64_t N, int64_t ld, bool pointers_aligned,
+                                   int max_threads = kMaxThreads) {
   RowPlan p;
   const int bytes = storageBytes(t);
   p.vec = (pointers_aligned && (ld * bytes) % 16 == 0) ? 16 / bytes : 1;
@@ -43,7 +45,7 @@ ULPCHECK_HD inline RowPlan planRow(DType t, int64_t N, int64_t ld, bool pointers
   p.tail = static_cast<int>(N - p.nvec * p.vec);
   const int64_t want = p.nvec > p.tail ? p.nvec : p.tail;  // the tail needs `tail` threads
   const int64_t rounded = (want + kWarp - 1) / kWarp * kWarp;
-  p.threads = static_cast<int>(rounded < kWarp ? kWarp : rounded > kMaxThreads ? kMaxThreads : rounded);
+  p.threads = static_cast<int>(rounded < kWarp ? kWarp : rounded > max_threads ? max_threads : rounded);
   int vpt = 1;
   while (int64_t(vpt) * p.threads < p.nvec) vpt *= 2;
   p.vpt = vpt;
@@ -94,11 +96,13 @@ inline int64_t maxBackwardCtas(const RowShape& s, const LaunchEnv& env) {
   return ctas;
 }
 
-/// The reduction depths of a launch whose column sums finish as `strategy`.
-inline ReductionDepths reductionDepths(const RowShape& s, const LaunchEnv& env, DwStrategy strategy) {
+/// The reduction depths of a launch whose column sums finish as `strategy`
+/// (and whose CTAs have at most `max_threads` threads).
+inline ReductionDepths reductionDepths(const RowShape& s, const LaunchEnv& env, DwStrategy strategy,
+                                       int max_threads = kMaxThreads) {
   ReductionDepths d;
   for (bool aligned : {false, true}) {
-    const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned);
+    const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned, max_threads);
     const int64_t col = dwColDepth(s.M, backwardCtas(p, s.M, env.sm_count, env.ctas_override), strategy);
     d.row = rowDepth(p) > d.row ? rowDepth(p) : d.row;
     d.col = col > d.col ? col : d.col;

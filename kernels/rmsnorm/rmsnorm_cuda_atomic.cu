@@ -8,6 +8,8 @@
 #include "kernels/rmsnorm/rmsnorm_cuda_backward.cuh"
 
 namespace ulpcheck::rmsnorm_cuda {
+template void launchBackward<DwStrategy::Atomic, cuda_defects::kNone>(const RmsNormBackwardArgs&, const LaunchEnv&,
+                                                                   const cuda_defects::LaunchDefects&);
 namespace {
 const bool registered = registerVariant<DwStrategy::Atomic>(
     "cuda_atomic", "cuda_separate's backward with dW accumulated by fp32 atomicAdd in CTA arrival order (nondeterministic)",

@@ -27,7 +27,8 @@ using namespace row_cuda;
 //   LastBlock: write the partial, __threadfence, take a ticket; the last CTA
 //              to arrive sums all partials in CTA order (quack PR #109).
 //   Atomic:    atomicAdd the partial into an fp32 dW (arrival order).
-template <typename T, int VEC, int VPT, DwStrategy S>
+// D: cuda_defects bits (kNoFenceBeforeTicket drops LastBlock's fences).
+template <typename T, int VEC, int VPT, DwStrategy S, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
     backwardKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ dy,
                    const float* __restrict__ rstd, T* __restrict__ dx, T* __restrict__ dw, float* __restrict__ partial,
@@ -157,13 +158,13 @@ __global__ void __launch_bounds__(kMaxThreads)
   if constexpr (S == DwStrategy::LastBlock) {
     // Publish this CTA's partials device-wide before announcing them: without
     // the fence the last CTA may read stale partials (memory ordering).
-    __threadfence();
+    if constexpr (!(D & cuda_defects::kNoFenceBeforeTicket)) __threadfence();
     __syncthreads();
     __shared__ bool is_last;
     if (t == 0) is_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
     __syncthreads();
     if (!is_last) return;
-    __threadfence();
+    if constexpr (!(D & cuda_defects::kNoFenceBeforeTicket)) __threadfence();
     for (int64_t col = t; col < N; col += blockDim.x) {
       float total = 0.f;
       for (int64_t c = 0; c < gridDim.x; ++c) total = __fadd_rn(total, __ldcg(partial + c * partial_ld + col));
@@ -183,14 +184,30 @@ __global__ void dwRoundKernel(const float* __restrict__ dw_fp32, int64_t N, T* _
 // ---------------------------------------------------------------------------
 // Host side: plan, dispatch on dtype, vector width and vectors per thread.
 
+/// The workspace a variant with these defects asks for (PyTorch PR #192016:
+/// sized with N where M belongs).
+inline WorkspaceLayout variantWorkspaceLayout(const RowShape& s, const LaunchEnv& env,
+                                              const cuda_defects::LaunchDefects& defects) {
+  RowShape sized = addressedShape(s, defects);
+  if (defects.scratch_sized_by_n) sized.M = s.N;
+  return workspaceLayout(sized, env);
+}
+
+/// Paddle PR #74055's launch code checked nothing.
+inline void checkLaunch(const cuda_defects::LaunchDefects& defects, const char* what) {
+  if (!defects.unchecked_launch) ULPCHECK_CUDA_LAUNCH(what);
+}
+
 /// The backward with dW strategy S: row-parallel kernel, then whatever S
-/// needs to finish dW.
-template <DwStrategy S>
-void launchBackward(const RmsNormBackwardArgs& b, const LaunchEnv& env) {
-  const RowPlan p = planFor(b.shape, {b.x, b.w, b.dy, b.dx});
-  const auto& s = b.shape;
+/// needs to finish dW; a mutant's defects D and `defects` switched on.
+template <DwStrategy S, unsigned D = cuda_defects::kNone>
+void launchBackward(const RmsNormBackwardArgs& b, const LaunchEnv& env, const cuda_defects::LaunchDefects& defects) {
+  const auto s = addressedShape(b.shape, defects);
+  // The correct plan caps the CTA at the kernel's launch bound; Paddle PR
+  // #74055's sized it from the row alone.
+  const RowPlan p = planFor(s, {b.x, b.w, b.dy, b.dx}, defects.unchecked_launch ? 1 << 20 : kMaxThreads);
   const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);
-  const WorkspaceLayout layout = workspaceLayout(s, env);
+  const WorkspaceLayout layout = variantWorkspaceLayout(s, env, defects);
   auto* base = static_cast<char*>(b.workspace);
   auto* partial = reinterpret_cast<float*>(base);
   auto* ticket = reinterpret_cast<unsigned*>(base + layout.ticket_offset);
@@ -202,31 +219,59 @@ void launchBackward(const RmsNormBackwardArgs& b, const LaunchEnv& env) {
   withStorageType(s.dtype, [&](auto tag) {
     using T = decltype(tag);
     withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
-      backwardKernel<T, vec(), vpt(), S><<<unsigned(ctas), p.threads, 0, stream>>>(
+      backwardKernel<T, vec(), vpt(), S, D><<<unsigned(ctas), p.threads, 0, stream>>>(
           static_cast<const T*>(b.x), static_cast<const T*>(b.w), static_cast<const T*>(b.dy), b.rstd,
           static_cast<T*>(b.dx), static_cast<T*>(b.dw), partial, ticket, dw_fp32, s.M, s.N, s.ld, partialLd(s.N),
           p.nvec, p.tail, p.vpt);
     });
-    ULPCHECK_CUDA_LAUNCH("rmsnorm backwardKernel");
+    checkLaunch(defects, "rmsnorm backwardKernel");
     if constexpr (S == DwStrategy::Separate) {
-      launchSumPartials<T>(partial, ctas, s.N, partialLd(s.N), static_cast<T*>(b.dw), stream);
-      ULPCHECK_CUDA_LAUNCH("rmsnorm sumPartialsKernel");
+      if (defects.dw_bf16_at_large_m && s.M >= cuda_defects::kLargeMPath)
+        launchSumPartials<T, true>(partial, ctas, s.N, partialLd(s.N), static_cast<T*>(b.dw), stream);
+      else
+        launchSumPartials<T>(partial, ctas, s.N, partialLd(s.N), static_cast<T*>(b.dw), stream);
+      checkLaunch(defects, "rmsnorm sumPartialsKernel");
     } else if constexpr (S == DwStrategy::Atomic) {
       dwRoundKernel<T><<<unsigned(std::min<int64_t>((s.N + 255) / 256, 1024)), 256, 0, stream>>>(
           dw_fp32, s.N, static_cast<T*>(b.dw));
-      ULPCHECK_CUDA_LAUNCH("rmsnorm dwRoundKernel");
+      checkLaunch(defects, "rmsnorm dwRoundKernel");
     }
   });
 }
 
+// The correct backwards are compiled once each, in the variant's own file.
+extern template void launchBackward<DwStrategy::Separate, cuda_defects::kNone>(const RmsNormBackwardArgs&,
+                                                                               const LaunchEnv&,
+                                                                               const cuda_defects::LaunchDefects&);
+extern template void launchBackward<DwStrategy::LastBlock, cuda_defects::kNone>(const RmsNormBackwardArgs&,
+                                                                                const LaunchEnv&,
+                                                                                const cuda_defects::LaunchDefects&);
+extern template void launchBackward<DwStrategy::Atomic, cuda_defects::kNone>(const RmsNormBackwardArgs&,
+                                                                             const LaunchEnv&,
+                                                                             const cuda_defects::LaunchDefects&);
+
 /// Registers a CUDA variant: the shared forward and this dW strategy's
-/// backward, with the strategy's reduction depths.
-template <DwStrategy S>
-bool registerVariant(const char* name, const char* description, Contracts contracts) {
+/// backward, with the strategy's reduction depths. A mutant passes its
+/// kernel defects as D (forward and backward take the bits they know) and
+/// the rest in `mutant`.
+template <DwStrategy S, unsigned D = cuda_defects::kNone>
+bool registerVariant(const char* name, const char* description, Contracts contracts, cuda_defects::MutantSpec mutant = {}) {
+  constexpr unsigned kForwardDefects = D & (cuda_defects::kXSquaredInFp16 | cuda_defects::kRstdInBf16);
+  constexpr unsigned kBackwardDefects = D & cuda_defects::kNoFenceBeforeTicket;
+  static_assert(D == (kForwardDefects | kBackwardDefects), "a defect bit the RMSNorm kernels do not implement");
+  const cuda_defects::LaunchDefects launch = mutant.launch;
   return RmsNormRegistry::add(RmsNormKernel{
-      KernelInfo{"rmsnorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16}, contracts, description, "", ""},
-      workspaceBytes, forward, launchBackward<S>,
-      [](const RowShape& s, const LaunchEnv& e) { return reductionDepths(s, e, S); }});
+      KernelInfo{"rmsnorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16}, contracts, description,
+                 mutant.bug, mutant.caught_by},
+      [launch](const RowShape& s, const LaunchEnv& e) { return variantWorkspaceLayout(s, e, launch).bytes; },
+      [launch](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward<kForwardDefects>(f, e, launch); },
+      [launch](const RmsNormBackwardArgs& b, const LaunchEnv& e) { launchBackward<S, kBackwardDefects>(b, e, launch); },
+      [launch](const RowShape& s, const LaunchEnv& e) {
+        ReductionDepths d = reductionDepths(s, e, S);
+        // Smaller CTAs give longer per-thread chains: budget the chains it has.
+        if (launch.threads_from_m) d.row = std::max(d.row, reductionDepths(s, e, S, 256).row);
+        return d;
+      }});
 }
 
 }  // namespace ulpcheck::rmsnorm_cuda

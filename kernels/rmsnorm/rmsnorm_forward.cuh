@@ -4,6 +4,9 @@
 // column ownership, same accumulation order, same block reduction).
 #pragma once
 
+#include <algorithm>
+
+#include "harness/core/cuda_check.h"
 #include "kernels/common/row_cuda.cuh"
 #include "kernels/rmsnorm/rmsnorm.h"
 
@@ -11,12 +14,21 @@ namespace ulpcheck::rmsnorm_cuda {
 
 using namespace row_cuda;
 
+/// acc + x^2 with one rounding; the kXSquaredInFp16 mutant rounds x^2 to
+/// fp16 first (PyTorch #133085).
+template <unsigned D>
+__device__ __forceinline__ float accumulateSquare(float x, float acc) {
+  if constexpr (D & cuda_defects::kXSquaredInFp16) return __fadd_rn(acc, __half2float(__float2half_rn(__fmul_rn(x, x))));
+  return __fmaf_rn(x, x, acc);
+}
+
 /// Normalises one row. The caller provides the row's input: load(vi) returns
 /// vector vi for the first pass (VPT > 0 keeps it in registers), reload(vi)
 /// returns it again for the second pass when VPT == 0, and x_tail is this
 /// thread's tail element (column nvec * VEC + threadIdx.x, 0 when it has
 /// none). Writes y and, when rstd is not null, thread 0 stores rstd.
-template <typename T, int VEC, int VPT, typename Load, typename Reload>
+/// D: cuda_defects bits (kXSquaredInFp16, kRstdInBf16).
+template <typename T, int VEC, int VPT, unsigned D = cuda_defects::kNone, typename Load, typename Reload>
 __device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x_tail, const T* __restrict__ w,
                                            T* __restrict__ yr, float* rstd, int64_t N, float eps, int64_t nvec,
                                            int tail, int vpt_dynamic, float* red, int& parity) {
@@ -30,14 +42,12 @@ __device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x
     const VecT<T, VEC> xv = load(vi);
     if constexpr (VPT > 0) xs[v] = xv;
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      const float xf = toFloat(xv.v[k]);
-      acc = __fmaf_rn(xf, xf, acc);
-    }
+    for (int k = 0; k < VEC; ++k) acc = accumulateSquare<D>(toFloat(xv.v[k]), acc);
   }
-  if (t < tail) acc = __fmaf_rn(x_tail, x_tail, acc);
+  if (t < tail) acc = accumulateSquare<D>(x_tail, acc);
   const float sum_sq = blockAllReduce(acc, red, parity);
-  const float r = rsqrtf(__fdiv_rn(sum_sq, float(N)) + eps);
+  float r = rsqrtf(__fdiv_rn(sum_sq, float(N)) + eps);
+  if constexpr (D & cuda_defects::kRstdInBf16) r = __bfloat162float(__float2bfloat16_rn(r));
   if (rstd && t == 0) *rstd = r;
 #pragma unroll
   for (int v = 0; v < (VPT > 0 ? VPT : vpt_dynamic); ++v) {
@@ -58,8 +68,48 @@ __device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x
   }
 }
 
-/// The forward every RMSNorm CUDA variant shares (rmsnorm_cuda.cu), also the
-/// last stage of the unfused allreduce + residual + RMSNorm pipeline.
-void forward(const RmsNormForwardArgs& f, const LaunchEnv& env);
+// ---------------------------------------------------------------------------
+// Forward: one row per CTA iteration (grid-stride over rows). With VPT > 0 the
+// row stays in registers between the two passes; VPT == 0 re-reads it.
+template <typename T, int VEC, int VPT, unsigned D>
+__global__ void __launch_bounds__(kMaxThreads)
+    forwardKernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float* __restrict__ rstd,
+                  int64_t M, int64_t N, int64_t ld, float eps, int64_t nvec, int tail, int vpt_dynamic) {
+  __shared__ float red[2 * 32];
+  int parity = 0;
+  const int t = threadIdx.x;
+  for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
+    const T* xr = x + row * ld;
+    auto load = [&](int64_t vi) { return loadVec<T, VEC>(xr + vi * VEC); };
+    const float x_tail = t < tail ? toFloat(xr[nvec * VEC + t]) : 0.f;
+    rmsnormRow<T, VEC, VPT, D>(load, load, x_tail, w, y + row * ld, rstd + row, N, eps, nvec, tail, vpt_dynamic, red,
+                               parity);
+  }
+}
+
+/// The forward every RMSNorm CUDA variant shares, also the last stage of the
+/// unfused allreduce + residual + RMSNorm pipeline; a mutant's defects D and
+/// `defects` switched on.
+template <unsigned D = cuda_defects::kNone>
+void forward(const RmsNormForwardArgs& f, const LaunchEnv& env, const cuda_defects::LaunchDefects& defects = {}) {
+  const RowShape s = addressedShape(f.shape, defects);
+  // vLLM #48271's launch: at most 256 threads per CTA once the batch has 256 rows.
+  const int max_threads = defects.threads_from_m && s.M >= 256 ? 256 : kMaxThreads;
+  const RowPlan p = planFor(s, {f.x, f.w, f.y}, max_threads);
+  const int64_t grid = std::min<int64_t>(s.M, int64_t(env.sm_count) * (2048 / p.threads));
+  withStorageType(s.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
+      forwardKernel<T, vec(), vpt(), D><<<unsigned(grid), p.threads, 0, cudaStream_t(env.stream)>>>(
+          static_cast<const T*>(f.x), static_cast<const T*>(f.w), static_cast<T*>(f.y), f.rstd, s.M, s.N, s.ld, s.eps,
+          p.nvec, p.tail, p.vpt);
+    });
+  });
+  ULPCHECK_CUDA_LAUNCH("rmsnorm forwardKernel");
+}
+
+// The correct forward is compiled once, in rmsnorm_cuda.cu.
+extern template void forward<cuda_defects::kNone>(const RmsNormForwardArgs&, const LaunchEnv&,
+                                                  const cuda_defects::LaunchDefects&);
 
 }  // namespace ulpcheck::rmsnorm_cuda
