@@ -101,7 +101,8 @@ inline KillMatrix ciKillMatrix(Backend backend, const ExecContext& exec) {
 }
 
 /// Every mutant killed by the property it declares, its shrunk case no
-/// larger than the one found and failing again when replayed alone.
+/// larger than the one found and failing again when replayed alone (a race's
+/// case fails again with some probability only: it is reported, not required).
 inline void expectEveryMutantKilledAndShrunk(const KillMatrix& m) {
   EXPECT_EQ(m.exitCode(), 0) << formatKillMatrix(m);
   for (const MutantRow& row : m.rows) {
@@ -111,7 +112,7 @@ inline void expectEveryMutantKilledAndShrunk(const KillMatrix& m) {
     const FailureRecord& f = *cell.kill;
     // Shrunk: never larger than found (a large-M bug keeps its M, so no fixed bound).
     EXPECT_LE(f.shrunk.M * f.shrunk.ld, f.original.M * f.original.ld) << row.mutant.name;
-    EXPECT_TRUE(cell.replays) << reproCommand(f.shrunk, row.mutant.caught_by, f.perturb_schedule);
+    EXPECT_TRUE(cell.replays || cell.intermittent) << reproCommand(f.shrunk, row.mutant.caught_by, f.perturb_schedule);
   }
 }
 

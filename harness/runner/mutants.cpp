@@ -40,7 +40,7 @@ int KillMatrix::exitCode() const {
   for (const MutantRow& r : rows) {
     if (!r.killedAsDeclared()) return exit_code::kPropertyFailed;
     for (const auto& [name, cell] : r.by_property)
-      if (cell.kill && !cell.replays) return exit_code::kPropertyFailed;
+      if (cell.kill && !cell.replays && !cell.intermittent) return exit_code::kPropertyFailed;
   }
   for (const ControlRow& c : controls)
     if (c.falseAlarms()) return exit_code::kPropertyFailed;
@@ -79,14 +79,16 @@ CampaignResult generatedCasesOnly(const KillMatrixOptions& o, const KernelInfo& 
 
 /// Whether the shrunk case of a kill fails again when replayed alone: its
 /// `ulpcheck repro` command run through `cli` (exit code 1: a property
-/// failed), or without one runCase in this process. A race or an
-/// arrival-order sum shows on some runs only, so it gets a few tries; a
-/// deterministic defect fails on the first.
-constexpr int kReplayAttempts = 5;
-bool replays(const FailureRecord& f, const std::string& cli, const ExecContext& exec) {
+/// failed), or without one runCase in this process. A deterministic defect
+/// fails on the first try; a race or an arrival-order sum shows on some runs
+/// only, and gets more.
+constexpr int kReplayAttempts = 3;
+constexpr int kIntermittentReplayAttempts = 10;
+bool replays(const FailureRecord& f, bool intermittent, const std::string& cli, const ExecContext& exec) {
   const std::string command = reproCommand(f.shrunk, f.property, f.perturb_schedule);
   const std::string prefix = "ulpcheck";
-  for (int attempt = 0; attempt < kReplayAttempts; ++attempt) {
+  const int attempts = intermittent ? kIntermittentReplayAttempts : kReplayAttempts;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
     if (!cli.empty()) {
       const int status = std::system(fmt::format("'{}'{} > /dev/null 2>&1", cli, command.substr(prefix.size())).c_str());
       if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == exit_code::kPropertyFailed) return true;
@@ -159,7 +161,9 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
     for (const FailureRecord& f : r.failures) {
       KillCell& cell = row.by_property[f.property];
       cell.kill = f;
-      cell.replays = r.fatal_error.empty() && replays(f, o.cli, exec);
+      const Property* p = findProperty(f.property);
+      cell.intermittent = p && p->intermittent_failures;
+      cell.replays = r.fatal_error.empty() && replays(f, cell.intermittent, o.cli, exec);
     }
     if (r.fatal_error.empty())
       for (const Baseline& b : baselines()) row.by_baseline[b.name] = runBaseline(b, k, exec);
@@ -172,6 +176,7 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
                                                            {"cases_to_detect", cell.kill->case_index + 1},
                                                            {"seconds_to_detect", cell.kill->seconds_to_detect},
                                                            {"shrunk_replays", cell.replays},
+                                                           {"intermittent", cell.intermittent},
                                                            {"repro", reproCommand(cell.kill->shrunk, name,
                                                                                   cell.kill->perturb_schedule)}}
                                           : nlohmann::json{{"killed", false}, {"applies", cell.applies}};
@@ -265,7 +270,11 @@ std::string formatKillMatrix(const KillMatrix& m) {
     const auto it = r.by_property.find(r.mutant.caught_by);
     if (it != r.by_property.end() && it->second.kill) {
       const FailureRecord& f = *it->second.kill;
-      out += fmt::format("  {} [{}]: {}\n", r.mutant.name, it->second.replays ? "fails again" : "DOES NOT REPLAY",
+      const std::string replay =
+          it->second.replays       ? "fails again"
+          : it->second.intermittent ? fmt::format("intermittent: no failure in {} replays", kIntermittentReplayAttempts)
+                                    : "DOES NOT REPLAY";
+      out += fmt::format("  {} [{}]: {}\n", r.mutant.name, replay,
                          reproCommand(f.shrunk, r.mutant.caught_by, f.perturb_schedule));
     }
     if (!r.fatal_error.empty()) out += fmt::format("  {}: FATAL {}\n", r.mutant.name, r.fatal_error);

@@ -42,7 +42,10 @@ struct KillCell {
   bool applies = false;                // the property judged at least one case (not all skipped)
   std::optional<FailureRecord> kill;   // the first failure, shrunk
   bool replays = false;                // the shrunk case, run alone as `ulpcheck repro` does, fails again
-                                       // (within a few tries: races show on some runs only)
+  // The property's failures show on some runs only (Property::intermittent_
+  // failures): a race's case fails again with some probability, so its replay
+  // gets more tries and is reported, but a kill does not depend on it.
+  bool intermittent = false;
 };
 
 struct MutantRow {
@@ -78,7 +81,8 @@ struct KillMatrix {
   // control's) is fatal, the variants after it are listed here, not run.
   std::vector<std::string> not_run;
   /// 0 when every mutant was killed by its declared property, every kill's
-  /// shrunk case replays, and no control raised a false alarm; 1 otherwise,
+  /// shrunk case replays (intermittent ones aside), and no control raised a
+  /// false alarm; 1 otherwise,
   /// 4 on a fatal error, 6 with no mutants.
   int exitCode() const;
   /// Median over mutants of the seconds to the first kill (killed mutants only).
