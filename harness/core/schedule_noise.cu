@@ -45,8 +45,9 @@ __global__ void scheduleLoad(uint64_t seed, long long min_cycles, unsigned long 
   const long long spin = min_cycles + static_cast<long long>(counterHash(seed, kSpinStream, blockIdx.x) %
                                                              (spread_cycles + 1));
   const long long start = clock64();
-  // Each warp stores whole 128-byte lines, walking the buffer with a stride
-  // that visits every L2 slice.
+  // Every thread stores one word per iteration; the starts (97 words apart)
+  // and the stride scatter the stores over the whole buffer, hence over every
+  // L2 slice, and none is ever read back.
   size_t i = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) * 97 % kTrafficWords;
   while (clock64() - start < spin) {
     if (traffic) {
