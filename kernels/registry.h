@@ -3,11 +3,13 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "harness/core/buffer.h"
 #include "harness/core/dtype.h"
+#include "kernels/common/row_launch.h"
 
 namespace ulpcheck {
 
@@ -45,6 +47,12 @@ struct KernelInfo {
   // Multi-rank ops: rank r runs on GPU r (real ranks), so a case needs as
   // many GPUs as ranks; otherwise every rank shares one device (virtual ranks).
   bool one_rank_per_gpu = false;
+  // Coverage: the code paths the variant has (vector or scalar loads, row in
+  // registers or in the workspace, a large-M dispatch, ...) and the ones a
+  // launch of a shape takes; a campaign reports the paths its cases never
+  // reached. Empty for a variant that declares none.
+  std::vector<std::string> code_paths;
+  std::function<std::vector<std::string>(const RowShape&, const LaunchEnv&)> paths_taken;
   bool isMutant() const { return !bug.empty(); }
   bool supports(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }
 };

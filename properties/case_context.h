@@ -24,6 +24,9 @@ class CaseContext {
   RunResult run(const RowLayout& layout, bool perturb_schedule = false);
   /// The oracle's reference, computed once.
   const std::vector<ReferenceTensor>& reference();
+  /// Drops the cached base run (the oracle stays): the next check runs the
+  /// kernel afresh, as a repeat of the case must (`ulpcheck repro --repeat`).
+  void forgetRuns() { base_.reset(); }
 
   double kernelSeconds() const { return kernel_seconds_; }
   double oracleSeconds() const { return oracle_seconds_; }

@@ -112,7 +112,7 @@ inline void expectEveryMutantKilledAndShrunk(const KillMatrix& m) {
     const FailureRecord& f = *cell.kill;
     // Shrunk: never larger than found (a large-M bug keeps its M, so no fixed bound).
     EXPECT_LE(f.shrunk.M * f.shrunk.ld, f.original.M * f.original.ld) << row.mutant.name;
-    EXPECT_TRUE(cell.replays || cell.intermittent) << reproCommand(f.shrunk, row.mutant.caught_by, f.perturb_schedule);
+    EXPECT_TRUE(cell.replays || cell.intermittent) << reproCommand(f);
   }
 }
 

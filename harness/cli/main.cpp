@@ -141,7 +141,7 @@ int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, Json
   std::fflush(stdout);
 
   const CampaignResult r = runCampaign(o, exec);
-  fmt::print("\n{}", formatCampaignTable(r));
+  fmt::print("\n{}{}", formatCampaignTable(r), formatCoverage(r));
   for (const FailureRecord& f : r.failures) fmt::print("\n{}", formatFailure(f));
   fmt::print("\n# {} generated cases{} + {} regression cases in {:.1f} s: {}\n", r.cases_run,
              r.stopped_by_time ? " (time budget reached)" : "", r.regression_cases, r.seconds,
@@ -203,33 +203,50 @@ int cmdRun(const RunArgs& a) {
   return worst;
 }
 
-int cmdRepro(const std::string& text, const std::vector<std::string>& properties, const std::string& kernel,
-             const std::string& json_path, bool perturb_schedule) {
+struct ReproArgs {
+  std::string case_text, kernel, json;
+  std::vector<std::string> properties;
+  int repeat = 0;  // 0: once, or as often as a corpus file's `# repeat:` says
+  bool perturb_schedule = false;
+};
+
+int cmdRepro(const ReproArgs& args) {
+  ReproArgs a = args;
+  const std::string& text = a.case_text;
   CaseSpec spec;
   std::error_code ec;
   if (std::filesystem::is_regular_file(text, ec)) {
     const std::filesystem::path p(text);
-    spec = readCorpusFile(text, p.parent_path().parent_path().parent_path().filename().string(),
-                          p.parent_path().parent_path().filename().string())
-               .spec;
+    const CorpusEntry entry = readCorpusFile(text, p.parent_path().parent_path().parent_path().filename().string(),
+                                             p.parent_path().parent_path().filename().string());
+    spec = entry.spec;
+    if (a.repeat == 0) a.repeat = entry.repeat;
   } else {
     spec = parseCaseString(text);
   }
-  if (!kernel.empty()) spec.kernel = kernel;
+  a.repeat = std::max(a.repeat, 1);
+  if (!a.kernel.empty()) spec.kernel = a.kernel;
   const KernelInfo* k = OpAdapter::findKernel(spec.op, spec.kernel);
   if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec.op, spec.kernel));
-  ExecContext exec = execContext(backendName(k->backend), perturb_schedule);
+  ExecContext exec = execContext(backendName(k->backend), a.perturb_schedule);
   exec.determinism_repeats = kThoroughDeterminismRepeats;  // one case: afford the runs a race needs to show
-  fmt::print("# case: {}\n", toCaseString(spec));
-  const auto results = runCase(spec, properties, exec);
+  fmt::print("# case: {}{}\n", toCaseString(spec),
+             a.repeat > 1 ? fmt::format(" ({} runs, each afresh)", a.repeat) : "");
+  const auto results = runCase(spec, a.properties, exec, a.repeat);
   std::unique_ptr<JsonlWriter> json;
-  if (!json_path.empty()) json = std::make_unique<JsonlWriter>(json_path);
+  if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
   bool failed = false;
-  for (const auto& [name, o] : results) {
-    fmt::print("\n{:<18} {:<8} {}\n", name, verdictName(o.verdict), o.summary);
+  for (const ReplayResult& r : results) {
+    const Outcome& o = r.outcome;
+    // With --repeat: how many runs failed, then the first failure (or the last pass) in full.
+    const std::string tally = a.repeat > 1 ? fmt::format("failed {} of {} runs; ", r.failed, r.runs) : "";
+    fmt::print("\n{:<18} {:<8} {}{}\n", r.property, verdictName(r.failed ? Verdict::Fail : o.verdict), tally,
+               o.summary);
     fmt::print("{}{}", formatStats(o), formatFindings(o));
-    failed |= o.verdict == Verdict::Fail;
-    if (json) json->write({{"type", "repro"}, {"case", toJson(spec)}, {"property", name}, {"outcome", toJson(o)}});
+    failed |= r.failed > 0;
+    if (json)
+      json->write({{"type", "repro"}, {"case", toJson(spec)}, {"property", r.property}, {"runs", r.runs},
+                   {"failed_runs", r.failed}, {"outcome", toJson(o)}});
   }
   return failed ? exit_code::kPropertyFailed : exit_code::kOk;
 }
@@ -302,15 +319,18 @@ int main(int argc, char** argv) {
       "run every kernel beside a random load on another stream, so repeated runs meet different CTA schedules";
   run->add_flag("--perturb-schedule", ra.perturb_schedule, kPerturbHelp);
 
-  std::string repro_case, repro_kernel, repro_json;
-  std::vector<std::string> repro_props;
-  bool repro_perturb_schedule = false;
+  ReproArgs pa;
   CLI::App* repro = app.add_subcommand("repro", "rerun exactly one case and print its worst elements");
-  repro->add_option("case", repro_case, "a case string (quoted) or a corpus .case file")->required();
-  repro->add_option("--property", repro_props, "propert(y|ies) to check; default: all");
-  repro->add_option("--kernel", repro_kernel, "run the case on this variant instead of the one it names");
-  repro->add_option("--json", repro_json, "write the results to this JSON-lines file");
-  repro->add_flag("--perturb-schedule", repro_perturb_schedule, kPerturbHelp);
+  repro->add_option("case", pa.case_text, "a case string (quoted) or a corpus .case file")->required();
+  repro->add_option("--property", pa.properties, "propert(y|ies) to check; default: all");
+  repro->add_option("--kernel", pa.kernel, "run the case on this variant instead of the one it names");
+  repro->add_option("--json", pa.json, "write the results to this JSON-lines file");
+  repro->add_option("--repeat", pa.repeat,
+                    "run the case this many times, each afresh, and count the failing runs (for races: a failure "
+                    "that shows on some runs only); exit 1 if any run failed (default: 1, or a corpus file's "
+                    "`# repeat:`)")
+      ->check(CLI::PositiveNumber);
+  repro->add_flag("--perturb-schedule", pa.perturb_schedule, kPerturbHelp);
 
   MutantsArgs ma;
   CLI::App* mutants = app.add_subcommand(
@@ -338,7 +358,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("list")) return cmdList();
     if (app.got_subcommand("mutants")) return cmdMutants(ma);
     if (app.got_subcommand("run")) return cmdRun(ra);
-    if (app.got_subcommand("repro")) return cmdRepro(repro_case, repro_props, repro_kernel, repro_json, repro_perturb_schedule);
+    if (app.got_subcommand("repro")) return cmdRepro(pa);
   } catch (const UsageError& e) {
     fmt::print(stderr, "ulpcheck: {}\n", e.what());
     return exit_code::kUsage;

@@ -18,6 +18,21 @@ std::string formatCampaignTable(const CampaignResult& r) {
   return out;
 }
 
+std::string formatCoverage(const CampaignResult& r) {
+  std::string out;
+  for (const auto& [kernel, paths] : r.paths) {
+    if (paths.empty()) continue;
+    std::string reached, never;
+    for (const auto& [path, cases] : paths) {
+      if (cases) reached += fmt::format("{}{} {}", reached.empty() ? "" : ", ", path, cases);
+      else never += fmt::format("{}{}", never.empty() ? "" : ", ", path);
+    }
+    out += fmt::format("# paths of {} (cases): {}\n", kernel, reached.empty() ? "none reached" : reached);
+    if (!never.empty()) out += fmt::format("#   NEVER REACHED by this run: {}\n", never);
+  }
+  return out;
+}
+
 std::string formatFindings(const Outcome& o) {
   if (o.findings.empty()) return "";
   std::string out = fmt::format("    {:<6} {:>7} {:>6}  {:<24} {:<24} {:<24} {:>10} {:>10} {:>9}  {}\n", "tensor", "row",
@@ -57,7 +72,7 @@ std::string formatFailure(const FailureRecord& f) {
   out += formatFindings(f.outcome);
   if (!f.corpus_file.empty())
     out += fmt::format("  {}: {}\n", f.kind == "regression" ? "regression file" : "saved", f.corpus_file);
-  out += fmt::format("  reproduce: {}\n", reproCommand(f.shrunk, f.property, f.perturb_schedule));
+  out += fmt::format("  reproduce: {}\n", reproCommand(f));
   return out;
 }
 
@@ -76,11 +91,13 @@ nlohmann::json campaignSummaryJson(const CampaignResult& r) {
                           {"skipped", c.skipped},   {"max_ulp", c.max_ulp}, {"max_ratio", c.max_ratio},
                           {"seconds", c.seconds}});
   }
+  for (const auto& [kernel, paths] : r.paths)
+    for (const auto& [path, cases] : paths) j["paths"][kernel][path] = cases;
   for (const auto& f : r.failures)
     j["failure_list"].push_back({{"property", f.property},
                                  {"kind", f.kind},
                                  {"shrunk", toCaseString(f.shrunk)},
-                                 {"repro", reproCommand(f.shrunk, f.property, f.perturb_schedule)},
+                                 {"repro", reproCommand(f)},
                                  {"seconds_to_detect", f.seconds_to_detect}});
   return j;
 }

@@ -11,6 +11,8 @@ namespace ulpcheck {
 
 std::string formatCampaignTable(const CampaignResult& r);
 std::string formatFailure(const FailureRecord& f);
+/// Code paths each kernel's cases took, naming the ones never reached.
+std::string formatCoverage(const CampaignResult& r);
 /// Worst elements of one outcome: index, inputs, got, exact, ULP, budget.
 std::string formatFindings(const Outcome& o);
 std::string formatStats(const Outcome& o);

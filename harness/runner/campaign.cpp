@@ -168,23 +168,36 @@ std::vector<std::string> defaultKernels(const std::string& op, Backend backend) 
   return out;
 }
 
-std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule) {
-  return fmt::format("ulpcheck repro '{}' --property {}{}", toCaseString(spec), property,
-                     perturb_schedule ? " --perturb-schedule" : "");
+std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule, int repeats) {
+  return fmt::format("ulpcheck repro '{}' --property {}{}{}", toCaseString(spec), property,
+                     perturb_schedule ? " --perturb-schedule" : "",
+                     repeats > 1 ? fmt::format(" --repeat {}", repeats) : "");
 }
 
-std::vector<std::pair<std::string, Outcome>> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
-                                                     const ExecContext& exec) {
+std::string reproCommand(const FailureRecord& f) {
+  return reproCommand(f.shrunk, f.property, f.perturb_schedule, f.repeats);
+}
+
+std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
+                                  const ExecContext& exec, int repeats) {
   const OpAdapter* op = findOp(spec.op);
   if (!op) throw CaseParseError(fmt::format("unknown op '{}'", spec.op));
+  for (const auto& name : properties)
+    if (!findProperty(name)) throw std::invalid_argument(fmt::format("unknown property '{}' (see `ulpcheck list`)", name));
   CaseContext ctx(spec, *op, exec);
-  std::vector<std::pair<std::string, Outcome>> out;
-  for (const Property& p : propertyRegistry()) {
-    if (!properties.empty() && std::find(properties.begin(), properties.end(), p.name) == properties.end()) continue;
-    out.emplace_back(p.name, checkOne(p, spec, exec, &ctx));
+  std::vector<ReplayResult> out;
+  for (const Property& p : propertyRegistry())
+    if (properties.empty() || std::find(properties.begin(), properties.end(), p.name) != properties.end())
+      out.push_back({p.name, {}, 0, 0});
+  for (int k = 0; k < std::max(repeats, 1); ++k) {
+    ctx.forgetRuns();
+    for (ReplayResult& r : out) {
+      Outcome o = checkOne(*findProperty(r.property), spec, exec, &ctx);
+      ++r.runs;
+      if (o.verdict == Verdict::Fail && r.failed++) continue;  // keep the first failure
+      if (o.verdict == Verdict::Fail || !r.failed) r.outcome = std::move(o);
+    }
   }
-  if (!properties.empty() && out.size() != properties.size())
-    throw std::invalid_argument("unknown property among: " + fmt::format("{}", fmt::join(properties, ", ")));
   return out;
 }
 
@@ -199,6 +212,15 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     return reproCommand(spec, property, exec.perturb_schedule);
   };
   CampaignResult result;
+  for (const auto& kernel : sel.kernels)
+    for (const auto& path : OpAdapter::findKernel(o.op, kernel)->code_paths) result.paths[kernel][path] = 0;
+  auto cover = [&](const CaseSpec& spec) {
+    const KernelInfo& k = *OpAdapter::findKernel(spec.op, spec.kernel);
+    if (k.paths_taken)
+      for (const auto& path : k.paths_taken(RowShape{spec.dtype, spec.M, spec.N, spec.ld, spec.eps},
+                                            LaunchEnv{exec.sm_count, spec.ctas, nullptr}))
+        ++result.paths[spec.kernel][path];
+  };
   Watchdog watchdog(o.case_timeout_s, o.json);
   std::string in_flight;  // the check running now, named in a fatal error
   auto enter = [&](const std::string& what) {
@@ -239,15 +261,23 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
           if (!OpAdapter::findKernel(spec.op, kernel)->supports(spec.dtype)) continue;
           enter(repro(spec, p->name));
           const auto c0 = Clock::now();
-          const Outcome out = checkOne(*p, spec, exec);
+          CaseContext ctx(spec, *sel.op, exec);
+          Outcome out;
+          for (int k = 0; k < entry.repeat && out.verdict != Verdict::Fail; ++k) {
+            ctx.forgetRuns();
+            out = checkOne(*p, spec, exec, &ctx);
+            if (out.verdict == Verdict::Fail && entry.repeat > 1)
+              out.summary += fmt::format(" (run {} of up to {})", k + 1, entry.repeat);
+          }
           watchdog.leave();
           ++result.regression_cases;
+          cover(spec);
           tally(spec, p->name, out, since(c0));
           if (o.json) o.json->write(caseRecord("regression", spec, p->name, out, since(c0)));
           if (out.verdict == Verdict::Fail) {
             log(fmt::format("REGRESSION FAILED {} [{}]: {}", entry.path, kernel, out.summary));
-            result.failures.push_back(
-                {"regression", p->name, spec, spec, out, 0, -1, since(t0), entry.path, exec.perturb_schedule});
+            result.failures.push_back({"regression", p->name, spec, spec, out, 0, -1, since(t0), entry.path,
+                                       exec.perturb_schedule, entry.repeat});
           }
         }
       }
@@ -270,6 +300,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       if (!OpAdapter::findKernel(spec.op, spec.kernel)->supports(spec.dtype)) continue;  // not this kernel's dtype
       CaseContext ctx(spec, *sel.op, exec);
       ++result.cases_run;
+      cover(spec);
       for (const Property* p : sel.properties) {
         if (failed.count({spec.kernel, p->name})) continue;
         enter(repro(spec, p->name));

@@ -53,12 +53,16 @@ struct FailureRecord {
   double seconds_to_detect = 0;
   std::string corpus_file;   // where it was saved, or the regression file
   bool perturb_schedule = false;  // found under a schedule-perturbing load, so its repro needs one too
+  int repeats = 1;                // runs its repro needs (a regression case's `# repeat:`)
 };
 
 struct CampaignResult {
   int64_t cases_run = 0, regression_cases = 0;
   std::map<std::tuple<std::string, std::string, std::string>, CellStats> cells;  // (kernel, property, dtype)
   std::vector<FailureRecord> failures;
+  // Coverage: kernel -> each code path it declares -> cases that took it
+  // (KernelInfo::code_paths); a path at 0 was never reached.
+  std::map<std::string, std::map<std::string, int64_t>> paths;
   bool stopped_by_time = false;
   double seconds = 0;
   std::string fatal_error;   // a sticky GPU fault or similar ended the campaign early
@@ -70,12 +74,25 @@ std::vector<std::string> defaultKernels(const std::string& op, Backend backend);
 
 CampaignResult runCampaign(const CampaignOptions& options, const ExecContext& exec);
 
-/// Runs the given properties (empty: all) on one case, as `ulpcheck repro` does.
-std::vector<std::pair<std::string, Outcome>> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
-                                                     const ExecContext& exec);
+/// What one property said over the repeats of one case.
+struct ReplayResult {
+  std::string property;
+  Outcome outcome;  // of the first failing repeat, else of the last
+  int runs = 0, failed = 0;
+};
+
+/// Runs the given properties (empty: all) on one case, as `ulpcheck repro`
+/// does, `repeats` times: each repeat runs the kernel afresh (the oracle is
+/// computed once), since a race fails on some runs only.
+std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
+                                  const ExecContext& exec, int repeats = 1);
 
 /// The command that reproduces a case (run under schedule perturbation when
-/// it was found under one).
-std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule = false);
+/// it was found under one; `repeats` > 1 adds --repeat for failures that show
+/// on some runs only).
+std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule = false,
+                         int repeats = 1);
+/// The command that reproduces a failure.
+std::string reproCommand(const FailureRecord& f);
 
 }  // namespace ulpcheck

@@ -1,6 +1,7 @@
 #include "harness/runner/corpus.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -28,6 +29,17 @@ CorpusEntry readCorpusFile(const std::string& path, const std::string& op, const
     if (first == std::string::npos) continue;
     if (line[first] == '#') {
       e.comments.push_back(line.substr(first + 1));
+      const auto key = line.find_first_not_of(" \t", first + 1);
+      if (key != std::string::npos && line.compare(key, 7, "repeat:") == 0) {
+        const std::string value = line.substr(key + 7);
+        char* end = nullptr;
+        const long n = std::strtol(value.c_str(), &end, 10);
+        if (end == value.c_str() || value.find_first_not_of(" \t\r", size_t(end - value.c_str())) != std::string::npos ||
+            n < 1 || n > kMaxCorpusRepeat)
+          throw CorpusError(fmt::format("{}:{}: 'repeat:' takes a count from 1 to {}, not '{}'", path, number,
+                                        kMaxCorpusRepeat, value));
+        e.repeat = int(n);
+      }
       continue;
     }
     if (case_line_number)

@@ -1,7 +1,9 @@
 // The case corpus: corpora/<op>/<property>/{regression,crashing}/*.case.
 // A file holds '#' comment lines and exactly one case line. Regression cases
 // replay on every run (for every selected kernel of their op); failing cases
-// found by a run are written to crashing/, to be promoted by a person.
+// found by a run are written to crashing/, to be promoted by a person. A
+// comment line `# repeat: N` replays the case N times (each run afresh),
+// failing if any run fails: the case of a race fails on some runs only.
 #pragma once
 
 #include <stdexcept>
@@ -21,7 +23,11 @@ struct CorpusEntry {
   std::string op, property;  // from the path
   CaseSpec spec;
   std::vector<std::string> comments;
+  int repeat = 1;  // `# repeat: N`
 };
+
+/// Most runs a `# repeat:` line may ask for.
+inline constexpr int kMaxCorpusRepeat = 1000;
 
 /// Parses one corpus file; throws CorpusError naming the file and line.
 CorpusEntry readCorpusFile(const std::string& path, const std::string& op, const std::string& property);

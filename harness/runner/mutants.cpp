@@ -78,29 +78,27 @@ CampaignResult generatedCasesOnly(const KillMatrixOptions& o, const KernelInfo& 
 }
 
 /// Whether the shrunk case of a kill fails again when replayed alone: its
-/// `ulpcheck repro` command run through `cli` (exit code 1: a property
-/// failed), or without one runCase in this process. A deterministic defect
-/// fails on the first try; a race or an arrival-order sum shows on some runs
-/// only, and gets more.
-constexpr int kReplayAttempts = 3;
-constexpr int kIntermittentReplayAttempts = 10;
+/// `ulpcheck repro --repeat R` command run through `cli` (exit code 1: a
+/// property failed in some repeat), or without one runCase in this process.
+/// A deterministic defect fails on the first run; a race shows on some runs
+/// only (the cuda_atomic race ulpcheck found failed 1 run in 3, so 20 runs
+/// miss it with probability (2/3)^20 < 1e-3), and a property whose failures
+/// are intermittent compares many runs in each repeat already.
+int replayRepeats(bool intermittent) { return intermittent ? 10 : 20; }
+
 bool replays(const FailureRecord& f, bool intermittent, const std::string& cli, const ExecContext& exec) {
-  const std::string command = reproCommand(f.shrunk, f.property, f.perturb_schedule);
-  const std::string prefix = "ulpcheck";
-  const int attempts = intermittent ? kIntermittentReplayAttempts : kReplayAttempts;
-  for (int attempt = 0; attempt < attempts; ++attempt) {
-    if (!cli.empty()) {
-      const int status = std::system(fmt::format("'{}'{} > /dev/null 2>&1", cli, command.substr(prefix.size())).c_str());
-      if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == exit_code::kPropertyFailed) return true;
-      continue;
-    }
-    ExecContext e = exec;
-    e.perturb_schedule = f.perturb_schedule;
-    e.determinism_repeats = kThoroughDeterminismRepeats;  // as `ulpcheck repro` runs it
-    const auto outcome = runCase(f.shrunk, {f.property}, e);
-    if (!outcome.empty() && outcome.front().second.verdict == Verdict::Fail) return true;
+  const int repeats = replayRepeats(intermittent);
+  if (!cli.empty()) {
+    const std::string command = reproCommand(f.shrunk, f.property, f.perturb_schedule, repeats);
+    const std::string prefix = "ulpcheck";
+    const int status = std::system(fmt::format("'{}'{} > /dev/null 2>&1", cli, command.substr(prefix.size())).c_str());
+    return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == exit_code::kPropertyFailed;
   }
-  return false;
+  ExecContext e = exec;
+  e.perturb_schedule = f.perturb_schedule;
+  e.determinism_repeats = kThoroughDeterminismRepeats;  // as `ulpcheck repro` runs it
+  const auto replay = runCase(f.shrunk, {f.property}, e, repeats);
+  return !replay.empty() && replay.front().failed > 0;
 }
 
 ControlRow runControl(const KillMatrixOptions& o, const KernelInfo& k, const ExecContext& exec) {
@@ -118,7 +116,7 @@ ControlRow runControl(const KillMatrixOptions& o, const KernelInfo& k, const Exe
     nlohmann::json j = {{"type", "control"}, {"variant", k.name}, {"op", k.op}, {"cases", row.cases_run},
                         {"seconds", row.seconds}, {"false_alarms", row.falseAlarms()}};
     for (const FailureRecord& f : row.false_alarms)
-      j["property_false_alarms"].push_back({{"property", f.property}, {"repro", reproCommand(f.shrunk, f.property)}});
+      j["property_false_alarms"].push_back({{"property", f.property}, {"repro", reproCommand(f)}});
     for (const auto& [name, v] : row.by_baseline)
       j["baselines"][name] = {{"applies", v.applies}, {"false_alarm", v.caught}, {"detail", v.detail}};
     o.json->write(j);
@@ -178,7 +176,8 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
                                                            {"shrunk_replays", cell.replays},
                                                            {"intermittent", cell.intermittent},
                                                            {"repro", reproCommand(cell.kill->shrunk, name,
-                                                                                  cell.kill->perturb_schedule)}}
+                                                                                  cell.kill->perturb_schedule,
+                                                                                  cell.intermittent ? replayRepeats(true) : 1)}}
                                           : nlohmann::json{{"killed", false}, {"applies", cell.applies}};
       for (const auto& [name, v] : row.by_baseline)
         j["baselines"][name] = {{"applies", v.applies}, {"caught", v.caught}, {"detail", v.detail}};
@@ -265,17 +264,19 @@ std::string formatKillMatrix(const KillMatrix& m) {
   if (!m.controls.empty())
     out += fmt::format("{} false alarms on {} correct variants ({} cases)\n", false_alarms, m.controls.size(),
                        control_cases);
-  out += "shrunk reproductions of the declared kills (replayed alone, as `ulpcheck repro` runs them):\n";
+  out += "shrunk reproductions of the declared kills (replayed alone, as `ulpcheck repro --repeat` runs them):\n";
   for (const MutantRow& r : m.rows) {
     const auto it = r.by_property.find(r.mutant.caught_by);
     if (it != r.by_property.end() && it->second.kill) {
       const FailureRecord& f = *it->second.kill;
+      const int repeats = replayRepeats(it->second.intermittent);
       const std::string replay =
           it->second.replays       ? "fails again"
-          : it->second.intermittent ? fmt::format("intermittent: no failure in {} replays", kIntermittentReplayAttempts)
-                                    : "DOES NOT REPLAY";
+          : it->second.intermittent ? fmt::format("intermittent: no failure in {} repeats", repeats)
+                                    : fmt::format("DOES NOT REPLAY in {} repeats", repeats);
       out += fmt::format("  {} [{}]: {}\n", r.mutant.name, replay,
-                         reproCommand(f.shrunk, r.mutant.caught_by, f.perturb_schedule));
+                         reproCommand(f.shrunk, r.mutant.caught_by, f.perturb_schedule,
+                                      it->second.intermittent ? repeats : 1));
     }
     if (!r.fatal_error.empty()) out += fmt::format("  {}: FATAL {}\n", r.mutant.name, r.fatal_error);
   }
@@ -290,7 +291,7 @@ std::string formatKillMatrix(const KillMatrix& m) {
   }
   for (const ControlRow& c : m.controls) {
     for (const FailureRecord& f : c.false_alarms)
-      out += fmt::format("  FALSE ALARM {}: {}\n", c.variant.name, reproCommand(f.shrunk, f.property, f.perturb_schedule));
+      out += fmt::format("  FALSE ALARM {}: {}\n", c.variant.name, reproCommand(f));
     if (!c.fatal_error.empty()) out += fmt::format("  {}: FATAL {}\n", c.variant.name, c.fatal_error);
   }
   return out;

@@ -45,23 +45,23 @@ void runFusedTwostage(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
 
 const bool registered =
     AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
-        KernelInfo{"allreduce_rmsnorm", "cuda_unfused", Backend::Cuda, kDTypes, Contracts{true, true, DType::F32},
+        withCudaPaths(KernelInfo{"allreduce_rmsnorm", "cuda_unfused", Backend::Cuda, kDTypes, Contracts{true, true, DType::F32},
                    "allreduce kernel (fp32 in rank order, stored in T), residual-add kernel, rmsnorm forward kernel",
-                   "", ""},
+                   "", ""}),
         unfusedWorkspace, runUnfused, rmsnormDepths}) &&
     AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
-        KernelInfo{"allreduce_rmsnorm", "cuda_fused_oneshot", Backend::Cuda, kDTypes,
+        withCudaPaths(KernelInfo{"allreduce_rmsnorm", "cuda_fused_oneshot", Backend::Cuda, kDTypes,
                    Contracts{true, true, DType::F32, false, "cuda_unfused", {"residual_out", "y"}},
                    "one kernel per rank: reads every peer's row, fp32 sum in rank order, round to T, residual add, "
                    "round to T, RMSNorm",
-                   "", ""},
+                   "", ""}),
         noWorkspace, runFusedOneshot<>, rmsnormDepths}) &&
     AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
-        KernelInfo{"allreduce_rmsnorm", "cuda_fused_twostage", Backend::Cuda, kDTypes,
+        withCudaPaths(KernelInfo{"allreduce_rmsnorm", "cuda_fused_twostage", Backend::Cuda, kDTypes,
                    Contracts{true, true, DType::F32, false, "cuda_unfused", {"residual_out", "y"}},
                    "reduce-scatter (each rank fuses allreduce, residual add and RMSNorm on the rows it owns), then "
                    "all-gather of the finished rows",
-                   "", ""},
+                   "", ""}),
         noWorkspace, runFusedTwostage, rmsnormDepths});
 
 }  // namespace

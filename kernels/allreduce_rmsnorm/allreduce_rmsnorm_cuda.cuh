@@ -253,4 +253,7 @@ inline ReductionDepths rmsnormDepths(const RowShape& s, const LaunchEnv& env) {
 
 inline const std::vector<DType> kDTypes{DType::F32, DType::F16, DType::BF16};
 
+/// The CUDA variants' code paths: their row kernels' (no backward).
+inline KernelInfo withCudaPaths(KernelInfo info) { return withRowPaths(std::move(info), {true, 1, false, 0}); }
+
 }  // namespace ulpcheck::allreduce_rmsnorm_cuda

@@ -109,8 +109,9 @@ bool registerPort(const char* name, const char* description, const char* bug, co
     contracts.bitwise_with_unfused = {"residual_out", "y"};
   }
   return AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
-      KernelInfo{"allreduce_rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16}, contracts,
-                 description, bug, caught_by},
+      withRowPaths(KernelInfo{"allreduce_rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
+                              contracts, description, bug, caught_by},
+                   {.backward = false}),
       noWorkspace, std::move(run), rmsnormDepths});
 }
 

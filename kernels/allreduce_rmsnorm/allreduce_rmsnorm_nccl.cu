@@ -111,7 +111,7 @@ KernelInfo ncclInfo() {
                "forward kernel",
                "", ""};
   k.one_rank_per_gpu = true;
-  return k;
+  return withCudaPaths(std::move(k));
 }
 
 const bool registered =

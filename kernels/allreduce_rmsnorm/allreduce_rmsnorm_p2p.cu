@@ -62,7 +62,7 @@ KernelInfo p2pInfo(const char* name, const char* description) {
   k.contracts.bitwise_with_unfused = {"residual_out", "y"};
   k.contracts.bitwise_rows_where_exact = "residual_out";
   k.one_rank_per_gpu = true;
-  return k;
+  return withCudaPaths(std::move(k));
 }
 
 const bool registered =

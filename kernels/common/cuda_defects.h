@@ -40,6 +40,13 @@ enum KernelDefect : unsigned {
   // round trip through the activation dtype the unfused pipeline makes
   // (aiter PR #2586).
   kNoRoundTripBeforeResidual = 1u << 5,
+  // The atomic dW epilogue of the workspace path (rows too wide for
+  // registers) adds the CTA's partial columns strided by thread, so a thread
+  // adds columns another warp accumulated, with no barrier after that warp's
+  // last stores: it may add a partial still missing the CTA's last row. This
+  // was ulpcheck's own cuda_atomic, found by a default campaign on the H100
+  // (M=7 N=8644 fp32, 3 CTAs: dW 1e5x over budget in 1 run of 3).
+  kAtomicEpilogueReadsPeersPartials = 1u << 6,
 };
 
 /// Host-side launch defects; all false is the correct launch code.

@@ -87,12 +87,9 @@ __device__ __forceinline__ float blockAllReduce(float v, float* red /* 2 * 32 */
   return total;
 }
 
-/// How many elements of a row a thread may hold in registers for the
-/// backward (x, dy and w as packed vectors plus fp32 dW accumulators) within
-/// the 128 registers a 512-thread CTA allows per thread.
 template <typename T>
 constexpr int maxRegisterElements() {
-  return sizeof(T) == 2 ? 32 : 16;
+  return registerElements(int(sizeof(T)));
 }
 
 template <int V>

@@ -13,11 +13,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
+#include <vector>
 
 #include "harness/core/accuracy.h"
 #include "harness/core/dtype.h"
 #include "harness/core/hd.h"
 #include "kernels/common/row_launch.h"
+#include "kernels/registry.h"
 
 namespace ulpcheck::row_plan {
 
@@ -50,6 +53,20 @@ ULPCHECK_HD inline RowPlan planRow(DType t, int64_t N, int64_t ld, bool pointers
   while (int64_t(vpt) * p.threads < p.nvec) vpt *= 2;
   p.vpt = vpt;
   return p;
+}
+
+/// How many elements of a row a CUDA thread may hold in registers (x, dy and
+/// w as packed vectors plus fp32 dW accumulators) within the 128 registers a
+/// 512-thread CTA allows per thread; a kernel with more per-element state
+/// (LayerNorm's backward) holds half.
+ULPCHECK_HD constexpr int registerElements(int storage_bytes) { return storage_bytes == 2 ? 32 : 16; }
+
+/// Whether the CUDA kernels keep a thread's columns in registers across the
+/// passes over a row (row_cuda.cuh's withVecAndVpt: vpt 1..16 within
+/// `max_elements`), or take the workspace path that reloads them (and keeps
+/// RMSNorm's dW partials in the workspace).
+ULPCHECK_HD inline bool keepsRowInRegisters(const RowPlan& p, int max_elements) {
+  return p.vpt <= 16 && p.vpt * p.vec <= max_elements;
 }
 
 /// Depth of the row reduction: each thread's serial chain (vpt*vec terms plus
@@ -108,6 +125,53 @@ inline ReductionDepths reductionDepths(const RowShape& s, const LaunchEnv& env, 
     d.col = col > d.col ? col : d.col;
   }
   return d;
+}
+
+/// The code paths of a family of row-wise kernels, for coverage
+/// (KernelInfo::code_paths). The harness passes 16-byte aligned buffers, so
+/// a launch takes the vector path exactly when its row stride is a multiple
+/// of 16 bytes.
+struct RowPathModel {
+  bool register_split = false;   // CUDA: a row in registers, or the workspace path (host ports replay one order)
+  int bwd_register_divisor = 1;  // the backward holds 1/divisor of registerElements (LayerNorm's: 2)
+  bool backward = true;          // a backward grid whose CTAs may own several rows
+  int64_t large_m_from = 0;      // a mutant's dispatch path taken from this M on (0: none)
+};
+
+inline std::vector<std::string> rowCodePaths(const RowPathModel& m) {
+  std::vector<std::string> out{"scalar", "vector", "vector+tail"};
+  if (m.register_split) {
+    for (const char* p : {"fwd registers", "fwd workspace"}) out.push_back(p);
+    if (m.backward)
+      for (const char* p : {"bwd registers", "bwd workspace"}) out.push_back(p);
+  }
+  if (m.backward)
+    for (const char* p : {"one row per CTA", "several rows per CTA"}) out.push_back(p);
+  if (m.large_m_from) out.push_back("M >= " + std::to_string(m.large_m_from) + " dispatch");
+  return out;
+}
+
+inline std::vector<std::string> rowPathsTaken(const RowPathModel& m, const RowShape& s, const LaunchEnv& env) {
+  const RowPlan p = planRow(s.dtype, s.N, s.ld, true);
+  std::vector<std::string> out{p.vec == 1 ? "scalar" : p.tail ? "vector+tail" : "vector"};
+  const int elements = registerElements(storageBytes(s.dtype));
+  if (m.register_split) {
+    out.push_back(keepsRowInRegisters(p, elements) ? "fwd registers" : "fwd workspace");
+    if (m.backward)
+      out.push_back(keepsRowInRegisters(p, elements / m.bwd_register_divisor) ? "bwd registers" : "bwd workspace");
+  }
+  if (m.backward)
+    out.push_back(backwardCtas(p, s.M, env.sm_count, env.ctas_override) < s.M ? "several rows per CTA"
+                                                                               : "one row per CTA");
+  if (m.large_m_from && s.M >= m.large_m_from) out.push_back("M >= " + std::to_string(m.large_m_from) + " dispatch");
+  return out;
+}
+
+/// `info` declaring the code paths of `model`.
+inline KernelInfo withRowPaths(KernelInfo info, const RowPathModel& model) {
+  info.code_paths = rowCodePaths(model);
+  info.paths_taken = [model](const RowShape& s, const LaunchEnv& e) { return rowPathsTaken(model, s, e); };
+  return info;
 }
 
 }  // namespace ulpcheck::row_plan

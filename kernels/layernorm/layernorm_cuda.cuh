@@ -311,9 +311,12 @@ bool registerVariant(const char* name, const char* description, cuda_defects::Mu
   constexpr unsigned kBackwardDefects = D & cuda_defects::kReductionSlotReusedWithoutBarrier;
   static_assert(D == (kForwardDefects | kBackwardDefects), "a defect bit the LayerNorm kernels do not implement");
   const cuda_defects::LaunchDefects launch = mutant.launch;
+  // The backward holds half as many row elements in registers (kBackwardRegisterElements).
+  const RowPathModel paths{true, 2, true, launch.swap_dgamma_dbeta_at_large_m ? 256 : 0};
   return LayerNormRegistry::add(LayerNormKernel{
-      KernelInfo{"layernorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
-                 Contracts{true, true, DType::F32}, description, mutant.bug, mutant.caught_by},
+      withRowPaths(KernelInfo{"layernorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
+                              Contracts{true, true, DType::F32}, description, mutant.bug, mutant.caught_by},
+                   paths),
       workspaceBytes, forward<kForwardDefects>,
       [launch](const LayerNormBackwardArgs& b, const LaunchEnv& e) { backward<kBackwardDefects>(b, e, launch); },
       depths});

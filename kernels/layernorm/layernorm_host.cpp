@@ -94,10 +94,12 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defect
 
 namespace {
 bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects) {
+  const RowPathModel paths{.backward = true, .large_m_from = defects.swap_dgamma_dbeta_at_large_m ? 256 : 0};
   return LayerNormRegistry::add(LayerNormKernel{
-      KernelInfo{"layernorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
-                 Contracts{.deterministic = true, .batch_invariant = true, .accumulation = DType::F32}, description,
-                 bug, caught_by},
+      withRowPaths(KernelInfo{"layernorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
+                              Contracts{.deterministic = true, .batch_invariant = true, .accumulation = DType::F32},
+                              description, bug, caught_by},
+                   paths),
       workspaceBytes,
       [defects](const LayerNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },
       [defects](const LayerNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, defects); }, depths});

@@ -27,7 +27,9 @@ using namespace row_cuda;
 //   LastBlock: write the partial, __threadfence, take a ticket; the last CTA
 //              to arrive sums all partials in CTA order (quack PR #109).
 //   Atomic:    atomicAdd the partial into an fp32 dW (arrival order).
-// D: cuda_defects bits (kNoFenceBeforeTicket drops LastBlock's fences).
+// D: cuda_defects bits (kNoFenceBeforeTicket drops LastBlock's fences;
+// kAtomicEpilogueReadsPeersPartials makes Atomic's workspace path add
+// partials other threads wrote, with no barrier).
 template <typename T, int VEC, int VPT, DwStrategy S, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
     backwardKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ dy,
@@ -139,8 +141,20 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
           for (int k = 0; k < VEC; ++k) atomicAdd(dw_fp32 + vi * VEC + k, dw_acc[v][k]);
       }
-    } else {
+    } else if constexpr (D & cuda_defects::kAtomicEpilogueReadsPeersPartials) {
       for (int64_t col = int64_t(t); col < nvec * VEC; col += blockDim.x) atomicAdd(dw_fp32 + col, my_partial[col]);
+    } else {
+      // Each thread adds the workspace columns it accumulated itself. Columns
+      // strided by thread (col = t, t + threads, ...) belong to other warps,
+      // whose last row's stores nothing orders before these loads: ulpcheck's
+      // default campaign caught the strided loop summing partials that lacked
+      // the last row (dW off by 1e5 budgets, 1 run in 3).
+      for (int v = 0; v < vpt_dynamic; ++v) {
+        const int64_t vi = int64_t(v) * blockDim.x + t;
+        if (vi >= nvec) break;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) atomicAdd(dw_fp32 + vi * VEC + k, my_partial[vi * VEC + k]);
+      }
     }
     if (t < tail) atomicAdd(dw_fp32 + tail_col, dw_tail);
     return;
@@ -257,12 +271,15 @@ extern template void launchBackward<DwStrategy::Atomic, cuda_defects::kNone>(con
 template <DwStrategy S, unsigned D = cuda_defects::kNone>
 bool registerVariant(const char* name, const char* description, Contracts contracts, cuda_defects::MutantSpec mutant = {}) {
   constexpr unsigned kForwardDefects = D & (cuda_defects::kXSquaredInFp16 | cuda_defects::kRstdInBf16);
-  constexpr unsigned kBackwardDefects = D & cuda_defects::kNoFenceBeforeTicket;
+  constexpr unsigned kBackwardDefects =
+      D & (cuda_defects::kNoFenceBeforeTicket | cuda_defects::kAtomicEpilogueReadsPeersPartials);
   static_assert(D == (kForwardDefects | kBackwardDefects), "a defect bit the RMSNorm kernels do not implement");
   const cuda_defects::LaunchDefects launch = mutant.launch;
+  const RowPathModel paths{true, 1, true, launch.dw_bf16_at_large_m ? cuda_defects::kLargeMPath : 0};
   return RmsNormRegistry::add(RmsNormKernel{
-      KernelInfo{"rmsnorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16}, contracts, description,
-                 mutant.bug, mutant.caught_by},
+      withRowPaths(KernelInfo{"rmsnorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16}, contracts,
+                              description, mutant.bug, mutant.caught_by},
+                   paths),
       [launch](const RowShape& s, const LaunchEnv& e) { return variantWorkspaceLayout(s, e, launch).bytes; },
       [launch](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward<kForwardDefects>(f, e, launch); },
       [launch](const RmsNormBackwardArgs& b, const LaunchEnv& e) { launchBackward<S, kBackwardDefects>(b, e, launch); },

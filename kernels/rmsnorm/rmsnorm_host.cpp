@@ -62,9 +62,15 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
   // Liger PR #950: the large-M dispatch path summed the dW partials in bf16.
   const bool large_m_bf16_dw = defects.dw_in_bf16_at_large_m && s.M >= 32768;
 
+  // The race: on a racy call, columns another warp owns lose the CTA's last row.
+  static std::atomic<uint64_t> backward_calls{0};
+  const bool racy = defects.atomic_partials_race && strategy == DwStrategy::Atomic &&
+                    !keepsRowInRegisters(p, registerElements(storageBytes(s.dtype))) && backward_calls++ % 3 == 2;
+  std::vector<float> before_last_row;
   for (int64_t cta = 0; cta < ctas; ++cta) {
     std::fill(dw_acc.begin(), dw_acc.end(), 0.f);
     for (int64_t row = cta; row < s.M; row += ctas) {
+      if (racy && row + ctas >= s.M) before_last_row = dw_acc;
       const float r = b.rstd[row];
       const int64_t base = row * rowStride(s, defects);
       for (int t = 0; t < p.threads; ++t) {
@@ -88,7 +94,13 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
       }
     }
     for (int t = 0; t < p.threads; ++t)
-      forThreadColumns(p, t, tail, [&](int64_t col) { partial[cta * pld + col] = dw_acc[col]; });
+      forThreadColumns(p, t, tail, [&](int64_t col) {
+        // Thread col % threads adds column col (the strided loop); the owner
+        // of its vector, thread (col / vec) % threads, wrote it.
+        const bool peer_warp = col < p.nvec * p.vec &&
+                               (col % p.threads) / kWarp != ((col / p.vec) % p.threads) / kWarp;
+        partial[cta * pld + col] = racy && peer_warp ? before_last_row[col] : dw_acc[col];
+      });
   }
 
   static std::atomic<uint64_t> calls{0};  // Atomic: a different first CTA on every call
@@ -106,12 +118,15 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
 namespace {
 bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by,
                   bool deterministic, Defects defects, DwStrategy strategy, int64_t row_depth_factor) {
+  const RowPathModel paths{.backward = true, .large_m_from = defects.dw_in_bf16_at_large_m ? 32768 : 0};
   return RmsNormRegistry::add(RmsNormKernel{
-      KernelInfo{"rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
-                 Contracts{.deterministic = deterministic,
-                           .batch_invariant = true,
-                           .accumulation = DType::F32,
-                           .column_reduction_ftz = strategy == DwStrategy::Atomic}, description, bug, caught_by},
+      withRowPaths(KernelInfo{"rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
+                              Contracts{.deterministic = deterministic,
+                                        .batch_invariant = true,
+                                        .accumulation = DType::F32,
+                                        .column_reduction_ftz = strategy == DwStrategy::Atomic},
+                              description, bug, caught_by},
+                   paths),
       workspaceBytes, [defects](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },
       [defects, strategy](const RmsNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, strategy, defects); },
       [strategy, row_depth_factor](const RowShape& s, const LaunchEnv& e) {
@@ -132,8 +147,8 @@ const bool registered =
 }  // namespace
 
 bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
-                    Defects defects, DwStrategy strategy, int64_t row_depth_factor) {
-  return registerPort(name, description, bug, caught_by, true, defects, strategy, row_depth_factor);
+                    Defects defects, DwStrategy strategy, int64_t row_depth_factor, bool deterministic) {
+  return registerPort(name, description, bug, caught_by, deterministic, defects, strategy, row_depth_factor);
 }
 
 }  // namespace ulpcheck::rmsnorm_host

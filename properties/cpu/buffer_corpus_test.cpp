@@ -51,6 +51,15 @@ TEST_F(CorpusFiles, ReadsCommentsAndTheCase) {
   EXPECT_EQ(entries[0].comments.size(), 2u);
 }
 
+TEST_F(CorpusFiles, RepeatLineSetsHowOftenTheCaseReplays) {
+  write("race.case", "# a race: fails on some runs only\n#  repeat: 20 \nop=rmsnorm kernel=k dtype=fp32 M=7 N=9\n");
+  write("plain.case", "# repeated measures are not a repeat line\nop=rmsnorm kernel=k dtype=fp32 M=7 N=9\n");
+  const auto entries = loadCorpus(root.string(), "regression");
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].repeat, 1);   // plain.case
+  EXPECT_EQ(entries[1].repeat, 20);  // race.case
+}
+
 TEST_F(CorpusFiles, MalformedFilesNameFileAndLine) {
   auto expectError = [&](const std::string& text, const std::string& mentions) {
     const std::string path = write("bad.case", text);
@@ -68,6 +77,10 @@ TEST_F(CorpusFiles, MalformedFilesNameFileAndLine) {
   expectError("# c\nop=rmsnorm kernel=k dtype=fp16 M=0 N=9\n", ":2: 'M' must be >= 1");
   expectError("op=layernorm kernel=k dtype=fp16 M=2 N=9\n", "lies under 'rmsnorm'");
   expectError(std::string("op=rmsnorm kernel=k dtype=fp16 M=2 N=9\x01garbage\n"), ":1:");
+  expectError("# repeat: many\nop=rmsnorm kernel=k dtype=fp16 M=2 N=9\n", ":1: 'repeat:' takes a count");
+  expectError("# repeat: 0\nop=rmsnorm kernel=k dtype=fp16 M=2 N=9\n", ":1: 'repeat:' takes a count");
+  expectError("# repeat: 5000\nop=rmsnorm kernel=k dtype=fp16 M=2 N=9\n", ":1: 'repeat:' takes a count");
+  expectError("# repeat: 3 times\nop=rmsnorm kernel=k dtype=fp16 M=2 N=9\n", ":1: 'repeat:' takes a count");
 }
 
 TEST_F(CorpusFiles, SavedCrashingCasesReadBack) {

@@ -66,6 +66,30 @@ TEST(Cli, ReproPassesForTheHostPortAndFailsForAMutant) {
   EXPECT_NE(r.output.find("dx"), std::string::npos) << "the worst elements are printed\n" << r.output;
 }
 
+TEST(Cli, ReproRepeatCountsTheRunsThatFail) {
+  // The host mirror of the cuda_atomic race loses a row on every third call.
+  const std::string race = "repro 'op=rmsnorm kernel=host_bug_atomic_partials_race dtype=fp32 M=7 N=8644 ctas=3' "
+                           "--property accuracy";
+  Result r = cli(race + " --repeat 6");
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("failed 2 of 6 runs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("dw"), std::string::npos) << "the first failure is shown in full\n" << r.output;
+  r = cli("repro 'op=rmsnorm kernel=host_atomic dtype=fp32 M=7 N=8644 ctas=3' --property accuracy --repeat 3");
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("failed 0 of 3 runs"), std::string::npos) << r.output;
+  EXPECT_EQ(cli(race + " --repeat 0").code, exit_code::kUsage);
+  EXPECT_EQ(cli(race + " --repeat x").code, exit_code::kUsage);
+}
+
+TEST(Cli, RunReportsCodePathsAndTheOnesNeverReached) {
+  const Result r = cli("run --backend host --kernel host_separate --property memory_safety --cases 3 --tier smoke "
+                       "--seed 1 --no-save --no-corpus");
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("# paths of host_separate (cases):"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("NEVER REACHED by this run"), std::string::npos) << "3 cases cannot reach every path\n"
+                                                                          << r.output;
+}
+
 TEST(Cli, RunFindsShrinksAndSavesAFailure) {
   const fs::path dir = fs::temp_directory_path() / ("ulpcheck-cli-" + std::to_string(::getpid()));
   const fs::path json = dir / "out.jsonl";

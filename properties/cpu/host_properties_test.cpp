@@ -3,6 +3,8 @@
 // check that cannot fail).
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "properties/test_support.h"
 
 namespace ulpcheck {
@@ -44,12 +46,25 @@ TEST(HostPort, AtomicVariantsNondeterminismIsObservedAndExpected) {
   EXPECT_GT(expectedVerdicts(r), 10) << "arrival-order dW must differ between runs\n" << explain(r);
 }
 
-TEST(HostPort, RegressionCorpusReplays) {
-  for (const char* kernel : {"host_separate", "host_twopass"}) {
+TEST(HostPort, RegressionCorpusOfEveryOpReplaysOnEveryCorrectVariant) {
+  std::set<std::string> ops;
+  for (const auto& kernel : correctKernels(Backend::Host)) {
     const CampaignResult r = replayCorpus(kernel, hostContext());
     EXPECT_GT(r.regression_cases, 0) << kernel << ": corpora/<op>/**/regression holds cases";
     EXPECT_TRUE(r.failures.empty()) << kernel << "\n" << explain(r);
+    ops.insert(testing::opOf(kernel));
   }
+  EXPECT_EQ(ops.size(), opRegistry().size()) << "every op's corpus replays on the CPU";
+}
+
+TEST(HostPort, CodePathsOfTheCasesAreCounted) {
+  const CampaignResult r = runQuietly("host_separate", 40, 0xc0de, Tier::Default, hostContext(), {"memory_safety"});
+  ASSERT_TRUE(r.paths.count("host_separate"));
+  const auto& paths = r.paths.at("host_separate");
+  int64_t loads = 0;
+  for (const char* p : {"scalar", "vector", "vector+tail"}) loads += paths.at(p);
+  EXPECT_EQ(loads, r.cases_run) << "every case takes exactly one of the load paths";
+  EXPECT_EQ(paths.at("one row per CTA") + paths.at("several rows per CTA"), r.cases_run);
 }
 
 TEST(HostMutants, KillMatrixKillsEachByItsDeclaredPropertyAndShrinks) {

@@ -142,14 +142,14 @@ TEST(CudaSchedulePerturbation, DeterminismOutcomeSaysWhetherTheScheduleWasPertur
   const CaseSpec spec = parseCaseString("op=rmsnorm kernel=cuda_separate dtype=fp32 M=64 N=1024");
   const auto perturbed = runCase(spec, {"determinism"}, perturbedCudaContext());
   ASSERT_EQ(perturbed.size(), 1u);
-  EXPECT_EQ(perturbed[0].second.verdict, Verdict::Pass) << perturbed[0].second.summary;
-  EXPECT_NE(perturbed[0].second.summary.find("(schedule perturbed)"), std::string::npos) << perturbed[0].second.summary;
+  EXPECT_EQ(perturbed[0].outcome.verdict, Verdict::Pass) << perturbed[0].outcome.summary;
+  EXPECT_NE(perturbed[0].outcome.summary.find("(schedule perturbed)"), std::string::npos) << perturbed[0].outcome.summary;
   // Without the flag only the last repeats are perturbed, and it says so.
   const auto plain = runCase(spec, {"determinism"}, cudaContext());
   ASSERT_EQ(plain.size(), 1u);
-  EXPECT_EQ(plain[0].second.summary.find("(schedule perturbed)"), std::string::npos) << plain[0].second.summary;
-  EXPECT_NE(plain[0].second.summary.find("(runs from 2 on schedule perturbed)"), std::string::npos)
-      << plain[0].second.summary;
+  EXPECT_EQ(plain[0].outcome.summary.find("(schedule perturbed)"), std::string::npos) << plain[0].outcome.summary;
+  EXPECT_NE(plain[0].outcome.summary.find("(runs from 2 on schedule perturbed)"), std::string::npos)
+      << plain[0].outcome.summary;
 }
 
 TEST(CudaKernels, RegressionCorpusReplaysOnEveryCorrectVariant) {
