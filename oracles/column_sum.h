@@ -5,10 +5,13 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "harness/core/accuracy.h"
+#include "harness/core/parallel.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/tolerances.h"
 
@@ -17,10 +20,12 @@ namespace ulpcheck::mp {
 /// The column sums of one chunk of rows, with two per-column magnitudes the
 /// budget needs (what they hold is the oracle's choice, e.g. sum |terms|).
 struct ColumnSumChunk {
-  explicit ColumnSumChunk(int64_t N) : sum(size_t(N), tolerance::kOracleAccumulatorBits), abs_terms(N, 0.0), gain(N, 0.0) {}
+  explicit ColumnSumChunk(int64_t N)
+      : sum(size_t(N), tolerance::kOracleAccumulatorBits), abs_terms(N, 0.0), gain(N, 0.0), sq_terms(N, 0.0) {}
   RealArray sum;
   std::vector<double> abs_terms;
   std::vector<double> gain;
+  std::vector<double> sq_terms;  // sum of squared terms: sqrt of it is the sum's size under random signs
 };
 
 using ColumnSumChunks = std::vector<std::unique_ptr<ColumnSumChunk>>;
@@ -35,6 +40,8 @@ struct ColumnTotal {
   double exact = 0;      // round-to-odd
   double abs_terms = 0;  // summed over chunks
   double gain = 0;
+  double sq_terms = 0;
+  double magnitude() const { return std::sqrt(sq_terms); }
 };
 
 /// Column j of the sum of all chunks, combined in chunk order.
@@ -45,9 +52,99 @@ inline ColumnTotal combineColumn(const ColumnSumChunks& chunks, int64_t j, Real&
     mpfr_add(scratch, scratch, chunk->sum[size_t(j)], MPFR_RNDN);
     t.abs_terms += chunk->abs_terms[size_t(j)];
     t.gain += chunk->gain[size_t(j)];
+    t.sq_terms += chunk->sq_terms[size_t(j)];
   }
   t.exact = toDoubleRoundToOdd(scratch);
   return t;
+}
+
+// ---------------------------------------------------------------------------
+// The rounding error of a column sum computed in a known order.
+//
+// A kernel that sums a column in a fixed tree (ColumnOrder: per-CTA fma
+// chains over rows, then chains over the CTA partials) rounds the result of
+// each add v once: with s~_v the exact sum of the kernel's own leaf values
+// under v and E_v the error of its computed value,
+//   E_v <= E_a + E_b + u |s~_v + E_a + E_b|  <=  (1 + u)(E_a + E_b) + u |s~_v|
+// (plus eta if the result lands in the subnormal range), so for a tree of
+// depth D
+//   |computed - sum_i t~_i| <= u (1 + u)^D sum_v |s~_v|  (+ adds * eta).
+// The kernel's leaves t~_i differ from the exact terms t_i by tau_i (the
+// caller's per-term bound), so |s~_v| <= |s_v| + sum_{i under v} tau_i, each
+// leaf lying under at most D adds, and in all
+//   |computed - sum_i t_i| <= u (1 + u)^D (sum_v |s_v| + D sum_i tau_i) + sum_i tau_i.
+// The depth bound D u sum_i |t_i| replaces every |s_v| by the sum of all |t|;
+// when terms of random sign cancel, the partial sums grow like sqrt(count)
+// and this bound is sqrt-smaller: at M = 32768 over 4224 CTAs (an H100's
+// grid for narrow rows) it is ~3e-4 of |dW| where the depth bound is ~9%, so
+// one CTA's partial left out (~1.5% of |dW|) shows.
+//
+// sum_v |s_v| is computed here in double from terms accurate to within
+// err_i (the caller's double evaluation of t_i): each partial sum in double is
+// within sum_{under v} err_i + (D + 2) 2^-52 sum_{under v} |t_i| of s_v, so
+// the sum over v is padded by D sum_i err_i + D (D + 2) 2^-52 sum_i |t_i|;
+// both are multiplied by u in the bound, far below anything it decides.
+
+/// One leaf of a column sum as the oracle evaluates it in double: the term
+/// and a bound on that evaluation's error.
+struct Leaf {
+  double value = 0, err = 0;
+};
+
+/// What the bound needs of a column sum in one order.
+struct OrderedColumnBound {
+  std::vector<double> partial_abs;  // per column: sum over every add of |exact partial result| (padded, see above)
+  int64_t depth = 0;                // D: the longest chain of adds from a leaf to the result
+  int64_t adds = 0;                 // adds per column (each may add eta if its result underflows)
+  /// u (1 + u)^D, the factor of partial_abs (and of D sum tau) in the bound,
+  /// padded for the double roundings of summing partial_abs (`adds` of them)
+  /// and of exp/log1p.
+  double factor(double u) const {
+    return u * std::exp(double(depth) * std::log1p(u)) * (1 + double(adds + 8) * 0x1p-51);
+  }
+};
+
+/// sum_v |s_v| of every column of an M x N sum of leaf(i, j) in `order`.
+template <typename LeafFn>
+OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& order, LeafFn leaf, ThreadPool& pool) {
+  OrderedColumnBound b;
+  const int64_t C = std::max<int64_t>(1, order.ctas), G = std::max(1, order.groups);
+  const int64_t per_cta = (M + C - 1) / C;
+  b.depth = per_cta + (G == 1 ? C : (C + G - 1) / G + G);
+  b.adds = M + C + (G > 1 ? G : 0);
+  b.partial_abs.assign(size_t(N), 0.0);
+  constexpr int64_t kColumnsPerTask = 64;
+  const double d = double(b.depth);
+  pool.forChunks((N + kColumnsPerTask - 1) / kColumnsPerTask, [&](unsigned, int64_t task_begin, int64_t task_end) {
+    for (int64_t task = task_begin; task < task_end; ++task) {
+      const int64_t j0 = task * kColumnsPerTask, j1 = std::min(N, j0 + kColumnsPerTask), w = j1 - j0;
+      std::vector<double> chain(w), group(size_t(G * w), 0.0), abs_sum(w, 0.0), abs_terms(w, 0.0), errs(w, 0.0);
+      for (int64_t c = 0; c < C; ++c) {
+        std::fill(chain.begin(), chain.end(), 0.0);
+        for (int64_t i = c; i < M; i += C)
+          for (int64_t j = 0; j < w; ++j) {
+            const Leaf t = leaf(i, j0 + j);
+            chain[j] += t.value;
+            abs_sum[j] += std::fabs(chain[j]);
+            abs_terms[j] += std::fabs(t.value);
+            errs[j] += t.err;
+          }
+        double* g = group.data() + (c % G) * w;
+        for (int64_t j = 0; j < w; ++j) {
+          g[j] += chain[j];
+          abs_sum[j] += std::fabs(g[j]);
+        }
+      }
+      for (int64_t j = 0; j < w; ++j) {
+        if (G > 1) {
+          double total = 0;
+          for (int64_t k = 0; k < G; ++k) abs_sum[j] += std::fabs(total += group[size_t(k * w + j)]);
+        }
+        b.partial_abs[size_t(j0 + j)] = abs_sum[j] + d * errs[j] + d * (d + 2) * 0x1p-52 * abs_terms[j];
+      }
+    }
+  });
+  return b;
 }
 
 }  // namespace ulpcheck::mp

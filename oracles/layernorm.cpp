@@ -22,6 +22,15 @@
 // with A = mean_j |x_j|:
 //
 //   mean~ = fl(fl-sum_j x_j / N)            |mean~ - mean| <= Dm := K ((D + 1) u A + eta)
+//
+// unless the row's sum is exact in fp32 in any order: every x_j is a multiple
+// of q = the smallest ulp (in T) among the row's values, so every partial sum
+// is k q with |k| <= A N / q, exact in fp32 while that is below 2^24. Then
+// mean~ = fl(S / N) is the exact mean rounded once to fp32 (a correctly
+// rounded divide by N, exact in fp32 for N < 2^24), and Dm is that rounding's
+// exact size: 0 for a constant row, whose deviations, variance and xhat are
+// then exactly 0 (y = beta), and ~ u |mean| for 16-bit rows of large mean,
+// which the general bound overstates (D + 1)-fold.
 //   d~_j  = fl(x_j - mean~)                 |d~_j - d_j|  <= Dd_j := Dm + K u (|d_j| + Dm)
 //
 // The variance is where LayerNorm kernels break, and why two passes: with
@@ -63,6 +72,11 @@
 //   dbeta_j = sum_i dy_ij             error <= K D_c u sum_i |dy_ij|   (adds of fp32 values: no underflow error)
 //   and if the column reduction flushes subnormals (fp32 atomics), each of
 //   its D_c adds may lose up to the smallest normal: + K D_c 2^-126 on both.
+//   Where the variant fixes the order of the column sums (ColumnOrder), the
+//   rounding part is bounded instead by the exact partial sums of that tree
+//   (oracles/column_sum.h), F = u (1 + u)^D_c, the smaller bound winning:
+//   dgamma error <= K F (sum_v |s_v| + D_c tau) + tau + K adds eta,   tau = sum_i |dy_ij| Dx_ij
+//   dbeta error  <= K F sum_v |s_v|                                  (exact leaves, no underflow)
 //
 // Each output's budget is then budgetFromError(e) = e + 0.5 ulp_T(|exact| + e)
 // (oracles/reference.h): the final rounding to T comes on top. The terms in Dx
@@ -122,6 +136,11 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
                          ReferenceTensor::zeros("dx", T, M, N, true),
                          ReferenceTensor::zeros("dgamma", T, 1, N, false),
                          ReferenceTensor::zeros("dbeta", T, 1, N, false)};
+  // Magnitudes (the sizes of the terms; see ReferenceTensor::magnitude):
+  // y = xhat gamma + beta: |xhat gamma| + |beta|; dx = r (a - c1 - xhat c2):
+  // r (|a| + |c1| + |xhat c2|); the column sums sqrt(sum of squared terms).
+  // The mean: sqrt(sum_j x_j^2) / N.
+  for (ReferenceTensor* t : {&ref.y, &ref.mean, &ref.dx, &ref.dgamma, &ref.dbeta}) t->withMagnitudes();
 
   std::vector<double> gamma(N), beta(N);
   for (int64_t j = 0; j < N; ++j) {
@@ -146,11 +165,13 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
       const int64_t row_begin = M * chunk / chunks, row_end = M * (chunk + 1) / chunks;
       for (int64_t i = row_begin; i < row_end; ++i) {
         // mean, deviations, variance, rstd.
-        double abs_x = 0.0;
+        double abs_x = 0.0, sq_x = 0.0;
         for (int64_t j = 0; j < N; ++j) {
           mpfr_set_d(sc.values[j], x.value(i, j), MPFR_RNDN);
           abs_x += std::fabs(x.value(i, j));
+          sq_x += x.value(i, j) * x.value(i, j);
         }
+        ref.mean.magnitude[i] = std::sqrt(sq_x) / double(N);
         sc.values.sum(sc.mean, N);
         mpfr_div_si(sc.mean, sc.mean, long(N), MPFR_RNDN);
         double abs_d = 0.0;
@@ -172,7 +193,16 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
 
         // The statistics' error bounds (see the derivation above).
         const double A = abs_x / double(N), A_d = abs_d / double(N);
-        const double Dm = K * ((D + 1.0) * u * A + eta);
+        double q = INFINITY;  // the smallest ulp among the row's values
+        for (int64_t j = 0; j < N; ++j)
+          if (x.value(i, j) != 0.0) q = std::min(q, ulpOf(T, x.value(i, j)));
+        const bool exact_sum = acc == DType::F32 && double(N) < 0x1p24 && abs_x < 0x1p24 * q;
+        // The round-to-odd double rounds to fp32 as the exact mean does, and
+        // is within 2^-52 of it.
+        const double mean_odd = ref.mean.exact[i];
+        const double Dm = !exact_sum ? K * ((D + 1.0) * u * A + eta)
+                                     : std::fabs(roundToFormat(DType::F32, mean_odd) - mean_odd) +
+                                           0x1p-52 * std::fabs(mean_odd);
         double mean_dd2 = 0.0;
         for (int64_t j = 0; j < N; ++j) {
           sc.dd[j] = Dm + K * u * (std::fabs(sc.d[j]) + Dm);
@@ -202,6 +232,7 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
           const double ag = std::fabs(gamma[j]);
           ref.y.budget[e] = budgetFromError(
               T, ref.y.exact[e], ag * sc.dxh[j] + K * (u * (std::fabs(ref.y.exact[e]) + ag * sc.dxh[j]) + eta));
+          ref.y.magnitude[e] = std::fabs(sc.xhat[j] * gamma[j]) + std::fabs(beta[j]);
 
           const double a = gamma[j] * in.dy.value(i, j);  // exact
           const double da = K * (u * std::fabs(a) + eta);
@@ -239,15 +270,18 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
                             K * (u * (2.0 * (std::fabs(a) + std::fabs(c1)) + std::fabs(xh * c2)) + 2.0 * eta);
           ref.dx.budget[e] = budgetFromError(
               T, ref.dx.exact[e], r_hi * Di + std::fabs(inner) * Dr + K * (u * r_hi * (std::fabs(inner) + Di) + eta));
+          ref.dx.magnitude[e] = r * (std::fabs(a) + std::fabs(c1) + std::fabs(xh * c2));
 
           // dgamma += dy xhat (exact at 256 bits: 160 + 24), dbeta += dy.
           mpfr_mul(sc.t, sc.dev[j], sc.r, MPFR_RNDN);
           mpfr_mul_d(sc.acc_term, sc.t, dyv, MPFR_RNDN);
           mpfr_add(dgc->sum[j], dgc->sum[j], sc.acc_term, MPFR_RNDN);
           dgc->abs_terms[j] += std::fabs(dyv * xh);
+          dgc->sq_terms[j] += (dyv * xh) * (dyv * xh);
           dgc->gain[j] += std::fabs(dyv) * Dx;
           mpfr_add_d(dbc->sum[j], dbc->sum[j], dyv, MPFR_RNDN);
           dbc->abs_terms[j] += std::fabs(dyv);
+          dbc->sq_terms[j] += dyv * dyv;
         }
       }
       dgamma_chunks[chunk] = std::move(dgc);
@@ -258,15 +292,47 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
   // A column reduction that flushes subnormals (fp32 atomics) may lose up to
   // the smallest normal per add.
   const double ftz = contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(acc).emin) : 0.0;
+
+  // dgamma and dbeta in each order the launch may take: sum_v |s_v| of its
+  // tree, from doubles of the mean and rstd (within 2^-52 of the exact ones).
+  std::vector<mp::OrderedColumnBound> dgamma_ordered, dbeta_ordered;
+  if (!contract.column_reduction_ftz)
+    for (const ColumnOrder& order : contract.depths.col_orders) {
+      dgamma_ordered.push_back(mp::orderedColumnBound(
+          M, N, order,
+          [&](int64_t i, int64_t j) {
+            const double xv = x.value(i, j), mu = ref.mean.exact[size_t(i)], dyv = in.dy.value(i, j);
+            const double t = dyv * (xv - mu) * ref.rstd.exact[size_t(i)];
+            // x - mean in double: the mean's double error and the subtraction's rounding.
+            return mp::Leaf{t, std::fabs(dyv) * ref.rstd.exact[size_t(i)] * 0x1p-50 * (std::fabs(xv) + std::fabs(mu)) +
+                                   0x1p-51 * std::fabs(t)};
+          },
+          pool));
+      dbeta_ordered.push_back(mp::orderedColumnBound(
+          M, N, order, [&](int64_t i, int64_t j) { return mp::Leaf{in.dy.value(i, j), 0.0}; }, pool));
+    }
+  // The smaller of the depth bound and the bounds of every order a launch may take.
+  auto orderedError = [&](const std::vector<mp::OrderedColumnBound>& bounds, int64_t j, double tau, double depth_error) {
+    if (bounds.empty()) return depth_error;
+    double worst = 0;
+    for (const mp::OrderedColumnBound& b : bounds)
+      worst = std::max(worst, K * b.factor(u) * (b.partial_abs[size_t(j)] + double(b.depth) * tau) + tau +
+                                  K * double(b.adds) * eta);
+    return std::min(worst, depth_error);
+  };
+
   Real total(kAccPrec);
   for (int64_t j = 0; j < N; ++j) {
     const mp::ColumnTotal g = mp::combineColumn(dgamma_chunks, j, total);
     ref.dgamma.exact[j] = g.exact;
-    ref.dgamma.budget[j] =
-        budgetFromError(T, g.exact, g.gain + K * (Dc * u * g.abs_terms + (double(M) + Dc) * eta) + ftz);
+    ref.dgamma.magnitude[j] = g.magnitude();
+    ref.dgamma.budget[j] = budgetFromError(
+        T, g.exact,
+        orderedError(dgamma_ordered, j, g.gain, g.gain + K * (Dc * u * g.abs_terms + (double(M) + Dc) * eta) + ftz));
     const mp::ColumnTotal b = mp::combineColumn(dbeta_chunks, j, total);
     ref.dbeta.exact[j] = b.exact;
-    ref.dbeta.budget[j] = budgetFromError(T, b.exact, K * Dc * u * b.abs_terms + ftz);
+    ref.dbeta.magnitude[j] = b.magnitude();
+    ref.dbeta.budget[j] = budgetFromError(T, b.exact, orderedError(dbeta_ordered, j, 0.0, K * Dc * u * b.abs_terms + ftz));
   }
   return ref;
 }

@@ -3,6 +3,7 @@
 // the correctly rounded result) and the element's error budget.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -20,6 +21,17 @@ struct ReferenceTensor {
   bool per_row = true;          // row i depends only on row i of the inputs (batch invariance applies)
   std::vector<double> exact;    // dense rows x cols
   std::vector<double> budget;   // absolute bound on |got - exact|
+  // The size of the terms the element is made of, where it can exceed
+  // |exact| (empty: |exact|): what a gross error compares with. dx cancels
+  // to near zero at some elements while its terms r|a|, r|xhat c| stay
+  // large; a column sum of terms of random sign is sqrt(sum t^2) in size,
+  // which |exact| may undercut by chance. The power of a verdict is measured
+  // against max(|exact|, magnitude).
+  std::vector<double> magnitude;
+
+  double magnitudeAt(int64_t i) const {
+    return magnitude.empty() ? std::fabs(exact[size_t(i)]) : std::max(std::fabs(exact[size_t(i)]), magnitude[size_t(i)]);
+  }
 
   double correctlyRounded(int64_t i) const { return roundToFormat(dtype, exact[i]); }
 
@@ -34,6 +46,11 @@ struct ReferenceTensor {
     r.exact.assign(size_t(rows * cols), 0.0);
     r.budget.assign(size_t(rows * cols), 0.0);
     return r;
+  }
+  /// This tensor with a magnitude per element (zeros to fill in).
+  ReferenceTensor& withMagnitudes() {
+    magnitude.assign(exact.size(), 0.0);
+    return *this;
   }
 };
 

@@ -41,6 +41,14 @@
 //   and if the dW reduction flushes subnormals (fp32 atomics), each of its
 //   D_col adds may lose up to the smallest normal 2^-126 = 2^24 eta:
 //   G_dw += D_col 2^24.
+//   Where the variant fixes the order of its dW sum (ColumnOrder: per-CTA
+//   chains over rows, chains over the partials), the error is bounded
+//   instead by the exact partial sums of that tree (oracles/column_sum.h):
+//   with tau = (delta_r + 2) u sum_i |dy_ij xhat_ij| the leaves' error and
+//   F = u (1 + u)^D,
+//   S_dw = min(the depth bound above, [F (sum_v |s_v| + D tau) + tau] / u),
+//   G_dw += adds (each add of the tree may underflow); the largest over the
+//   orders a launch may take (pointer alignment picks one).
 //
 // where S carries the cancellation: at an element where dx ~ 0, |a_i| and
 // |xhat_i c| stay large, so the budget stays at the size of the terms, not of
@@ -90,6 +98,8 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
 
   RmsNormReference ref{ReferenceTensor::zeros("y", T, M, N, true), ReferenceTensor::zeros("rstd", DType::F32, M, 1, true),
                        ReferenceTensor::zeros("dx", T, M, N, true), ReferenceTensor::zeros("dw", T, 1, N, false)};
+  ref.dx.withMagnitudes();  // r (|a| + |xhat c|): dx = r (a - xhat c) cancels
+  ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
 
   std::vector<double> w(N);
   for (int64_t j = 0; j < N; ++j) w[j] = in.w.value(0, j);
@@ -151,10 +161,12 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
                                        (d_row + delta_r + 4.0) * std::fabs(xhat) * m);
           ref.dx.budget[e] = elementBudget(T, acc, ref.dx.exact[e], scale_dx,
                                            r * (2.0 + std::fabs(c) + std::fabs(xhat)) + 1.0);
+          ref.dx.magnitude[e] = r * (std::fabs(a) + std::fabs(xhat * c));
 
           mpfr_mul_d(sc.acc_term, sc.r, dyv * xv, MPFR_RNDN);  // exact at 256 bits: 160 + 48
           mpfr_add(dwc->sum[j], dwc->sum[j], sc.acc_term, MPFR_RNDN);
           dwc->abs_terms[j] += std::fabs(dyv * xhat);
+          dwc->sq_terms[j] += (dyv * xhat) * (dyv * xhat);
           dwc->gain[j] += 1.0 + std::fabs(dyv);
         }
       }
@@ -166,12 +178,38 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(acc);
   const double ftz_gain = contract.column_reduction_ftz ? d_col * std::ldexp(1.0, formatOf(acc).emin) / eta : 0.0;
 
+  // dW in each order the launch may take: sum_v |s_v| of its tree, from
+  // dy x rstd in double (rstd's double within 2^-52 of the exact value).
+  const double u = unitRoundoff(acc);
+  std::vector<mp::OrderedColumnBound> ordered;
+  if (!contract.column_reduction_ftz)
+    for (const ColumnOrder& order : contract.depths.col_orders)
+      ordered.push_back(mp::orderedColumnBound(
+          M, N, order,
+          [&](int64_t i, int64_t j) {
+            const double t = in.dy.value(i, j) * x.value(i, j) * ref.rstd.exact[size_t(i)];
+            return mp::Leaf{t, 0x1p-51 * std::fabs(t)};
+          },
+          pool));
+
   // Combine the dW chunks in chunk order.
   Real total(kAccPrec);
   for (int64_t j = 0; j < N; ++j) {
     const mp::ColumnTotal t = mp::combineColumn(dw_chunks, j, total);
     ref.dw.exact[j] = t.exact;
-    ref.dw.budget[j] = elementBudget(T, acc, t.exact, (d_col + delta_r + 2.0) * t.abs_terms, 1.0 + t.gain + ftz_gain);
+    double scale = (d_col + delta_r + 2.0) * t.abs_terms, gain = 1.0 + t.gain + ftz_gain;
+    if (!ordered.empty()) {
+      const double tau_units = (delta_r + 2.0) * t.abs_terms;  // the leaves' error, in units of u
+      double worst = 0, adds = 0;
+      for (const mp::OrderedColumnBound& b : ordered) {
+        const double D = double(b.depth);
+        worst = std::max(worst, b.factor(u) / u * (b.partial_abs[size_t(j)] + D * tau_units * u) + tau_units);
+        adds = std::max(adds, double(b.adds));
+      }
+      if (worst < scale) scale = worst, gain += adds;
+    }
+    ref.dw.budget[j] = elementBudget(T, acc, t.exact, scale, gain);
+    ref.dw.magnitude[j] = t.magnitude();
   }
   return ref;
 }

@@ -24,6 +24,20 @@ inline constexpr double kUnderflowHalfUlps = 0.5;
 inline constexpr int kOraclePrecisionBits = 160;
 inline constexpr int kOracleAccumulatorBits = 256;
 
+// Power of a verdict: an element is judged with power when its budget is at
+// most 1/64 of |exact| (or one output ulp, where the output is subnormal and
+// the format cannot do better), so that an error of a couple of percent of
+// the value shows: one CTA's partial left out of a dW summed over thousands
+// of CTAs (about 1/sqrt(CTAs) of it: 1.5% at 4224 CTAs), y = beta in a
+// LayerNorm, a dropped term. The final rounding alone takes at most 2^-8 of
+// a normal 16-bit value, a quarter of this.
+inline constexpr double kPowerErrorFraction = 0x1p-6;
+// A tensor is judged with power when at least half of its nonzero elements
+// are: elements where the exact value cancels to nearly zero (dx ~ 0) keep a
+// budget the size of their terms, rightly, but they are few. A case with a
+// tensor below this is inconclusive, not a pass.
+inline constexpr double kMinTensorPower = 0.5;
+
 // The oracle's self-checks (Boost.Multiprecision cross-check, MPFR finite
 // differences, round-to-odd) keep their agreement constants, each with its
 // derivation, beside them in properties/cpu/oracle_test.cpp.

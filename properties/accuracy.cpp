@@ -1,12 +1,13 @@
 // Property: every output element within its error budget of the MPFR oracle
 // (|got - exact| <= budget), NaN only where the exact result is NaN, Inf only
-// where the exact result is at or beyond overflow.
+// where the exact result is at or beyond overflow; and budgets sharp enough
+// to have seen a gross error, or the case is inconclusive.
+#include "properties/accuracy.h"
+
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
-
-#include "properties/property.h"
 
 namespace ulpcheck {
 
@@ -16,9 +17,10 @@ constexpr size_t kReportedFindings = 5;
 
 double overflowThreshold(DType t) { return maxFinite(t) + 0.5 * ulpOf(t, maxFinite(t)); }
 
-Outcome checkAccuracy(CaseContext& ctx) {
-  const RunResult& run = ctx.baseRun();
-  const std::vector<ReferenceTensor>& reference = ctx.reference();
+}  // namespace
+
+Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& reference,
+                      const DescribeInputs& describe) {
   Outcome o;
   std::vector<Finding> failures, worst;
   bool nontrivial = false;
@@ -66,6 +68,14 @@ Outcome checkAccuracy(CaseContext& ctx) {
         }
         st.max_ratio = std::max(st.max_ratio, f.ratio);
         nontrivial |= exact != 0.0;
+        if (std::isfinite(exact) && exact != 0.0) {
+          // Sharp: the budget is below 1/64 of the element's magnitude, or
+          // within one ulp of the output format there (a subnormal output
+          // cannot carry 1/64 of itself; its budget is as sharp as the
+          // format allows).
+          ++st.nonzero;
+          st.sharp += budget <= std::max(tolerance::kPowerErrorFraction * ref.magnitudeAt(i), unit);
+        }
         if (!ok) {
           ++st.wrong;
           failures.push_back(f);
@@ -90,7 +100,7 @@ Outcome checkAccuracy(CaseContext& ctx) {
   auto& shown = failures.empty() ? worst : failures;
   std::sort(shown.begin(), shown.end(), [](const Finding& a, const Finding& b) { return a.ratio > b.ratio; });
   if (shown.size() > kReportedFindings) shown.resize(kReportedFindings);
-  for (Finding& f : shown) f.inputs = ctx.op().describeInputs(ctx.spec(), f.tensor, f.row, f.col);
+  for (Finding& f : shown) f.inputs = describe(f.tensor, f.row, f.col);
   o.findings = shown;
 
   int64_t wrong = 0;
@@ -99,22 +109,41 @@ Outcome checkAccuracy(CaseContext& ctx) {
     wrong += s.wrong;
     max_ratio = std::max(max_ratio, s.max_ratio);
   }
-  if (!nontrivial) {
-    // Never a vacuous pass: a reference of all zeros (all-zero inputs, say a
-    // one-row case of zero or signed-zero partials) proves nothing about the
-    // arithmetic, so the case does not count as a pass.
-    o.verdict = Verdict::Skip;
-    o.summary = "vacuous case: every exact output is zero";
-  } else if (wrong) {
+  // The tensors whose budgets could not have seen an error of
+  // kPowerErrorFraction of their values in most elements.
+  std::string weak;
+  for (const auto& s : o.stats)
+    if (s.nonzero && s.power() < tolerance::kMinTensorPower)
+      weak += fmt::format("{}{} {:.0f}%", weak.empty() ? "" : ", ", s.tensor, 100.0 * s.power());
+  if (wrong) {
     o.verdict = Verdict::Fail;
     const Finding& f = o.findings.front();
     o.summary = fmt::format("{} elements over budget; worst {}[{},{}] = {} vs exact {} ({:.3g} ulp, {:.3g}x budget){}",
                             wrong, f.tensor, f.row, f.col, hexFloat(f.got), hexFloat(f.exact), f.ulp, f.ratio,
                             f.note.empty() ? "" : " " + f.note);
+  } else if (!nontrivial) {
+    // Never a vacuous pass: a reference of all zeros (all-zero inputs, say a
+    // one-row case of zero or signed-zero partials) proves nothing about the
+    // arithmetic, so the case does not count as a pass.
+    o.verdict = Verdict::Inconclusive;
+    o.summary = "vacuous case: every exact output is zero";
+  } else if (!weak.empty()) {
+    o.verdict = Verdict::Inconclusive;
+    o.summary = fmt::format("all within budget (max {:.3g} of budget), but budgets admit errors of 1/{:g} of the value "
+                            "in most elements: power (elements that would show such an error) {}",
+                            max_ratio, 1.0 / tolerance::kPowerErrorFraction, weak);
   } else {
     o.summary = fmt::format("all within budget (max {:.3g} of budget)", max_ratio);
   }
   return o;
+}
+
+namespace {
+
+Outcome checkAccuracy(CaseContext& ctx) {
+  return judgeAccuracy(ctx.baseRun(), ctx.reference(), [&](const std::string& tensor, int64_t row, int64_t col) {
+    return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
+  });
 }
 
 const bool registered = registerProperty(

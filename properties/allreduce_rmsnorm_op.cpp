@@ -45,6 +45,7 @@ std::string rankName(const char* tensor, int rank) {
 class AllreduceRmsNormOp final : public OpAdapter {
  public:
   std::string name() const override { return "allreduce_rmsnorm"; }
+  bool multiRank() const override { return true; }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<AllreduceRmsNormRegistry>(); }
 

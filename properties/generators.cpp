@@ -66,8 +66,11 @@ rc::Gen<uint64_t> seed() {
 rc::Gen<int64_t> columns(Tier tier) {
   // Vector widths are 4 (fp32) and 8 (fp16/bf16) elements: edges around their
   // multiples, the tail path (N % vec != 0), powers of two, primes.
+  // N = 1 and 2 stay in the list below, rarer: there dx cancels completely
+  // in RMSNorm (N = 1) and LayerNorm (N = 2), whose budgets then rightly
+  // cannot see dx = 0 (the accuracy verdict is inconclusive by construction).
   std::vector<std::pair<size_t, rc::Gen<int64_t>>> alts = {
-      {3, rc::gen::inRange<int64_t>(1, 18)},
+      {3, rc::gen::inRange<int64_t>(3, 18)},
       {4, shrinkingElementOf<int64_t>({1,    2,    3,    4,    5,    7,    8,    9,    12,   15,   16,   17,   24,   31,
                                        32,   33,   63,   64,   65,   127,  128,  129,  255,  256,  257,  511,  512,  513,
                                        1000, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193})},
@@ -116,7 +119,7 @@ rc::Gen<std::pair<int64_t, int64_t>> shape(Tier tier) {
   if (large_m.empty()) return rc::gen::map(independent, [](const std::tuple<int64_t, int64_t>& t) {
     return std::pair{std::get<0>(t), std::get<1>(t)};
   });
-  auto large_batch = rc::gen::tuple(shrinkingElementOf(large_m), rc::gen::inRange<int64_t>(1, 9));
+  auto large_batch = rc::gen::tuple(shrinkingElementOf(large_m), rc::gen::inRange<int64_t>(3, 9));
   return rc::gen::map(shrinkingWeightedOneOf<std::tuple<int64_t, int64_t>>({{9, independent}, {1, large_batch}}),
                       [](const std::tuple<int64_t, int64_t>& t) { return std::pair{std::get<0>(t), std::get<1>(t)}; });
 }
@@ -124,9 +127,12 @@ rc::Gen<std::pair<int64_t, int64_t>> shape(Tier tier) {
 rc::Gen<DistParams> distribution() {
   // Sigma bounds keep every value finite in fp16 (validateCase).
   const auto sigmas = centredExponents(-10, 6);
+  // |mean| / sigma = 2^k: 2^16 and 2^20 are rarer, since there no fp32
+  // kernel knows a LayerNorm's statistics to 1/64 (the verdict is
+  // inconclusive by construction) and 16-bit rows are constant.
+  auto ratio = shrinkingWeightedOneOf<int>({{2, shrinkingElementOf<int>({8, 4, 6, 10, 12})}, {1, shrinkingElementOf<int>({16, 20})}});
   auto large_mean = rc::gen::map(
-      rc::gen::tuple(scale({10, 6, 7, 8, 9, 11, 12}), shrinkingElementOf<int>({8, 4, 6, 10, 12, 16, 20}),
-                     shrinkingElementOf<bool>({false, true})),
+      rc::gen::tuple(scale({10, 6, 7, 8, 9, 11, 12}), ratio, shrinkingElementOf<bool>({false, true})),
       [](const std::tuple<double, int, bool>& t) {
         const double mean = std::get<2>(t) ? -std::get<0>(t) : std::get<0>(t);
         return DistParams{Dist::LargeMean, std::ldexp(std::fabs(mean), -std::get<1>(t)), mean};
@@ -149,6 +155,10 @@ rc::Gen<CaseSpec> withEps(CaseSpec base, std::vector<float> values) {
     c.eps = eps;
     return c;
   });
+}
+
+rc::Gen<CaseSpec> mostly(CaseSpec usual, CaseSpec rare) {
+  return shrinkingWeightedOneOf<CaseSpec>({{7, just(std::move(usual))}, {1, just(std::move(rare))}});
 }
 
 rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {

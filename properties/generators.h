@@ -70,6 +70,11 @@ struct CaseOptions {
 /// `base` with eps drawn from `values` (shrinking toward the first).
 rc::Gen<CaseSpec> withEps(CaseSpec base, std::vector<float> values);
 
+/// `usual` seven times in eight, `rare` otherwise (shrinking toward usual):
+/// how an op spends few cases on a regime whose accuracy verdict is
+/// inconclusive by construction, without leaving it untested.
+rc::Gen<CaseSpec> mostly(CaseSpec usual, CaseSpec rare);
+
 /// Cases of one op over the given kernels and dtypes (each case valid for its
 /// dtype: validateCase holds).
 rc::Gen<CaseSpec> caseSpec(const CaseOptions& options);

@@ -91,6 +91,8 @@ class OpAdapter {
   /// Op-specific parts of a generated case (eps, ...), applied to a case
   /// whose shape, dtype, distribution and kernel are already chosen.
   virtual rc::Gen<CaseSpec> refine(CaseSpec base) const = 0;
+  /// Each rank holds its own copy of the outputs (rank_consistency applies).
+  virtual bool multiRank() const { return false; }
 
   static const KernelInfo* findKernel(const std::string& op, const std::string& kernel);
 };

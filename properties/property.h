@@ -16,8 +16,9 @@ namespace ulpcheck {
 enum class Verdict {
   Pass,
   Fail,
-  Expected,  // the check saw a difference the kernel's contract allows (e.g. a nondeterministic variant)
-  Skip,      // does not apply to this case (the reason says why)
+  Expected,      // the check saw a difference the kernel's contract allows (e.g. a nondeterministic variant)
+  Skip,          // could not run here (out of memory, more ranks than GPUs; the reason says why)
+  Inconclusive,  // ran, but could not have seen a gross error (a budget as wide as the value; nothing to compare)
 };
 const char* verdictName(Verdict v);
 
@@ -38,6 +39,12 @@ struct TensorStats {
   std::string tensor;
   int64_t elements = 0, wrong = 0;
   double max_ulp = 0, rms_ulp = 0, max_ratio = 0;
+  // Power: of the elements whose exact value is finite and not zero, how
+  // many have a budget below tolerance::kPowerErrorFraction of it, or below
+  // one ulp of the output there (so an error that size would be seen).
+  // nonzero == 0: nothing to measure.
+  int64_t nonzero = 0, sharp = 0;
+  double power() const { return nonzero ? double(sharp) / double(nonzero) : 0.0; }
 };
 
 struct Outcome {
@@ -45,7 +52,9 @@ struct Outcome {
   std::string summary;
   std::vector<Finding> findings;   // worst first
   std::vector<TensorStats> stats;
-  bool passed() const { return verdict == Verdict::Pass || verdict == Verdict::Expected || verdict == Verdict::Skip; }
+  bool passed() const { return verdict != Verdict::Fail; }
+  /// The case was judged: it passed, failed, or showed what the contract allows.
+  bool judged() const { return verdict == Verdict::Pass || verdict == Verdict::Fail || verdict == Verdict::Expected; }
 };
 
 struct Property {
@@ -57,6 +66,15 @@ struct Property {
   // to fail once or twice often never fails again, and a reproduction that
   // does not reproduce is worth less than a large one that does.
   bool intermittent_failures = false;
+  // When the property applies, the one rule every part of ulpcheck uses
+  // (running, tables, JSON, exit codes): to a variant of an op (e.g.
+  // fused_vs_unfused to fused variants), and to a case of it (e.g.
+  // rank_consistency to cases with R > 1). Empty: always.
+  std::function<bool(const OpAdapter&, const KernelInfo&)> applies_to_kernel;
+  std::function<bool(const CaseSpec&)> applies_to_case;
+
+  bool appliesTo(const OpAdapter& op, const KernelInfo& k) const { return !applies_to_kernel || applies_to_kernel(op, k); }
+  bool appliesTo(const CaseSpec& c) const { return !applies_to_case || applies_to_case(c); }
 };
 
 std::vector<Property>& propertyRegistry();

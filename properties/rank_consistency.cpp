@@ -32,8 +32,8 @@ Outcome checkRankConsistency(CaseContext& ctx) {
     ++compared;
   }
   if (compared == 0) {
-    o.verdict = Verdict::Skip;
-    o.summary = "single-rank op: no per-rank outputs";
+    o.verdict = Verdict::Fail;
+    o.summary = "a multi-rank case produced no per-rank outputs ('t@r') to compare";
     return o;
   }
   if (d.differing) {
@@ -50,7 +50,9 @@ Outcome checkRankConsistency(CaseContext& ctx) {
 }
 
 const bool registered = registerProperty(
-    {"rank_consistency", "every rank of a multi-rank op holds bitwise identical outputs", checkRankConsistency});
+    {"rank_consistency", "every rank of a multi-rank op holds bitwise identical outputs", checkRankConsistency, false,
+     [](const OpAdapter& op, const KernelInfo&) { return op.multiRank(); },
+     [](const CaseSpec& c) { return c.ranks > 1; }});
 
 }  // namespace
 }  // namespace ulpcheck

@@ -57,6 +57,7 @@ const char* verdictName(Verdict v) {
     case Verdict::Fail: return "FAIL";
     case Verdict::Expected: return "expected";
     case Verdict::Skip: return "skip";
+    case Verdict::Inconclusive: return "inconclusive";
   }
   return "?";
 }
@@ -71,7 +72,8 @@ nlohmann::json toJson(const Finding& f) {
 
 nlohmann::json toJson(const TensorStats& s) {
   return {{"tensor", s.tensor},   {"elements", s.elements}, {"wrong", s.wrong},
-          {"max_ulp", s.max_ulp}, {"rms_ulp", s.rms_ulp},   {"max_ratio", s.max_ratio}};
+          {"max_ulp", s.max_ulp}, {"rms_ulp", s.rms_ulp},   {"max_ratio", s.max_ratio},
+          {"nonzero", s.nonzero}, {"sharp", s.sharp},       {"power", s.power()}};
 }
 
 nlohmann::json toJson(const Outcome& o) {

@@ -84,7 +84,17 @@ class RmsNormOp final : public OpAdapter {
 
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {
     // eps of the models in use; shrinking goes to the first.
-    return gen::withEps(std::move(base), {1e-6f, 1e-5f, 1e-12f, 1e-3f});
+    const std::vector<float> eps{1e-6f, 1e-5f, 1e-12f, 1e-3f};
+    // A dW summed in an order no one fixes (atomics: arrival order) has only
+    // the depth bound, ~ D u sum|dy xhat|, which past a few thousand rows is
+    // beyond 1/64 of dW: such cases are inconclusive by construction.
+    const RowShape shape{base.dtype, base.M, base.N, base.ld, base.eps};
+    if (base.M > 2048 && kernelOf(base).depths(shape, LaunchEnv{132, base.ctas, nullptr}).col_orders.empty()) {
+      CaseSpec usual = base;
+      usual.M = base.M % 2048 + 1;
+      return rc::gen::mapcat(gen::mostly(usual, base), [eps](CaseSpec c) { return gen::withEps(std::move(c), eps); });
+    }
+    return gen::withEps(std::move(base), eps);
   }
 };
 

@@ -76,10 +76,23 @@ inline CampaignResult replayCorpus(const std::string& kernel, const ExecContext&
 }
 
 inline std::string explain(const CampaignResult& r) {
-  std::string out = formatCampaignTable(r);
+  std::string out = formatCampaignTable(r) + formatJudgedSummary(r);
   for (const auto& f : r.failures) out += formatFailure(f);
   if (!r.fatal_error.empty()) out += "FATAL: " + r.fatal_error + "\n";
   return out;
+}
+
+/// A campaign that passed and could have failed: no fatal error (a sticky
+/// fault ends a campaign early), no failure, and every (kernel, property)
+/// that applies judged at least `min_judged` cases, neither skipped (out of
+/// memory, not runnable here) nor inconclusive.
+inline void expectPassedAndJudged(const CampaignResult& r, const std::string& what, int64_t min_judged) {
+  EXPECT_TRUE(r.fatal_error.empty()) << what << ": " << r.fatal_error;
+  EXPECT_TRUE(r.failures.empty()) << what << "\n" << explain(r);
+  EXPECT_FALSE(r.judged.empty()) << what << ": no property applies";
+  for (const auto& [pair, n] : r.judged)
+    EXPECT_GE(n, min_judged) << what << ": " << pair.second << " judged only " << n << " cases of " << pair.first
+                             << "\n" << explain(r);
 }
 
 /// The kill matrix of every mutant of `backend` as CI runs it: default tier

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <random>
 
 #include <CLI/CLI.hpp>
@@ -109,8 +110,11 @@ struct RunArgs {
   bool no_shrink = false, no_corpus = false, no_save = false, quiet = false, perturb_schedule = false;
 };
 
-/// One op's campaign of a `run`; its exit code.
-int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, JsonlWriter* json) {
+/// One op's campaign of a `run`: its exit code, leaving out the --property
+/// names that apply to none of its kernels (added to `inapplicable`: the run
+/// decides those over all its ops).
+int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, JsonlWriter* json,
+          std::map<std::string, int>& inapplicable) {
   CampaignOptions o;
   o.op = op;
   o.kernels = a.kernels;
@@ -143,12 +147,14 @@ int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, Json
   const CampaignResult r = runCampaign(o, exec);
   fmt::print("\n{}{}", formatCampaignTable(r), formatCoverage(r));
   for (const FailureRecord& f : r.failures) fmt::print("\n{}", formatFailure(f));
-  fmt::print("\n# {} generated cases{} + {} regression cases in {:.1f} s: {}\n", r.cases_run,
+  fmt::print("\n{}", formatJudgedSummary(r));
+  fmt::print("# {} generated cases{} + {} regression cases in {:.1f} s: {}\n", r.cases_run,
              r.stopped_by_time ? " (time budget reached)" : "", r.regression_cases, r.seconds,
              r.failures.empty() && r.fatal_error.empty() ? "no failures" : fmt::format("{} failures", r.failures.size()));
   if (!r.fatal_error.empty()) fmt::print("# FATAL: {}\n", r.fatal_error);
   if (json) json->write(campaignSummaryJson(r));
-  return r.exitCode();
+  for (const auto& p : r.inapplicable_properties) ++inapplicable[p];
+  return r.exitCode(/*count_inapplicable_properties=*/false);
 }
 
 /// The ops a `run` covers: the one named, or with `--op all` every op (only
@@ -170,12 +176,14 @@ std::vector<std::string> opsToRun(const RunArgs& a) {
 }
 
 /// Of two exit codes of a multi-op run, the one that says more: a fault or a
-/// hang, then a failure, then a pass; "nothing ran" only if nothing did.
+/// hang, then a failure, then a property that judged nothing (another op's
+/// pass must not hide it), then a pass; "nothing ran" only if nothing did.
 int severity(int code) {
   switch (code) {
-    case exit_code::kRuntimeError: return 4;
-    case exit_code::kHang: return 3;
-    case exit_code::kPropertyFailed: return 2;
+    case exit_code::kRuntimeError: return 5;
+    case exit_code::kHang: return 4;
+    case exit_code::kPropertyFailed: return 3;
+    case exit_code::kNothingJudged: return 2;
     case exit_code::kOk: return 1;
     default: return 0;  // kNothingRan
   }
@@ -188,6 +196,7 @@ int cmdRun(const RunArgs& a) {
   if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
   const auto t0 = std::chrono::steady_clock::now();
   int worst = exit_code::kNothingRan;
+  std::map<std::string, int> inapplicable;  // --property name -> ops it applies to nothing of
   for (size_t i = 0; i < ops.size(); ++i) {
     if (i) fmt::print("\n");
     RunArgs per_op = a;
@@ -195,11 +204,16 @@ int cmdRun(const RunArgs& a) {
       const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       per_op.time_budget = std::max(1.0, (a.time_budget - spent) / double(ops.size() - i));
     }
-    const int code = runOp(per_op, ops[i], exec, json.get());
+    const int code = runOp(per_op, ops[i], exec, json.get(), inapplicable);
     if (severity(code) > severity(worst)) worst = code;
     // A fault may have left the GPU unusable, and a hung kernel still runs.
-    if (code == exit_code::kRuntimeError || code == exit_code::kHang) break;
+    if (code == exit_code::kRuntimeError || code == exit_code::kHang) return worst;
   }
+  for (const auto& [property, ops_without] : inapplicable)
+    if (size_t(ops_without) == ops.size()) {
+      fmt::print("\n# NOTHING JUDGED: --property {} applies to no kernel selected in this run\n", property);
+      if (severity(exit_code::kNothingJudged) > severity(worst)) worst = exit_code::kNothingJudged;
+    }
   return worst;
 }
 
@@ -291,7 +305,9 @@ int main(int argc, char** argv) {
   CLI::App app{"ulpcheck: verifies GPU numerical kernels element by element against an MPFR oracle"};
   app.footer(
       "exit codes: 0 all passed, 1 a property failed, 2 bad arguments, 3 malformed case or corpus file,\n"
-      "            4 kernel fault / out of memory / I/O error, 5 a case hung, 6 nothing matched the selection");
+      "            4 kernel fault / out of memory / I/O error, 5 a case hung, 6 nothing matched the selection,\n"
+      "            7 a property that applies judged no case (all skipped or inconclusive), or --property names\n"
+      "              one that applies to nothing selected");
   app.require_subcommand(1);
 
   app.add_subcommand("list", "list ops, kernel variants (with contracts) and properties");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "harness/core/dtype.h"
 
@@ -13,9 +14,27 @@ namespace ulpcheck {
 /// then a butterfly of depth 5 and a serial pass over W warp totals, has depth
 /// L + 5 + W. Worst-case rounding error of the sum is depth * u * sum|terms|
 /// (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., 4.2).
+/// The order in which a variant sums a column (dW, dgamma) over the M rows,
+/// when it fixes one: row i goes to CTA i % ctas, each CTA adds its rows
+/// serially in row order (an fma chain from 0), then the CTA partials are
+/// added serially in CTA order (groups == 1), or in `groups` interleaved
+/// serial chains (CTA c into chain c % groups) whose results are added
+/// serially in chain order. Knowing it, the oracle bounds the sum's rounding
+/// error by the exact partial sums of that very tree (oracles/column_sum.h),
+/// far below depth * u * sum|terms| when the terms cancel as random signs do.
+struct ColumnOrder {
+  int64_t ctas = 1;
+  int groups = 1;
+  bool operator==(const ColumnOrder& o) const { return ctas == o.ctas && groups == o.groups; }
+};
+
 struct ReductionDepths {
   int64_t row = 1;  // reductions along a row (over N)
   int64_t col = 1;  // reductions down a column (over M), e.g. dW
+  // Where the variant fixes the order of its column sums, the orders a
+  // launch of this shape may take (the plan depends on pointer alignment);
+  // empty where it does not (atomics: arrival order).
+  std::vector<ColumnOrder> col_orders;
 };
 
 /// What a kernel promises about its arithmetic: the precision it accumulates

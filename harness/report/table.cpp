@@ -1,5 +1,7 @@
 #include "harness/report/table.h"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "harness/runner/campaign.h"
@@ -7,14 +9,37 @@
 namespace ulpcheck {
 
 std::string formatCampaignTable(const CampaignResult& r) {
-  std::string out = fmt::format("#{:<16} {:<18} {:<6} {:>7} {:>7} {:>8} {:>6} {:>11} {:>11} {:>9}\n", " kernel",
-                                "property", "dtype", "cases", "#wrong", "expected", "skip", "max_ulp",
+  std::string out = fmt::format("#{:<16} {:<18} {:<6} {:>7} {:>7} {:>8} {:>7} {:>6} {:>11} {:>11} {:>9}\n", " kernel",
+                                "property", "dtype", "cases", "#wrong", "expected", "inconcl", "skip", "max_ulp",
                                 "max_err/bud", "time(s)");
   for (const auto& [key, c] : r.cells) {
     const auto& [kernel, property, dtype] = key;
-    out += fmt::format(" {:<16} {:<18} {:<6} {:>7} {:>7} {:>8} {:>6} {:>11.4g} {:>11.4g} {:>9.2f}\n", kernel, property,
-                       dtype, c.cases, c.failed, c.expected, c.skipped, c.max_ulp, c.max_ratio, c.seconds);
+    out += fmt::format(" {:<16} {:<18} {:<6} {:>7} {:>7} {:>8} {:>7} {:>6} {:>11.4g} {:>11.4g} {:>9.2f}\n", kernel,
+                       property, dtype, c.cases, c.failed, c.expected, c.inconclusive, c.skipped, c.max_ulp,
+                       c.max_ratio, c.seconds);
   }
+  return out;
+}
+
+std::string formatJudgedSummary(const CampaignResult& r) {
+  // Per property over the campaign's cells: how many cases were judged (with
+  // full power, for accuracy), how many could not have seen a gross error.
+  std::map<std::string, CellStats> by_property;
+  for (const auto& [key, c] : r.cells) {
+    CellStats& s = by_property[std::get<1>(key)];
+    s.cases += c.cases, s.passed += c.passed, s.failed += c.failed, s.expected += c.expected;
+    s.skipped += c.skipped, s.inconclusive += c.inconclusive;
+  }
+  std::string out;
+  for (const auto& [property, s] : by_property)
+    out += fmt::format("# {:<18} {} of {} cases judged{}{}{}\n", property, s.judged(), s.cases,
+                       property == "accuracy" ? " with full power" : "",
+                       s.inconclusive ? fmt::format(", {} inconclusive", s.inconclusive) : "",
+                       s.skipped ? fmt::format(", {} skipped", s.skipped) : "");
+  for (const auto& [kernel, property] : r.unjudged())
+    out += fmt::format("# NOTHING JUDGED: {} applies to {} but judged none of its cases\n", property, kernel);
+  for (const auto& property : r.inapplicable_properties)
+    out += fmt::format("# NOTHING JUDGED: --property {} applies to no selected kernel\n", property);
   return out;
 }
 
@@ -88,9 +113,13 @@ nlohmann::json campaignSummaryJson(const CampaignResult& r) {
     const auto& [kernel, property, dtype] = key;
     j["cells"].push_back({{"kernel", kernel},       {"property", property}, {"dtype", dtype},
                           {"cases", c.cases},       {"wrong", c.failed},    {"expected", c.expected},
-                          {"skipped", c.skipped},   {"max_ulp", c.max_ulp}, {"max_ratio", c.max_ratio},
+                          {"skipped", c.skipped},   {"inconclusive", c.inconclusive},
+                          {"judged", c.judged()},   {"max_ulp", c.max_ulp}, {"max_ratio", c.max_ratio},
                           {"seconds", c.seconds}});
   }
+  for (const auto& [kernel, property] : r.unjudged())
+    j["unjudged"].push_back({{"kernel", kernel}, {"property", property}});
+  for (const auto& property : r.inapplicable_properties) j["inapplicable_properties"].push_back(property);
   for (const auto& [kernel, paths] : r.paths)
     for (const auto& [path, cases] : paths) j["paths"][kernel][path] = cases;
   for (const auto& f : r.failures)

@@ -10,6 +10,9 @@
 namespace ulpcheck {
 
 std::string formatCampaignTable(const CampaignResult& r);
+/// Per property: cases judged (accuracy: with full power), inconclusive,
+/// skipped; and the pairs that apply but judged nothing.
+std::string formatJudgedSummary(const CampaignResult& r);
 std::string formatFailure(const FailureRecord& f);
 /// Code paths each kernel's cases took, naming the ones never reached.
 std::string formatCoverage(const CampaignResult& r);

@@ -1,5 +1,6 @@
 #include "harness/runner/campaign.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -117,6 +118,10 @@ struct Selection {
   std::vector<const Property*> properties;
   std::vector<std::string> kernels;
   std::vector<DType> dtypes;
+  /// The property applies to the kernel and the case (Property::appliesTo).
+  bool applies(const Property& p, const CaseSpec& c) const {
+    return p.appliesTo(*op, *OpAdapter::findKernel(c.op, c.kernel)) && p.appliesTo(c);
+  }
 };
 
 Selection select(const CampaignOptions& o, const ExecContext& exec) {
@@ -152,10 +157,19 @@ nlohmann::json caseRecord(const char* kind, const CaseSpec& spec, const std::str
 
 }  // namespace
 
-int CampaignResult::exitCode() const {
+std::vector<std::pair<std::string, std::string>> CampaignResult::unjudged() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [pair, n] : judged)
+    if (n == 0) out.push_back(pair);
+  return out;
+}
+
+int CampaignResult::exitCode(bool count_inapplicable_properties) const {
   if (!fatal_error.empty()) return exit_code::kRuntimeError;
   if (!failures.empty()) return exit_code::kPropertyFailed;
   if (cases_run == 0 && regression_cases == 0) return exit_code::kNothingRan;
+  if (!unjudged().empty() || (count_inapplicable_properties && !inapplicable_properties.empty()))
+    return exit_code::kNothingJudged;
   return exit_code::kOk;
 }
 
@@ -186,12 +200,21 @@ std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::s
     if (!findProperty(name)) throw std::invalid_argument(fmt::format("unknown property '{}' (see `ulpcheck list`)", name));
   CaseContext ctx(spec, *op, exec);
   std::vector<ReplayResult> out;
-  for (const Property& p : propertyRegistry())
-    if (properties.empty() || std::find(properties.begin(), properties.end(), p.name) != properties.end())
-      out.push_back({p.name, {}, 0, 0});
+  for (const Property& p : propertyRegistry()) {
+    const bool named = std::find(properties.begin(), properties.end(), p.name) != properties.end();
+    const bool applies = p.appliesTo(*op, ctx.kernel()) && p.appliesTo(spec);
+    if (applies && (properties.empty() || named)) out.push_back({p.name, {}, 0, 0, true});
+    if (!applies && named) {  // said, not run
+      ReplayResult r{p.name, {}, 0, 0, false};
+      r.outcome.verdict = Verdict::Skip;
+      r.outcome.summary = fmt::format("does not apply to {} on this case", spec.kernel);
+      out.push_back(std::move(r));
+    }
+  }
   for (int k = 0; k < std::max(repeats, 1); ++k) {
     ctx.forgetRuns();
     for (ReplayResult& r : out) {
+      if (!r.applies) continue;
       Outcome o = checkOne(*findProperty(r.property), spec, exec, &ctx);
       ++r.runs;
       if (o.verdict == Verdict::Fail && r.failed++) continue;  // keep the first failure
@@ -212,8 +235,15 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     return reproCommand(spec, property, exec.perturb_schedule);
   };
   CampaignResult result;
-  for (const auto& kernel : sel.kernels)
-    for (const auto& path : OpAdapter::findKernel(o.op, kernel)->code_paths) result.paths[kernel][path] = 0;
+  for (const auto& kernel : sel.kernels) {
+    const KernelInfo& info = *OpAdapter::findKernel(o.op, kernel);
+    for (const auto& path : info.code_paths) result.paths[kernel][path] = 0;
+    for (const Property* p : sel.properties)
+      if (p->appliesTo(*sel.op, info)) result.judged[{kernel, p->name}] = 0;
+  }
+  for (const auto& name : o.properties)
+    if (std::none_of(result.judged.begin(), result.judged.end(), [&](const auto& j) { return j.first.second == name; }))
+      result.inapplicable_properties.push_back(name);
   auto cover = [&](const CaseSpec& spec) {
     const KernelInfo& k = *OpAdapter::findKernel(spec.op, spec.kernel);
     if (k.paths_taken)
@@ -239,7 +269,9 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       case Verdict::Fail: ++cell.failed; break;
       case Verdict::Expected: ++cell.expected; break;
       case Verdict::Skip: ++cell.skipped; break;
+      case Verdict::Inconclusive: ++cell.inconclusive; break;
     }
+    if (out.judged()) ++result.judged[{spec.kernel, property}];
     for (const TensorStats& s : out.stats) {
       cell.max_ulp = std::max(cell.max_ulp, s.max_ulp);
       cell.max_ratio = std::max(cell.max_ratio, s.max_ratio);
@@ -258,7 +290,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         for (const auto& kernel : sel.kernels) {
           CaseSpec spec = entry.spec;
           spec.kernel = kernel;
-          if (!OpAdapter::findKernel(spec.op, kernel)->supports(spec.dtype)) continue;
+          if (!OpAdapter::findKernel(spec.op, kernel)->supports(spec.dtype) || !sel.applies(*p, spec)) continue;
           enter(repro(spec, p->name));
           const auto c0 = Clock::now();
           CaseContext ctx(spec, *sel.op, exec);
@@ -302,7 +334,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       ++result.cases_run;
       cover(spec);
       for (const Property* p : sel.properties) {
-        if (failed.count({spec.kernel, p->name})) continue;
+        if (failed.count({spec.kernel, p->name}) || !sel.applies(*p, spec)) continue;
         enter(repro(spec, p->name));
         const auto c0 = Clock::now();
         Outcome out = checkOne(*p, spec, exec, &ctx);
@@ -367,7 +399,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         failed.insert({spec.kernel, p->name});
         result.failures.push_back(std::move(f));
       }
-      if (failed.size() == sel.kernels.size() * sel.properties.size()) break;  // nothing left to check
+      if (failed.size() == result.judged.size()) break;  // nothing left to check
       if (!o.stop_after_failure_of.empty() &&
           std::any_of(failed.begin(), failed.end(), [&](const auto& f) { return f.second == o.stop_after_failure_of; }))
         break;

@@ -38,9 +38,10 @@ struct CampaignOptions {
 
 /// Figures of one (kernel, property, dtype) cell.
 struct CellStats {
-  int64_t cases = 0, passed = 0, failed = 0, expected = 0, skipped = 0;
+  int64_t cases = 0, passed = 0, failed = 0, expected = 0, skipped = 0, inconclusive = 0;
   double max_ulp = 0, max_ratio = 0;
   double seconds = 0;
+  int64_t judged() const { return passed + failed + expected; }
 };
 
 struct FailureRecord {
@@ -59,6 +60,12 @@ struct FailureRecord {
 struct CampaignResult {
   int64_t cases_run = 0, regression_cases = 0;
   std::map<std::tuple<std::string, std::string, std::string>, CellStats> cells;  // (kernel, property, dtype)
+  // Every (kernel, property) the selection makes applicable (Property::
+  // appliesTo), with the cases it judged: 0 means it could have passed
+  // without looking (exit code 7).
+  std::map<std::pair<std::string, std::string>, int64_t> judged;
+  // Properties named by the options that apply to no selected kernel.
+  std::vector<std::string> inapplicable_properties;
   std::vector<FailureRecord> failures;
   // Coverage: kernel -> each code path it declares -> cases that took it
   // (KernelInfo::code_paths); a path at 0 was never reached.
@@ -66,7 +73,12 @@ struct CampaignResult {
   bool stopped_by_time = false;
   double seconds = 0;
   std::string fatal_error;   // a sticky GPU fault or similar ended the campaign early
-  int exitCode() const;
+  /// The (kernel, property) pairs that apply and judged no case.
+  std::vector<std::pair<std::string, std::string>> unjudged() const;
+  /// 4 fatal, 1 a failure, 7 an applicable pair judged nothing (or, unless
+  /// a multi-op run decides that across its ops, a named property applies to
+  /// nothing selected), 6 nothing ran, 0 otherwise.
+  int exitCode(bool count_inapplicable_properties = true) const;
 };
 
 /// The kernels a campaign runs by default on this backend.
@@ -79,6 +91,7 @@ struct ReplayResult {
   std::string property;
   Outcome outcome;  // of the first failing repeat, else of the last
   int runs = 0, failed = 0;
+  bool applies = true;  // false: named, but does not apply to the case's kernel or the case (not run)
 };
 
 /// Runs the given properties (empty: all) on one case, as `ulpcheck repro`

@@ -9,4 +9,7 @@ inline constexpr int kBadCase = 3;          // malformed case string, case JSON 
 inline constexpr int kRuntimeError = 4;     // a kernel faulted, memory ran out, an I/O error
 inline constexpr int kHang = 5;             // a case exceeded its time limit (watchdog)
 inline constexpr int kNothingRan = 6;       // the selection matched no kernel/property/dtype
+inline constexpr int kNothingJudged = 7;    // a property that applies judged no case (every case skipped or
+                                            // inconclusive), or a property named with --property applies to
+                                            // nothing selected
 }  // namespace ulpcheck::exit_code

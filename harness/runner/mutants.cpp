@@ -155,7 +155,7 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
     row.fatal_error = r.fatal_error;
     for (const auto& name : m.properties) row.by_property[name];
     for (const auto& [key, cell] : r.cells)
-      row.by_property[std::get<1>(key)].applies |= cell.cases > cell.skipped;
+      row.by_property[std::get<1>(key)].applies |= cell.judged() > 0;
     for (const FailureRecord& f : r.failures) {
       KillCell& cell = row.by_property[f.property];
       cell.kill = f;

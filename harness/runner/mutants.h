@@ -39,7 +39,7 @@ struct KillMatrixOptions {
 
 /// What one property did to one mutant.
 struct KillCell {
-  bool applies = false;                // the property judged at least one case (not all skipped)
+  bool applies = false;                // the property judged at least one case (not all skipped or inconclusive)
   std::optional<FailureRecord> kill;   // the first failure, shrunk
   bool replays = false;                // the shrunk case, run alone as `ulpcheck repro` does, fails again
   // The property's failures show on some runs only (Property::intermittent_

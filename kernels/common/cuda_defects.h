@@ -47,6 +47,16 @@ enum KernelDefect : unsigned {
   // was ulpcheck's own cuda_atomic, found by a default campaign on the H100
   // (M=7 N=8644 fp32, 3 CTAs: dW 1e5x over budget in 1 run of 3).
   kAtomicEpilogueReadsPeersPartials = 1u << 6,
+  // LayerNorm forward takes the variance in one pass as E[x^2] - E[x]^2 in
+  // fp32: two numbers of size mean^2 subtracted, so every digit is lost once
+  // |mean| / std nears 2^12 (PyTorch #51102 at mean 2000; TVM PR #19643;
+  // onnxruntime #28463). The two-pass variance loses only second-order terms.
+  kOnePassVariance = 1u << 7,
+  // The last-CTA dW reduction of grids of more than 1024 CTAs leaves the
+  // last CTA's partial out (an off-by-one in the loop bound of the path for
+  // large grids): a missing partial among thousands, which a budget of
+  // depth * u * sum|terms| at that depth (~9% of |dW|) does not see.
+  kLastBlockDropsPartialOnLargeGrid = 1u << 8,
 };
 
 /// Host-side launch defects; all false is the correct launch code.

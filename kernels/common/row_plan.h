@@ -120,9 +120,15 @@ inline ReductionDepths reductionDepths(const RowShape& s, const LaunchEnv& env, 
   ReductionDepths d;
   for (bool aligned : {false, true}) {
     const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned, max_threads);
-    const int64_t col = dwColDepth(s.M, backwardCtas(p, s.M, env.sm_count, env.ctas_override), strategy);
+    const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);
+    const int64_t col = dwColDepth(s.M, ctas, strategy);
     d.row = rowDepth(p) > d.row ? rowDepth(p) : d.row;
     d.col = col > d.col ? col : d.col;
+    // Separate: sumPartialsKernel's kDwGroups chains; LastBlock: one chain in
+    // CTA order; Atomic: arrival order, not fixed.
+    const ColumnOrder order{ctas, strategy == DwStrategy::Separate ? kDwGroups : 1};
+    if (strategy != DwStrategy::Atomic && (d.col_orders.empty() || !(d.col_orders.back() == order)))
+      d.col_orders.push_back(order);
   }
   return d;
 }

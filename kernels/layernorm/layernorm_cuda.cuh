@@ -35,7 +35,7 @@ using namespace layernorm_plan;
 template <typename T>
 constexpr int kBackwardRegisterElements = maxRegisterElements<T>() / 2;
 
-/// D: cuda_defects bits (kVarianceCountsMaskedLanes).
+/// D: cuda_defects bits (kVarianceCountsMaskedLanes, kOnePassVariance).
 template <typename T, int VEC, int VPT, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
     forwardKernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta, T* __restrict__ y,
@@ -49,8 +49,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
     const T* xr = x + row * ld;
     VecT<T, VEC> xs[R];
-    // Pass 1: the mean.
-    float sum = 0.f;
+    // Pass 1: the mean (and, in a one-pass mutant, the sum of squares).
+    float sum = 0.f, sum_sq = 0.f;
 #pragma unroll
     for (int v = 0; v < (VPT > 0 ? VPT : vpt_dynamic); ++v) {
       const int64_t vi = int64_t(v) * blockDim.x + t;
@@ -58,10 +58,16 @@ __global__ void __launch_bounds__(kMaxThreads)
       const VecT<T, VEC> xv = loadVec<T, VEC>(xr + vi * VEC);
       if constexpr (VPT > 0) xs[v] = xv;
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) sum = __fadd_rn(sum, toFloat(xv.v[k]));
+      for (int k = 0; k < VEC; ++k) {
+        sum = __fadd_rn(sum, toFloat(xv.v[k]));
+        if constexpr (D & cuda_defects::kOnePassVariance) sum_sq = __fmaf_rn(toFloat(xv.v[k]), toFloat(xv.v[k]), sum_sq);
+      }
     }
     const float xt = t < tail ? toFloat(xr[tail_col]) : 0.f;
-    if (t < tail) sum = __fadd_rn(sum, xt);
+    if (t < tail) {
+      sum = __fadd_rn(sum, xt);
+      if constexpr (D & cuda_defects::kOnePassVariance) sum_sq = __fmaf_rn(xt, xt, sum_sq);
+    }
     const float mean = __fdiv_rn(blockAllReduce(sum, red, parity), float(N));
 
     // Pass 2: the variance about that mean.
@@ -89,7 +95,9 @@ __global__ void __launch_bounds__(kMaxThreads)
       if (tail > 0 && t == 0)
         for (int k = tail; k < VEC; ++k) sq = __fmaf_rn(mean, mean, sq);
     }
-    const float var = __fdiv_rn(blockAllReduce(sq, red, parity), float(N));
+    float var = __fdiv_rn(blockAllReduce(sq, red, parity), float(N));
+    if constexpr (D & cuda_defects::kOnePassVariance)  // E[x^2] - E[x]^2: two numbers of size mean^2 subtracted
+      var = __fsub_rn(__fdiv_rn(blockAllReduce(sum_sq, red, parity), float(N)), __fmul_rn(mean, mean));
     const float r = rsqrtf(__fadd_rn(var, eps));
     if (t == 0) {
       mean_out[row] = mean;
@@ -307,7 +315,7 @@ extern template void backward<cuda_defects::kNone>(const LayerNormBackwardArgs&,
 /// (none for a correct variant).
 template <unsigned D = cuda_defects::kNone>
 bool registerVariant(const char* name, const char* description, cuda_defects::MutantSpec mutant = {}) {
-  constexpr unsigned kForwardDefects = D & cuda_defects::kVarianceCountsMaskedLanes;
+  constexpr unsigned kForwardDefects = D & (cuda_defects::kVarianceCountsMaskedLanes | cuda_defects::kOnePassVariance);
   constexpr unsigned kBackwardDefects = D & cuda_defects::kReductionSlotReusedWithoutBarrier;
   static_assert(D == (kForwardDefects | kBackwardDefects), "a defect bit the LayerNorm kernels do not implement");
   const cuda_defects::LaunchDefects launch = mutant.launch;

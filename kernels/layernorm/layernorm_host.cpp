@@ -40,7 +40,10 @@ void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& def
     // The buggy kernel loads the tail as one masked vector whose vec - tail
     // masked lanes read 0 and add their squared deviations.
     if (defects.variance_counts_masked_lanes && p.tail > 0) sq += float(p.vec - p.tail) * (mean * mean);
-    const float var = sq / float(s.N);
+    float var = sq / float(s.N);
+    if (defects.one_pass_variance)
+      var = rowSum(p, acc, [&](float a, int64_t col) { return std::fma(x(col), x(col), a); }) / float(s.N) -
+            mean * mean;
     const float r = 1.0f / std::sqrt(var + s.eps);
     f.mean[row] = mean;
     f.rstd[row] = r;

@@ -17,6 +17,9 @@ struct Defects {
   // dgamma and dbeta written to each other's outputs in one shape regime (the
   // large-batch path, M >= 256), as torch-xpu-ops PR #4790 fixed.
   bool swap_dgamma_dbeta_at_large_m = false;
+  // The variance in one pass, E[x^2] - E[x]^2 in fp32, which cancels on
+  // large-mean rows (PyTorch #51102, TVM PR #19643, onnxruntime #28463).
+  bool one_pass_variance = false;
 };
 
 void forward(const LayerNormForwardArgs& f, const LaunchEnv& env, const Defects& defects = {});

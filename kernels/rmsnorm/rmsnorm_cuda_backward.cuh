@@ -27,9 +27,10 @@ using namespace row_cuda;
 //   LastBlock: write the partial, __threadfence, take a ticket; the last CTA
 //              to arrive sums all partials in CTA order (quack PR #109).
 //   Atomic:    atomicAdd the partial into an fp32 dW (arrival order).
-// D: cuda_defects bits (kNoFenceBeforeTicket drops LastBlock's fences;
-// kAtomicEpilogueReadsPeersPartials makes Atomic's workspace path add
-// partials other threads wrote, with no barrier).
+// D: cuda_defects bits (kNoFenceBeforeTicket drops LastBlock's fences,
+// kLastBlockDropsPartialOnLargeGrid one of its partials; kAtomicEpilogue-
+// ReadsPeersPartials makes Atomic's workspace path add partials other
+// threads wrote, with no barrier).
 template <typename T, int VEC, int VPT, DwStrategy S, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
     backwardKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ dy,
@@ -179,9 +180,11 @@ __global__ void __launch_bounds__(kMaxThreads)
     __syncthreads();
     if (!is_last) return;
     if constexpr (!(D & cuda_defects::kNoFenceBeforeTicket)) __threadfence();
+    const int64_t partials =
+        (D & cuda_defects::kLastBlockDropsPartialOnLargeGrid) && gridDim.x > 1024 ? gridDim.x - 1 : gridDim.x;
     for (int64_t col = t; col < N; col += blockDim.x) {
       float total = 0.f;
-      for (int64_t c = 0; c < gridDim.x; ++c) total = __fadd_rn(total, __ldcg(partial + c * partial_ld + col));
+      for (int64_t c = 0; c < partials; ++c) total = __fadd_rn(total, __ldcg(partial + c * partial_ld + col));
       dw[col] = fromFloat<T>(total);
     }
     if (t == 0) *ticket = 0u;  // ready for the next launch
@@ -271,8 +274,9 @@ extern template void launchBackward<DwStrategy::Atomic, cuda_defects::kNone>(con
 template <DwStrategy S, unsigned D = cuda_defects::kNone>
 bool registerVariant(const char* name, const char* description, Contracts contracts, cuda_defects::MutantSpec mutant = {}) {
   constexpr unsigned kForwardDefects = D & (cuda_defects::kXSquaredInFp16 | cuda_defects::kRstdInBf16);
-  constexpr unsigned kBackwardDefects =
-      D & (cuda_defects::kNoFenceBeforeTicket | cuda_defects::kAtomicEpilogueReadsPeersPartials);
+  constexpr unsigned kBackwardDefects = D & (cuda_defects::kNoFenceBeforeTicket |
+                                             cuda_defects::kAtomicEpilogueReadsPeersPartials |
+                                             cuda_defects::kLastBlockDropsPartialOnLargeGrid);
   static_assert(D == (kForwardDefects | kBackwardDefects), "a defect bit the RMSNorm kernels do not implement");
   const cuda_defects::LaunchDefects launch = mutant.launch;
   const RowPathModel paths{true, 1, true, launch.dw_bf16_at_large_m ? cuda_defects::kLargeMPath : 0};

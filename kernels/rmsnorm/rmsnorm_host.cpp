@@ -109,6 +109,8 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
     float total = 0.f;
     if (large_m_bf16_dw)  // the partials' block reduction accumulated in bf16
       for (int64_t c = 0; c < ctas; ++c) total = roundToBf16(total + partial[c * pld + col]);
+    else if (defects.lastblock_drops_partial_on_large_grid && strategy == DwStrategy::LastBlock && ctas > 1024)
+      total = sumPartials(partial, pld, ctas - 1, col, strategy, first);
     else
       total = sumPartials(partial, pld, ctas, col, strategy, first);
     store(b.dw, s.dtype, col, total);

@@ -24,6 +24,9 @@ struct Defects {
   // barrier: on every third call (a race shows on some runs only) such a
   // column is added as it stood before the CTA's last row.
   bool atomic_partials_race = false;
+  // The last-CTA sum of a grid of more than 1024 CTAs leaves the last CTA's
+  // partial out (an off-by-one only the large-grid path reaches).
+  bool lastblock_drops_partial_on_large_grid = false;
 };
 
 using rmsnorm_plan::DwStrategy;

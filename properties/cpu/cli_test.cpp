@@ -90,6 +90,27 @@ TEST(Cli, RunReportsCodePathsAndTheOnesNeverReached) {
                                                                           << r.output;
 }
 
+TEST(Cli, APropertyThatJudgedNothingIsItsOwnExitCode) {
+  // Named, but applies to no selected kernel: rmsnorm has no fused variant.
+  Result r = cli("run --backend host --op rmsnorm --property fused_vs_unfused --cases 2 --tier smoke --no-save");
+  EXPECT_EQ(r.code, exit_code::kNothingJudged) << r.output;
+  EXPECT_NE(r.output.find("NOTHING JUDGED"), std::string::npos) << r.output;
+  // Over every op it applies to allreduce_rmsnorm's fused variants: judged.
+  r = cli("run --backend host --property fused_vs_unfused --cases 20 --tier smoke --seed 3 --no-save --no-corpus");
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  // Applies, but every case was inconclusive (fp32 constant rows with eps
+  // 1e-12: xhat is the mean's rounding error times 1e6), and another op's
+  // pass must not hide it.
+  const fs::path dir = fs::temp_directory_path() / ("ulpcheck-unjudged-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "layernorm" / "accuracy" / "regression");
+  std::ofstream(dir / "layernorm" / "accuracy" / "regression" / "c.case")
+      << "op=layernorm kernel=host_twopass dtype=fp32 M=3 N=127 eps=0x1.197998p-40 dist=constant_rows\n";
+  r = cli("run --backend host --op layernorm --property accuracy --cases 0 --corpus " + dir.string());
+  EXPECT_EQ(r.code, exit_code::kNothingJudged) << r.output;
+  EXPECT_NE(r.output.find("inconclusive"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
 TEST(Cli, RunFindsShrinksAndSavesAFailure) {
   const fs::path dir = fs::temp_directory_path() / ("ulpcheck-cli-" + std::to_string(::getpid()));
   const fs::path json = dir / "out.jsonl";

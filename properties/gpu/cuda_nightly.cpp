@@ -10,7 +10,8 @@ TEST(CudaKernelsNightly, EveryCorrectVariantPassesEveryPropertyOnNightlyShapes) 
   ULPCHECK_REQUIRE_GPU();
   for (const auto& k : testing::correctKernels(Backend::Cuda)) {
     const CampaignResult r = testing::runQuietly(k, 30, 0x4e1, Tier::Nightly, testing::cudaContext());
-    EXPECT_TRUE(r.failures.empty()) << k << "\n" << testing::explain(r);
+    // Judged, not skipped: the largest shapes must fit the GPU, not vanish from the run.
+    testing::expectPassedAndJudged(r, k, 10);
   }
 }
 

@@ -1,0 +1,124 @@
+// The power of the accuracy verdict in the two regimes where budgets used to
+// admit gross errors (issue: "no vacuous pass"): injected errors are either
+// caught or the case is reported inconclusive, never passed.
+#include <gtest/gtest.h>
+
+#include "harness/core/datagen.h"
+#include "kernels/common/row_plan.h"
+#include "oracles/rmsnorm.h"
+#include "properties/accuracy.h"
+#include "properties/layernorm_inputs.h"
+#include "properties/rmsnorm_inputs.h"
+#include "properties/test_support.h"
+
+namespace ulpcheck {
+namespace {
+
+using testing::hostContext;
+
+DescribeInputs noInputs() {
+  return [](const std::string&, int64_t, int64_t) { return std::string(); };
+}
+
+OutputTensor& output(RunResult& r, const std::string& name) {
+  for (OutputTensor& t : r.outputs)
+    if (t.name == name) return t;
+  throw std::logic_error("no output " + name);
+}
+
+/// The LayerNorm case's own host run with every y replaced by
+/// inject(beta_j, gamma_j), judged against the oracle.
+Outcome judgeInjectedY(const std::string& case_text, double (*inject)(double beta, double gamma)) {
+  const CaseSpec c = parseCaseString(case_text);
+  const OpAdapter& op = *findOp(c.op);
+  RunResult run = op.run(c, identityRows(c.M), hostContext());
+  const LayerNormInputData in = generateLayerNormInputs(c, identityRows(c.M));
+  OutputTensor& y = output(run, "y");
+  for (int64_t r = 0; r < y.rows; ++r)
+    for (int64_t j = 0; j < y.cols; ++j)
+      y.bits[size_t(r * y.ld + j)] = doubleToBits(c.dtype, inject(in.beta.value(0, j), in.gamma.value(0, j)));
+  return judgeAccuracy(run, op.reference(c, hostContext()), noInputs());
+}
+
+double beta(double b, double) { return b; }               // xhat lost: y = beta
+double betaPlusGamma(double b, double g) { return b + g; }  // xhat = 1 where the row is constant
+
+TEST(Power, YIsBetaOnLargeMeanRowsIsCaughtOrInconclusiveNeverAPass) {
+  // fp32 at |mean| / sigma = 2^20: no fp32 kernel knows xhat there.
+  const Outcome extreme = judgeInjectedY(
+      "op=layernorm kernel=host_twopass dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-10", beta);
+  EXPECT_EQ(extreme.verdict, Verdict::Inconclusive) << extreme.summary;
+  // Judged, and y = beta is caught: fp32 at 2^8, 16-bit rows of large mean
+  // that still vary (their fp32 sums are exact).
+  for (const char* judged :
+       {"op=layernorm kernel=host_twopass dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p2",
+        "op=layernorm kernel=host_twopass dtype=fp16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p1",
+        "op=layernorm kernel=host_twopass dtype=bf16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p5"}) {
+    const Outcome o = judgeInjectedY(judged, beta);
+    EXPECT_EQ(o.verdict, Verdict::Fail) << judged << "\n" << o.summary;
+  }
+  // 16-bit at 2^12: the rows round to constants, where y = beta is right
+  // and anything else (here y = beta + gamma) is caught.
+  for (const char* constant : {"op=layernorm kernel=host_twopass dtype=bf16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-2",
+                               "op=layernorm kernel=host_twopass dtype=fp16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-6"}) {
+    EXPECT_EQ(judgeInjectedY(constant, beta).verdict, Verdict::Pass) << constant;
+    const Outcome o = judgeInjectedY(constant, betaPlusGamma);
+    EXPECT_EQ(o.verdict, Verdict::Fail) << constant << "\n" << o.summary;
+  }
+}
+
+TEST(Power, TheCorrectKernelOnTheSameRowsIsJudgedWithFullPower) {
+  for (const char* text :
+       {"op=layernorm kernel=host_twopass dtype=bf16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-2",
+        "op=layernorm kernel=host_twopass dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p2",
+        "op=layernorm kernel=host_twopass dtype=fp32 M=3 N=127 dist=constant_rows eps=0x1.4f8b58p-17",
+        "op=rmsnorm kernel=host_lastblock dtype=fp32 M=32768 N=2",
+        "op=rmsnorm kernel=host_separate dtype=bf16 M=32768 N=3"}) {
+    const auto r = runCase(parseCaseString(text), {"accuracy"}, hostContext());
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].outcome.verdict, Verdict::Pass) << text << "\n" << r[0].outcome.summary;
+  }
+}
+
+TEST(Power, OnePartialAmongThousandsIsCaughtWhereTheDepthBoundAdmitsIt) {
+  // M = 32768 narrow rows: 4224 CTAs (an H100's grid at 32 threads), column
+  // depth 4232. The mutant leaves the last CTA's dW partial (8 rows) out.
+  const CaseSpec c = parseCaseString("op=rmsnorm kernel=host_bug_lastblock_drops_partial dtype=fp32 M=32768 N=2");
+  const OpAdapter& op = *findOp(c.op);
+  const RunResult run = op.run(c, identityRows(c.M), hostContext());
+  const std::vector<ReferenceTensor> ordered = op.reference(c, hostContext());
+  const Outcome sharp = judgeAccuracy(run, ordered, noInputs());
+  EXPECT_EQ(sharp.verdict, Verdict::Fail) << sharp.summary;
+
+  // The same oracle without the order (depth * u * sum|terms| only), as the
+  // budget was: the dropped partial fits inside it, and that budget is too
+  // wide to call the case judged.
+  const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
+  const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
+  ReductionDepths depths = row_plan::reductionDepths(shape, LaunchEnv{132, 0, nullptr}, row_plan::DwStrategy::LastBlock);
+  ASSERT_GE(depths.col, 1000);
+  depths.col_orders.clear();
+  RmsNormReference depth_only =
+      rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps}, AccuracyContract{DType::F32, depths}, ThreadPool::shared());
+  const Outcome vacuous = judgeAccuracy(run, {depth_only.y, depth_only.rstd, depth_only.dx, depth_only.dw}, noInputs());
+  EXPECT_EQ(vacuous.verdict, Verdict::Inconclusive) << vacuous.summary;
+  for (const TensorStats& s : vacuous.stats)
+    if (s.tensor == "dw") EXPECT_EQ(s.wrong, 0) << "the depth bound admits the missing partial";
+}
+
+TEST(Power, OnePassVarianceIsCaughtOnLargeMeanRows) {
+  // |mean| / sigma = 2^12 and 2^16 in fp32; 16-bit rows of large mean that
+  // still vary (2^9, 2^5).
+  for (const char* text :
+       {"op=layernorm kernel=host_bug_one_pass_variance dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-2",
+        "op=layernorm kernel=host_bug_one_pass_variance dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-6",
+        "op=layernorm kernel=host_bug_one_pass_variance dtype=fp16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p1",
+        "op=layernorm kernel=host_bug_one_pass_variance dtype=bf16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p5"}) {
+    const auto r = runCase(parseCaseString(text), {"accuracy"}, hostContext());
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].outcome.verdict, Verdict::Fail) << text << "\n" << r[0].outcome.summary;
+  }
+}
+
+}  // namespace
+}  // namespace ulpcheck
