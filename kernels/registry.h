@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,28 @@
 #include "kernels/common/row_launch.h"
 
 namespace ulpcheck {
+
+/// A variant's entry point reported failure (a plugin's nonzero return): the
+/// case fails with this message.
+struct KernelFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// What a variant needs of a case's layout (a plugin's preconditions):
+/// generators do not make cases that break them, and a case that does is
+/// skipped, saying why.
+struct LayoutPreconditions {
+  bool contiguous_rows = false;  // ld == N
+  bool aligned_rows = false;     // every row starts 16-byte aligned: ld * element bytes % 16 == 0
+  int64_t max_cols = 0;          // 0: no limit
+  /// Why a shape breaks them; empty if it does not.
+  std::string violation(DType t, int64_t N, int64_t ld) const {
+    if (contiguous_rows && ld != N) return "needs contiguous rows (ld == N)";
+    if (aligned_rows && (ld * storageBytes(t)) % 16 != 0) return "needs 16-byte aligned rows";
+    if (max_cols > 0 && N > max_cols) return "takes at most " + std::to_string(max_cols) + " columns";
+    return "";
+  }
+};
 
 /// The bitwise and structural promises a variant makes; properties enforce them.
 struct Contracts {
@@ -53,6 +76,11 @@ struct KernelInfo {
   // reached. Empty for a variant that declares none.
   std::vector<std::string> code_paths;
   std::function<std::vector<std::string>(const RowShape&, const LaunchEnv&)> paths_taken;
+  LayoutPreconditions preconditions;
+  // Provenance: "built-in", or the plugin file (and its SHA-256) it came
+  // from; plugin_path is what a repro command must load again.
+  std::string origin = "built-in";
+  std::string plugin_path;
   bool isMutant() const { return !bug.empty(); }
   bool supports(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }
 };

@@ -186,7 +186,18 @@ rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
         c.x = std::get<2>(t);
         c.kernel = std::get<3>(t);
         c.ld = std::get<4>(t) == kAlignRows ? (c.N + 7) / 8 * 8 : c.N + std::get<4>(t);
-        c.dy_sigma = std::get<5>(t);
+        // A kernel's layout preconditions (a plugin's): what it cannot take is not generated.
+        const LayoutPreconditions& pre = OpAdapter::findKernel(c.op, c.kernel)->preconditions;
+        if (!pre.violation(c.dtype, c.N, c.ld).empty()) {
+          if (pre.max_cols > 0 && c.N > pre.max_cols) c.N = 1 + (c.N - 1) % pre.max_cols;
+          if (pre.aligned_rows) {
+            const int64_t per16 = 16 / storageBytes(c.dtype);
+            if (pre.contiguous_rows) c.N = std::max<int64_t>(per16, c.N / per16 * per16);
+            c.ld = (std::max(c.ld, c.N) + per16 - 1) / per16 * per16;
+          }
+          if (pre.contiguous_rows) c.ld = c.N;
+          c.M = std::min(c.M, std::max<int64_t>(1, max_elements / c.ld));
+        }
         c.ctas = std::get<6>(t);
         c.seed = std::get<7>(t);
         return c;

@@ -17,6 +17,7 @@
 #include "harness/runner/corpus.h"
 #include "harness/runner/exit_codes.h"
 #include "harness/runner/mutants.h"
+#include "kernels/plugin/plugin_loader.h"
 
 using namespace ulpcheck;
 
@@ -94,6 +95,11 @@ int cmdList() {
     if (k.contracts.column_reduction_ftz)
       fmt::print("  {:<17} {:<29} contract: its dW reduction flushes subnormals to zero\n", "", "");
     if (k.isMutant()) fmt::print("  {:<17} {:<29} reproduces: {}; must be caught by: {}\n", "", "", k.bug, k.caught_by);
+    if (!k.plugin_path.empty()) fmt::print("  {:<17} {:<29} from {}\n", "", "", k.origin);
+    if (const auto& p = k.preconditions; p.contiguous_rows || p.aligned_rows || p.max_cols)
+      fmt::print("  {:<17} {:<29} preconditions:{}{}{}\n", "", "", p.contiguous_rows ? " contiguous rows" : "",
+                 p.aligned_rows ? " 16-byte aligned rows" : "",
+                 p.max_cols ? fmt::format(" N <= {}", p.max_cols) : "");
   }
   fmt::print("\nproperties:\n");
   for (const Property& p : propertyRegistry()) fmt::print("  {:<18} {}\n", p.name, p.description);
@@ -140,8 +146,9 @@ int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, Json
     };
   const std::vector<std::string> kernels = o.kernels.empty() ? defaultKernels(o.op, exec.backend) : o.kernels;
   if (kernels.empty()) throw UsageError(fmt::format("no {} kernel variant of '{}' is registered", backendName(exec.backend), o.op));
-  fmt::print("# op {} | kernels {} | tier {} | cases {}{} | seed {:#x}\n", o.op, fmt::join(kernels, ","), a.tier,
-             o.cases, o.time_budget_s > 0 ? fmt::format(" (time budget {:g} s)", o.time_budget_s) : "", o.seed);
+  fmt::print("# op {} | kernels {} | tier {} | cases {}{} | seed {:#x} | corpus {}\n", o.op, fmt::join(kernels, ","),
+             a.tier, o.cases, o.time_budget_s > 0 ? fmt::format(" (time budget {:g} s)", o.time_budget_s) : "", o.seed,
+             o.corpus_dir.empty() ? defaultCorpusDir() : o.corpus_dir);
   std::fflush(stdout);
 
   const CampaignResult r = runCampaign(o, exec);
@@ -310,7 +317,11 @@ int main(int argc, char** argv) {
       "              one that applies to nothing selected");
   app.require_subcommand(1);
 
-  app.add_subcommand("list", "list ops, kernel variants (with contracts) and properties");
+  CLI::App* list = app.add_subcommand("list", "list ops, kernel variants (with contracts) and properties");
+  // Plugins (include/ulpcheck/plugin.h) add their variants to every subcommand.
+  std::vector<std::string> plugin_paths;
+  constexpr const char* kPluginHelp = "load a kernel plugin (a shared library; include/ulpcheck/plugin.h); repeatable";
+  list->add_option("--plugin", plugin_paths, kPluginHelp);
 
   RunArgs ra;
   CLI::App* run = app.add_subcommand("run", "replay the regression corpus, then check generated cases");
@@ -334,6 +345,7 @@ int main(int argc, char** argv) {
   constexpr const char* kPerturbHelp =
       "run every kernel beside a random load on another stream, so repeated runs meet different CTA schedules";
   run->add_flag("--perturb-schedule", ra.perturb_schedule, kPerturbHelp);
+  run->add_option("--plugin", plugin_paths, kPluginHelp);
 
   ReproArgs pa;
   CLI::App* repro = app.add_subcommand("repro", "rerun exactly one case and print its worst elements");
@@ -347,6 +359,7 @@ int main(int argc, char** argv) {
                     "`# repeat:`)")
       ->check(CLI::PositiveNumber);
   repro->add_flag("--perturb-schedule", pa.perturb_schedule, kPerturbHelp);
+  repro->add_option("--plugin", plugin_paths, kPluginHelp);
 
   MutantsArgs ma;
   CLI::App* mutants = app.add_subcommand(
@@ -362,6 +375,7 @@ int main(int argc, char** argv) {
   mutants->add_flag("--no-controls", ma.no_controls,
                     "skip the controls (the correct variants, run the same way to count false alarms)");
   mutants->add_flag("--perturb-schedule", ma.perturb_schedule, kPerturbHelp);
+  mutants->add_option("--plugin", plugin_paths, kPluginHelp);
 
   try {
     app.parse(argc, argv);
@@ -371,6 +385,11 @@ int main(int argc, char** argv) {
   }
 
   try {
+    for (const auto& path : plugin_paths) {
+      const LoadedPlugin& p = loadPlugin(path);
+      fmt::print("# plugin {}: {} ({} variants: {}), sha256 {}\n", p.path, p.name, p.variants.size(),
+                 fmt::join(p.variants, ", "), p.sha256);
+    }
     if (app.got_subcommand("list")) return cmdList();
     if (app.got_subcommand("mutants")) return cmdMutants(ma);
     if (app.got_subcommand("run")) return cmdRun(ra);
@@ -378,6 +397,12 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     fmt::print(stderr, "ulpcheck: {}\n", e.what());
     return exit_code::kUsage;
+  } catch (const PluginError& e) {
+    fmt::print(stderr, "ulpcheck: plugin: {}\n", e.what());
+    return exit_code::kUsage;
+  } catch (const CaseNotRunnableHere& e) {
+    fmt::print(stderr, "ulpcheck: the case cannot run here: {}\n", e.what());
+    return exit_code::kNothingRan;
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "ulpcheck: {}\n", e.what());
     return exit_code::kUsage;

@@ -95,6 +95,11 @@ Outcome checkOne(const Property& p, const CaseSpec& spec, const ExecContext& exe
     o.verdict = Verdict::Fail;
     o.summary = fmt::format("CUDA error: {}", e.what());
     return o;
+  } catch (const KernelFailure& e) {  // a plugin's entry point returned an error: the case fails
+    Outcome o;
+    o.verdict = Verdict::Fail;
+    o.summary = e.what();
+    return o;
   } catch (const CaseNotRunnableHere& e) {
     Outcome o;
     o.verdict = Verdict::Skip;
@@ -121,6 +126,11 @@ struct Selection {
   /// The property applies to the kernel and the case (Property::appliesTo).
   bool applies(const Property& p, const CaseSpec& c) const {
     return p.appliesTo(*op, *OpAdapter::findKernel(c.op, c.kernel)) && p.appliesTo(c);
+  }
+  /// The case fits the kernel's dtypes and layout preconditions.
+  static bool fits(const CaseSpec& c) {
+    const KernelInfo& k = *OpAdapter::findKernel(c.op, c.kernel);
+    return k.supports(c.dtype) && k.preconditions.violation(c.dtype, c.N, c.ld).empty();
   }
 };
 
@@ -183,9 +193,12 @@ std::vector<std::string> defaultKernels(const std::string& op, Backend backend) 
 }
 
 std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule, int repeats) {
-  return fmt::format("ulpcheck repro '{}' --property {}{}{}", toCaseString(spec), property,
+  // A plugin's variant needs its plugin loaded again.
+  const KernelInfo* k = OpAdapter::findKernel(spec.op, spec.kernel);
+  return fmt::format("ulpcheck repro '{}' --property {}{}{}{}", toCaseString(spec), property,
                      perturb_schedule ? " --perturb-schedule" : "",
-                     repeats > 1 ? fmt::format(" --repeat {}", repeats) : "");
+                     repeats > 1 ? fmt::format(" --repeat {}", repeats) : "",
+                     k && !k->plugin_path.empty() ? fmt::format(" --plugin '{}'", k->plugin_path) : "");
 }
 
 std::string reproCommand(const FailureRecord& f) {
@@ -199,6 +212,8 @@ std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::s
   for (const auto& name : properties)
     if (!findProperty(name)) throw std::invalid_argument(fmt::format("unknown property '{}' (see `ulpcheck list`)", name));
   CaseContext ctx(spec, *op, exec);
+  if (const std::string why = ctx.kernel().preconditions.violation(spec.dtype, spec.N, spec.ld); !why.empty())
+    throw CaseNotRunnableHere(fmt::format("{} {}: the case has N={} ld={}", spec.kernel, why, spec.N, spec.ld));
   std::vector<ReplayResult> out;
   for (const Property& p : propertyRegistry()) {
     const bool named = std::find(properties.begin(), properties.end(), p.name) != properties.end();
@@ -227,7 +242,7 @@ std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::s
 CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   const auto t0 = Clock::now();
   const Selection sel = select(o, exec);
-  const std::string corpus_dir = o.corpus_dir.empty() ? std::string(ULPCHECK_DEFAULT_CORPUS) : o.corpus_dir;
+  const std::string corpus_dir = o.corpus_dir.empty() ? defaultCorpusDir() : o.corpus_dir;
   auto log = [&](const std::string& line) {
     if (o.log) o.log(line);
   };
@@ -290,7 +305,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         for (const auto& kernel : sel.kernels) {
           CaseSpec spec = entry.spec;
           spec.kernel = kernel;
-          if (!OpAdapter::findKernel(spec.op, kernel)->supports(spec.dtype) || !sel.applies(*p, spec)) continue;
+          if (!Selection::fits(spec) || !sel.applies(*p, spec)) continue;
           enter(repro(spec, p->name));
           const auto c0 = Clock::now();
           CaseContext ctx(spec, *sel.op, exec);
@@ -329,7 +344,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       const rc::Shrinkable<CaseSpec> shrinkable = generator(random, int(i % 101));
       const CaseSpec spec = shrinkable.value();
       validateCase(spec);
-      if (!OpAdapter::findKernel(spec.op, spec.kernel)->supports(spec.dtype)) continue;  // not this kernel's dtype
+      if (!Selection::fits(spec)) continue;  // not this kernel's dtype (generators respect the layout)
       CaseContext ctx(spec, *sel.op, exec);
       ++result.cases_run;
       cover(spec);
@@ -380,10 +395,16 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
           log(fmt::format("  shrunk in {} steps ({:.1f} s) to: {}", f.shrink_steps, since(s0), toCaseString(f.shrunk)));
         }
         if (o.save_failures) {
-          f.corpus_file = saveCrashingCase(
-              corpus_dir, p->name, f.shrunk,
-              {fmt::format("found {} by ulpcheck run --seed {:#x} (case {}), property {}", today(), o.seed, i, p->name),
-               f.outcome.summary, "reproduce: " + repro(f.shrunk, p->name)});
+          const std::vector<std::string> comments{
+              fmt::format("found {} by ulpcheck run --seed {:#x} (case {}), property {}", today(), o.seed, i, p->name),
+              f.outcome.summary, "reproduce: " + repro(f.shrunk, p->name),
+              "kernel: " + OpAdapter::findKernel(f.shrunk.op, f.shrunk.kernel)->origin};
+          try {
+            f.corpus_file = saveCrashingCase(corpus_dir, p->name, f.shrunk, comments);
+          } catch (const CorpusError& e) {  // an installed corpus may be read-only
+            f.corpus_file = saveCrashingCase(kFallbackCrashingRoot, p->name, f.shrunk, comments);
+            log(fmt::format("  {}; saved under ./{} instead", e.what(), kFallbackCrashingRoot));
+          }
         }
         if (o.json)
           o.json->write({{"type", "failure"},

@@ -80,13 +80,26 @@ std::vector<CorpusEntry> loadCorpus(const std::string& root, const std::string& 
   return out;
 }
 
+std::string defaultCorpusDir() {
+  if (const char* env = std::getenv("ULPCHECK_CORPUS"); env && *env) return env;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "ulpcheck" / "corpora";
+    if (fs::is_directory(installed, ec)) return installed.string();
+  }
+  return ULPCHECK_DEFAULT_CORPUS;
+}
+
 std::string saveCrashingCase(const std::string& root, const std::string& property, const CaseSpec& spec,
                              const std::vector<std::string>& comments) {
   const std::string line = toCaseString(spec);
   uint64_t h = 0;
   for (char ch : line) h = mix64(h ^ static_cast<unsigned char>(ch));
   const fs::path dir = fs::path(root) / spec.op / property / "crashing";
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw CorpusError(fmt::format("{}: cannot be created: {}", dir.string(), ec.message()));
   const fs::path file = dir / fmt::format("{}-{:08x}.case", spec.kernel, uint32_t(h));
   std::ofstream out(file);
   if (!out) throw CorpusError(fmt::format("{}: cannot be written", file.string()));

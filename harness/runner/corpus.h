@@ -37,8 +37,17 @@ CorpusEntry readCorpusFile(const std::string& path, const std::string& op, const
 std::vector<CorpusEntry> loadCorpus(const std::string& root, const std::string& kind);
 
 /// Writes a case to <root>/<op>/<property>/crashing/<kernel>-<hash>.case and
-/// returns its path.
+/// returns its path; throws CorpusError when it cannot be written.
 std::string saveCrashingCase(const std::string& root, const std::string& property, const CaseSpec& spec,
                              const std::vector<std::string>& comments);
+
+/// The corpus a run uses when none is named: $ULPCHECK_CORPUS; else the one
+/// installed beside the executable (<prefix>/share/ulpcheck/corpora, when
+/// the executable is <prefix>/bin/ulpcheck); else the source tree's.
+std::string defaultCorpusDir();
+
+/// Where crashing cases go when `root` cannot be written (an installed,
+/// read-only corpus): ./ulpcheck-corpus, like a fuzzer's crash files.
+inline constexpr const char* kFallbackCrashingRoot = "ulpcheck-corpus";
 
 }  // namespace ulpcheck

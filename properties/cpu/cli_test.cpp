@@ -1,33 +1,19 @@
 // The ulpcheck executable: exit codes for each kind of outcome and of bad
 // input, and a repro command that replays a failure.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "harness/runner/exit_codes.h"
+#include "properties/cpu/cli_support.h"
 
 namespace ulpcheck {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result cli(const std::string& args) {
-  const std::string cmd = std::string(ULPCHECK_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using testing::cli;
+using testing::Result;
 
 TEST(Cli, ListShowsKernelsAndProperties) {
   const Result r = cli("list");

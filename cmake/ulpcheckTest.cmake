@@ -1,0 +1,44 @@
+# ulpcheck_add_test: a ctest that puts a plugin's kernels under ulpcheck.
+#
+#   ulpcheck_add_test(NAME <test> PLUGIN <target or path>
+#                     [KERNELS <variant>...]      # default: every variant ulpcheck knows, the plugin's included
+#                     [CASES <n>] [TIER smoke|default|nightly] [SEED <n>]
+#                     [GPU]                       # CUDA variants: skipped, saying why, where no GPU is usable
+#                     [LABELS <label>...] [ARGS <more ulpcheck run arguments>...])
+#
+# The test runs `ulpcheck run --plugin <plugin> --kernel <variant>... --no-save
+# --no-corpus` and passes when every property passed and judged cases (exit
+# code 0). Failures print the shrunk case and the `ulpcheck repro` command.
+function(ulpcheck_add_test)
+  cmake_parse_arguments(T "GPU" "NAME;PLUGIN;CASES;TIER;SEED" "KERNELS;LABELS;ARGS" ${ARGN})
+  if(NOT T_NAME OR NOT T_PLUGIN)
+    message(FATAL_ERROR "ulpcheck_add_test: NAME and PLUGIN are required")
+  endif()
+  if(TARGET ${T_PLUGIN})
+    set(plugin "$<TARGET_FILE:${T_PLUGIN}>")
+  else()
+    set(plugin "${T_PLUGIN}")
+  endif()
+  if(NOT T_CASES)
+    set(T_CASES 200)
+  endif()
+  if(NOT T_TIER)
+    set(T_TIER smoke)
+  endif()
+  if(NOT T_SEED)
+    set(T_SEED 1)
+  endif()
+  set(kernels "")
+  foreach(k IN LISTS T_KERNELS)
+    list(APPEND kernels --kernel ${k})
+  endforeach()
+  add_test(NAME ${T_NAME}
+           COMMAND ulpcheck::cli run --plugin ${plugin} ${kernels} --cases ${T_CASES} --tier ${T_TIER}
+                   --seed ${T_SEED} --no-save --no-corpus --quiet ${T_ARGS})
+  if(T_GPU)
+    set_tests_properties(${T_NAME} PROPERTIES SKIP_REGULAR_EXPRESSION "needs a GPU")
+  endif()
+  if(T_LABELS)
+    set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}")
+  endif()
+endfunction()

@@ -1,0 +1,81 @@
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "mylib_rmsnorm.h"
+
+namespace mylib {
+
+namespace {
+
+// The library's own 16-bit conversions (round to nearest even).
+float bf16ToFloat(uint16_t b) {
+  const uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t floatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+float load(Dtype t, const void* p, int64_t i) {
+  switch (t) {
+    case Dtype::F32: return static_cast<const float*>(p)[i];
+    case Dtype::F16: return float(static_cast<const _Float16*>(p)[i]);
+    case Dtype::BF16: return bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+  }
+  return 0.f;
+}
+void store(Dtype t, void* p, int64_t i, float v) {
+  switch (t) {
+    case Dtype::F32: static_cast<float*>(p)[i] = v; return;
+    case Dtype::F16: static_cast<_Float16*>(p)[i] = _Float16(v); return;
+    case Dtype::BF16: static_cast<uint16_t*>(p)[i] = floatToBf16(v); return;
+  }
+}
+float roundBf16(float v) { return bf16ToFloat(floatToBf16(v)); }
+
+}  // namespace
+
+void rmsnormForwardHost(const RmsNormShape& s, const void* x, const void* w, void* y, float* rstd) {
+  for (int64_t i = 0; i < s.rows; ++i) {
+    float sum_sq = 0.f;
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const float v = load(s.dtype, x, i * s.stride + j);
+      sum_sq += v * v;
+    }
+    const float r = 1.0f / std::sqrt(sum_sq / float(s.cols) + s.eps);
+    rstd[i] = r;
+    for (int64_t j = 0; j < s.cols; ++j)
+      store(s.dtype, y, i * s.stride + j, load(s.dtype, x, i * s.stride + j) * r * load(s.dtype, w, j));
+  }
+}
+
+void rmsnormBackwardHost(const RmsNormShape& s, const void* x, const void* w, const void* dy, const float* rstd,
+                         void* dx, void* dw, bool sum_dw_in_bf16) {
+  std::vector<float> dw_acc(size_t(s.cols), 0.f);
+  for (int64_t i = 0; i < s.rows; ++i) {
+    const float r = rstd[i];
+    float c = 0.f;
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const int64_t e = i * s.stride + j;
+      c += load(s.dtype, w, j) * load(s.dtype, dy, e) * (load(s.dtype, x, e) * r);
+    }
+    c /= float(s.cols);
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const int64_t e = i * s.stride + j;
+      const float xhat = load(s.dtype, x, e) * r, g = load(s.dtype, dy, e);
+      store(s.dtype, dx, e, r * (load(s.dtype, w, j) * g - xhat * c));
+      dw_acc[size_t(j)] += g * xhat;
+      if (sum_dw_in_bf16) dw_acc[size_t(j)] = roundBf16(dw_acc[size_t(j)]);
+    }
+  }
+  for (int64_t j = 0; j < s.cols; ++j) store(s.dtype, dw, j, dw_acc[size_t(j)]);
+}
+
+}  // namespace mylib

@@ -1,0 +1,95 @@
+// The plugin: the few lines a library writes to put its kernels under
+// ulpcheck (include/ulpcheck/plugin.h). Each variant maps ulpcheck's tensor
+// descriptors onto mylib's own API and declares what mylib promises.
+#include <ulpcheck/plugin.h>
+
+#include <string>
+
+#include "mylib_rmsnorm.h"
+
+namespace {
+
+thread_local std::string last_error;
+
+mylib::Dtype dtypeOf(ulpcheck_dtype t) {
+  return t == ULPCHECK_F32 ? mylib::Dtype::F32 : t == ULPCHECK_F16 ? mylib::Dtype::F16 : mylib::Dtype::BF16;
+}
+
+mylib::RmsNormShape shapeOf(const ulpcheck_tensor& x, float eps) {
+  return mylib::RmsNormShape{dtypeOf(x.dtype), x.rows, x.cols, x.row_stride, eps};
+}
+
+int hostForward(const ulpcheck_rmsnorm_forward_args* a, const ulpcheck_launch*) {
+  mylib::rmsnormForwardHost(shapeOf(a->x, a->eps), a->x.data, a->w.data, a->y.data, static_cast<float*>(a->rstd.data));
+  return 0;
+}
+
+template <bool kBf16Dw>
+int hostBackward(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+  mylib::rmsnormBackwardHost(shapeOf(a->x, a->eps), a->x.data, a->w.data, a->dy.data,
+                             static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data, kBf16Dw);
+  return 0;
+}
+
+#if defined(MYLIB_HAVE_CUDA)
+int cudaStatus(int code) {
+  if (code) last_error = mylib::cudaErrorText(code);
+  return code;
+}
+size_t cudaWorkspace(const ulpcheck_shape* s, void*) {
+  return mylib::rmsnormBackwardWorkspaceCuda({dtypeOf(s->dtype), s->rows, s->cols, s->row_stride, s->eps});
+}
+int cudaForward(const ulpcheck_rmsnorm_forward_args* a, const ulpcheck_launch* l) {
+  return cudaStatus(mylib::rmsnormForwardCuda(shapeOf(a->x, a->eps), a->x.data, a->w.data, a->y.data,
+                                              static_cast<float*>(a->rstd.data), l->stream));
+}
+int cudaBackward(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch* l) {
+  return cudaStatus(mylib::rmsnormBackwardCuda(shapeOf(a->x, a->eps), a->x.data, a->w.data, a->dy.data,
+                                               static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data,
+                                               l->workspace, l->stream));
+}
+#endif
+
+constexpr uint32_t kAllDtypes = ULPCHECK_DTYPE_BIT(ULPCHECK_F32) | ULPCHECK_DTYPE_BIT(ULPCHECK_F16) |
+                                ULPCHECK_DTYPE_BIT(ULPCHECK_BF16);
+
+/// A variant of mylib's RMSNorm; depths left 0 (unknown): ulpcheck budgets
+/// for the worst any summation order does.
+ulpcheck_variant rmsnorm(const char* name, const char* description, ulpcheck_backend backend,
+                         ulpcheck_rmsnorm_forward_fn forward, ulpcheck_rmsnorm_backward_fn backward,
+                         size_t (*workspace)(const ulpcheck_shape*, void*)) {
+  ulpcheck_variant v{};
+  v.op = "rmsnorm";
+  v.name = name;
+  v.description = description;
+  v.backend = backend;
+  v.dtypes = kAllDtypes;
+  v.contracts = ULPCHECK_DETERMINISTIC | ULPCHECK_BATCH_INVARIANT;
+  v.accumulation = ULPCHECK_F32;
+  v.workspace_bytes = workspace;
+  v.rmsnorm_forward = forward;
+  v.rmsnorm_backward = backward;
+  return v;
+}
+
+const ulpcheck_variant kVariants[] = {
+    rmsnorm("mylib_rmsnorm_host", "mylib's host RMSNorm: fp32 math, serial row sums and dW", ULPCHECK_HOST, hostForward,
+            hostBackward<false>, nullptr),
+    // A known defect class, kept to show what ulpcheck catches: the dW
+    // accumulator rounded to bf16 after every row (Liger-Kernel PR #950).
+    rmsnorm("mylib_rmsnorm_host_bf16_dw", "mylib's host RMSNorm with its dW accumulator rounded to bf16 (defect)",
+            ULPCHECK_HOST, hostForward, hostBackward<true>, nullptr),
+#if defined(MYLIB_HAVE_CUDA)
+    rmsnorm("mylib_rmsnorm_cuda", "mylib's CUDA RMSNorm: a 256-thread block per row, dW from per-block partials",
+            ULPCHECK_CUDA, cudaForward, cudaBackward, cudaWorkspace),
+#endif
+};
+
+const char* lastError() { return last_error.c_str(); }
+
+const ulpcheck_plugin kPlugin{ULPCHECK_ABI_VERSION, sizeof(ulpcheck_variant), "mylib 1.0 (ulpcheck example plugin)",
+                              int32_t(sizeof kVariants / sizeof kVariants[0]), kVariants, lastError};
+
+}  // namespace
+
+extern "C" ULPCHECK_PLUGIN_EXPORT const ulpcheck_plugin* ulpcheck_plugin_v1(void) { return &kPlugin; }

@@ -1,0 +1,210 @@
+#include "kernels/plugin/plugin_loader.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "harness/core/cuda_ops.h"
+#include "harness/core/sha256.h"
+#include "include/ulpcheck/plugin.h"
+#include "kernels/layernorm/layernorm.h"
+#include "kernels/rmsnorm/rmsnorm.h"
+
+namespace ulpcheck {
+
+namespace {
+
+std::vector<LoadedPlugin>& plugins() {
+  static std::vector<LoadedPlugin> all;
+  return all;
+}
+
+DType dtypeOf(ulpcheck_dtype t) { return t == ULPCHECK_F32 ? DType::F32 : t == ULPCHECK_F16 ? DType::F16 : DType::BF16; }
+ulpcheck_dtype abiDtype(DType t) { return t == DType::F32 ? ULPCHECK_F32 : t == DType::F16 ? ULPCHECK_F16 : ULPCHECK_BF16; }
+
+ulpcheck_tensor tensor(const void* p, DType t, int64_t rows, int64_t cols, int64_t ld) {
+  return ulpcheck_tensor{const_cast<void*>(p), abiDtype(t), rows, cols, ld};
+}
+
+/// A variant's entry points, as ulpcheck calls them.
+class Variant {
+ public:
+  Variant(const ulpcheck_plugin& plugin, const ulpcheck_variant& v) : plugin_(plugin), v_(v) {}
+
+  size_t workspaceBytes(const RowShape& s) const {
+    if (!v_.workspace_bytes) return 0;
+    const ulpcheck_shape shape{abiDtype(s.dtype), s.M, s.N, s.ld, s.eps};
+    return v_.workspace_bytes(&shape, v_.user_data);
+  }
+
+  ulpcheck_launch launch(const LaunchEnv& e, void* workspace, size_t bytes) const {
+    const bool cuda = v_.backend == ULPCHECK_CUDA;
+    return ulpcheck_launch{e.stream, cuda ? cudaops::currentDevice() : -1, bytes ? workspace : nullptr, bytes,
+                           cuda ? e.sm_count : 0, v_.user_data};
+  }
+
+  /// A nonzero return is the case's failure, with the plugin's message.
+  void check(int rc, const char* entry) const {
+    if (rc == 0) return;
+    const char* why = plugin_.last_error ? plugin_.last_error() : nullptr;
+    throw KernelFailure(fmt::format("{}: {} returned {}{}", v_.name, entry, rc,
+                                    why && *why ? fmt::format(": {}", why) : std::string(" (no message)")));
+  }
+
+  /// The budget's depths: the declared ones, or the worst any order gives.
+  ReductionDepths depths(const RowShape& s) const {
+    ReductionDepths d;
+    d.row = v_.row_depth > 0 ? v_.row_depth : s.N;
+    d.col = v_.col_depth > 0 ? v_.col_depth : s.M;
+    return d;
+  }
+
+  const ulpcheck_variant& abi() const { return v_; }
+
+ private:
+  const ulpcheck_plugin& plugin_;
+  const ulpcheck_variant& v_;
+};
+
+void registerRmsNorm(const KernelInfo& info, std::shared_ptr<Variant> v) {
+  RmsNormRegistry::add(RmsNormKernel{
+      info, [v](const RowShape& s, const LaunchEnv&) { return v->workspaceBytes(s); },
+      [v](const RmsNormForwardArgs& f, const LaunchEnv& e) {
+        const RowShape& s = f.shape;
+        const ulpcheck_rmsnorm_forward_args a{tensor(f.x, s.dtype, s.M, s.N, s.ld), tensor(f.w, s.dtype, 1, s.N, s.N),
+                                              tensor(f.y, s.dtype, s.M, s.N, s.ld), tensor(f.rstd, DType::F32, s.M, 1, 1),
+                                              s.eps};
+        const ulpcheck_launch l = v->launch(e, nullptr, 0);
+        v->check(v->abi().rmsnorm_forward(&a, &l), "rmsnorm_forward");
+      },
+      [v](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
+        const RowShape& s = b.shape;
+        const ulpcheck_rmsnorm_backward_args a{
+            tensor(b.x, s.dtype, s.M, s.N, s.ld),   tensor(b.w, s.dtype, 1, s.N, s.N),
+            tensor(b.dy, s.dtype, s.M, s.N, s.ld),  tensor(b.rstd, DType::F32, s.M, 1, 1),
+            tensor(b.dx, s.dtype, s.M, s.N, s.ld),  tensor(b.dw, s.dtype, 1, s.N, s.N), s.eps};
+        const ulpcheck_launch l = v->launch(e, b.workspace, v->workspaceBytes(s));
+        v->check(v->abi().rmsnorm_backward(&a, &l), "rmsnorm_backward");
+      },
+      [v](const RowShape& s, const LaunchEnv&) { return v->depths(s); }});
+}
+
+void registerLayerNorm(const KernelInfo& info, std::shared_ptr<Variant> v) {
+  LayerNormRegistry::add(LayerNormKernel{
+      info, [v](const RowShape& s, const LaunchEnv&) { return v->workspaceBytes(s); },
+      [v](const LayerNormForwardArgs& f, const LaunchEnv& e) {
+        const RowShape& s = f.shape;
+        const ulpcheck_layernorm_forward_args a{
+            tensor(f.x, s.dtype, s.M, s.N, s.ld),   tensor(f.gamma, s.dtype, 1, s.N, s.N),
+            tensor(f.beta, s.dtype, 1, s.N, s.N),   tensor(f.y, s.dtype, s.M, s.N, s.ld),
+            tensor(f.mean, DType::F32, s.M, 1, 1),  tensor(f.rstd, DType::F32, s.M, 1, 1), s.eps};
+        const ulpcheck_launch l = v->launch(e, nullptr, 0);
+        v->check(v->abi().layernorm_forward(&a, &l), "layernorm_forward");
+      },
+      [v](const LayerNormBackwardArgs& b, const LaunchEnv& e) {
+        const RowShape& s = b.shape;
+        const ulpcheck_layernorm_backward_args a{
+            tensor(b.x, s.dtype, s.M, s.N, s.ld),    tensor(b.gamma, s.dtype, 1, s.N, s.N),
+            tensor(b.dy, s.dtype, s.M, s.N, s.ld),   tensor(b.mean, DType::F32, s.M, 1, 1),
+            tensor(b.rstd, DType::F32, s.M, 1, 1),   tensor(b.dx, s.dtype, s.M, s.N, s.ld),
+            tensor(b.dgamma, s.dtype, 1, s.N, s.N),  tensor(b.dbeta, s.dtype, 1, s.N, s.N), s.eps};
+        const ulpcheck_launch l = v->launch(e, b.workspace, v->workspaceBytes(s));
+        v->check(v->abi().layernorm_backward(&a, &l), "layernorm_backward");
+      },
+      [v](const RowShape& s, const LaunchEnv&) { return v->depths(s); }});
+}
+
+bool validName(const char* s) {
+  if (!s || !*s) return false;
+  for (const char* c = s; *c; ++c)
+    if (!(std::isalnum(static_cast<unsigned char>(*c)) || *c == '_' || *c == '-' || *c == '.')) return false;
+  return true;
+}
+
+/// Why variant i of the plugin cannot be used; empty if it can.
+std::string problemWith(const ulpcheck_variant& v) {
+  if (!validName(v.name)) return "its name must be letters, digits, '_', '-' or '.'";
+  if (!v.op || (std::string(v.op) != "rmsnorm" && std::string(v.op) != "layernorm"))
+    return fmt::format("op '{}' is not one of rmsnorm, layernorm", v.op ? v.op : "(null)");
+  if (v.backend != ULPCHECK_HOST && v.backend != ULPCHECK_CUDA) return fmt::format("backend {} is not host (0) or cuda (1)", int(v.backend));
+  if (v.dtypes == 0 || (v.dtypes & ~7u)) return fmt::format("dtypes mask {:#x} names no dtype or an unknown one", v.dtypes);
+  if (unsigned(v.accumulation) > ULPCHECK_BF16) return fmt::format("accumulation {} is not a dtype", int(v.accumulation));
+  if (v.contracts & ~7u) return fmt::format("unknown contract bits {:#x}", v.contracts);
+  if (v.preconditions & ~3u) return fmt::format("unknown precondition bits {:#x}", v.preconditions);
+  if (v.row_depth < 0 || v.col_depth < 0 || v.max_cols < 0) return "depths and max_cols must be >= 0";
+  const bool rms = std::string(v.op) == "rmsnorm";
+  if (rms ? !(v.rmsnorm_forward && v.rmsnorm_backward) : !(v.layernorm_forward && v.layernorm_backward))
+    return fmt::format("{} needs both its forward and backward entry points (ABI version 1)", v.op);
+  for (const KernelInfo& k : kernelCatalog())
+    if (k.name == v.name) return fmt::format("the name is taken (by {} variant '{}', {})", k.op, k.name, k.origin);
+  return "";
+}
+
+}  // namespace
+
+const std::vector<LoadedPlugin>& loadedPlugins() { return plugins(); }
+
+const LoadedPlugin& loadPlugin(const std::string& given) {
+  std::error_code ec;
+  const std::string path = std::filesystem::absolute(given, ec).lexically_normal().string();
+  for (const LoadedPlugin& p : plugins())
+    if (p.path == path) return p;
+  if (!std::filesystem::is_regular_file(path, ec)) throw PluginError(fmt::format("{}: no such file", given));
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw PluginError(fmt::format("{}: cannot be loaded: {}", given, dlerror()));
+  const auto entry = reinterpret_cast<ulpcheck_plugin_entry_fn>(dlsym(handle, ULPCHECK_PLUGIN_ENTRY));
+  if (!entry)
+    throw PluginError(fmt::format("{}: exports no {} (is it a ulpcheck plugin? see include/ulpcheck/plugin.h)", given,
+                                  ULPCHECK_PLUGIN_ENTRY));
+  const ulpcheck_plugin* plugin = entry();
+  if (!plugin) throw PluginError(fmt::format("{}: {}() returned no plugin table", given, ULPCHECK_PLUGIN_ENTRY));
+  if (plugin->abi_version != ULPCHECK_ABI_VERSION)
+    throw PluginError(fmt::format("{}: built against plugin ABI version {}; this ulpcheck reads version {}", given,
+                                  plugin->abi_version, ULPCHECK_ABI_VERSION));
+  if (plugin->variant_size != sizeof(ulpcheck_variant))
+    throw PluginError(fmt::format("{}: its ulpcheck_variant is {} bytes, this ulpcheck's {} (built against another "
+                                  "header?)",
+                                  given, plugin->variant_size, sizeof(ulpcheck_variant)));
+  if (plugin->num_variants < 1 || plugin->num_variants > 1024 || !plugin->variants)
+    throw PluginError(fmt::format("{}: declares {} variants (1 to 1024 expected)", given, plugin->num_variants));
+  // Validate every variant before registering any: a plugin loads whole or not at all.
+  for (int32_t i = 0; i < plugin->num_variants; ++i)
+    if (const std::string why = problemWith(plugin->variants[i]); !why.empty())
+      throw PluginError(fmt::format("{}: variant {} ('{}'): {}", given, i,
+                                    plugin->variants[i].name ? plugin->variants[i].name : "(null)", why));
+
+  LoadedPlugin loaded{path, plugin->name ? plugin->name : "(unnamed)", sha256File(path), {}};
+  for (int32_t i = 0; i < plugin->num_variants; ++i) {
+    const ulpcheck_variant& v = plugin->variants[i];
+    KernelInfo info;
+    info.op = v.op;
+    info.name = v.name;
+    info.backend = v.backend == ULPCHECK_CUDA ? Backend::Cuda : Backend::Host;
+    for (ulpcheck_dtype t : {ULPCHECK_F32, ULPCHECK_F16, ULPCHECK_BF16})
+      if (v.dtypes & ULPCHECK_DTYPE_BIT(t)) info.dtypes.push_back(dtypeOf(t));
+    info.contracts.deterministic = v.contracts & ULPCHECK_DETERMINISTIC;
+    info.contracts.batch_invariant = v.contracts & ULPCHECK_BATCH_INVARIANT;
+    info.contracts.column_reduction_ftz = v.contracts & ULPCHECK_COLUMN_SUM_FLUSHES_SUBNORMALS;
+    info.contracts.accumulation = dtypeOf(v.accumulation);
+    info.description = v.description ? v.description : "";
+    info.preconditions = {bool(v.preconditions & ULPCHECK_NEEDS_CONTIGUOUS_ROWS),
+                          bool(v.preconditions & ULPCHECK_NEEDS_ALIGNED_ROWS), v.max_cols};
+    info.origin = fmt::format("plugin {} ({}, sha256 {})", path, loaded.name, loaded.sha256);
+    info.plugin_path = path;
+    auto variant = std::make_shared<Variant>(*plugin, v);
+    if (info.op == "rmsnorm") registerRmsNorm(info, variant);
+    else registerLayerNorm(info, variant);
+    loaded.variants.push_back(info.name);
+  }
+  // The library stays loaded for the life of the process: its code is called until exit.
+  plugins().push_back(std::move(loaded));
+  return plugins().back();
+}
+
+}  // namespace ulpcheck

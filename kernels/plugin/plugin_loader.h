@@ -1,0 +1,34 @@
+// Loads a plugin (include/ulpcheck/plugin.h) and registers its variants in
+// the op registries beside the built-in ones, so every property, the
+// generators, the corpus and the kill matrix reach them unchanged. Variants
+// with no declared reduction depths get the worst any summation order can
+// do (N along a row, M down a column): sound for any fp32-accumulating
+// kernel, whatever its order.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ulpcheck {
+
+/// A plugin that cannot be used: the message names the file and what is wrong.
+struct PluginError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct LoadedPlugin {
+  std::string path;    // absolute
+  std::string name;    // the library's own name and version
+  std::string sha256;  // of the file
+  std::vector<std::string> variants;
+};
+
+/// Loads and registers a plugin; loading a file again returns the first load.
+/// Throws PluginError.
+const LoadedPlugin& loadPlugin(const std::string& path);
+
+/// Every plugin loaded so far.
+const std::vector<LoadedPlugin>& loadedPlugins();
+
+}  // namespace ulpcheck
