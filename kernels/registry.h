@@ -81,6 +81,9 @@ struct KernelInfo {
   // from; plugin_path is what a repro command must load again.
   std::string origin = "built-in";
   std::string plugin_path;
+  // Runs in a worker process (kernels/plugin/remote.h): a fault or a hang in
+  // it is a failing case, not the end of the run.
+  bool remote = false;
   bool isMutant() const { return !bug.empty(); }
   bool supports(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }
 };
@@ -102,6 +105,14 @@ struct KernelRegistry {
     for (const Kernel& k : all())
       if (k.info.name == name) return &k;
     return nullptr;
+  }
+  /// Replaces a variant's entry (and its catalog line) in place: how a
+  /// loaded plugin variant is moved into a worker process.
+  static void replace(Kernel k) {
+    for (Kernel& old : all())
+      if (old.info.name == k.info.name) old = k;
+    for (KernelInfo& info : kernelCatalog())
+      if (info.name == k.info.name && info.op == k.info.op) info = k.info;
   }
   static bool add(Kernel k) {
     kernelCatalog().push_back(k.info);

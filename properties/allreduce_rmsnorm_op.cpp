@@ -84,7 +84,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
     if (k.info.one_rank_per_gpu) synchronizeRanks("allreduce_rmsnorm inputs");
 
     // Started after the inputs are in place, so the load overlaps the launches.
-    ScheduleNoise noise(ctx.perturb_schedule, k.info.backend, ctx.sm_count);
+    ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
     const auto t0 = std::chrono::steady_clock::now();
     try {
       k.run(args, env);

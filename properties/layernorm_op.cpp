@@ -50,7 +50,7 @@ class LayerNormOp final : public OpAdapter {
     void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
 
     // Started after the inputs are in place, so the load overlaps the launches.
-    ScheduleNoise noise(ctx.perturb_schedule, k.info.backend, ctx.sm_count);
+    ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
     const auto t0 = std::chrono::steady_clock::now();
     k.forward(LayerNormForwardArgs{shape, x, gamma, beta, y, mean, rstd}, env);
     k.backward(LayerNormBackwardArgs{shape, x, gamma, dy, mean, rstd, dx, dgamma, dbeta, workspace}, env);

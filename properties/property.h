@@ -52,6 +52,10 @@ struct Outcome {
   std::string summary;
   std::vector<Finding> findings;   // worst first
   std::vector<TensorStats> stats;
+  // The kernel itself failed to run: it crashed, aborted, hung, hit a sticky
+  // CUDA error in its worker, or returned an error. A failure, but one that
+  // does not stop its property judging the kernel's other cases.
+  bool fault = false;
   bool passed() const { return verdict != Verdict::Fail; }
   /// The case was judged: it passed, failed, or showed what the contract allows.
   bool judged() const { return verdict == Verdict::Pass || verdict == Verdict::Fail || verdict == Verdict::Expected; }

@@ -47,7 +47,7 @@ class RmsNormOp final : public OpAdapter {
 
     // Started after the inputs are in place, so the load overlaps the launches
     // (the synchronisation below waits for it too: perturbed timings include it).
-    ScheduleNoise noise(ctx.perturb_schedule, k.info.backend, ctx.sm_count);
+    ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
     const auto t0 = std::chrono::steady_clock::now();
     k.forward(RmsNormForwardArgs{shape, x, w, y, rstd}, env);
     k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace}, env);

@@ -29,6 +29,8 @@ std::vector<KernelInfo> registeredKernelInfos() {
   return out;
 }
 
-inline LaunchEnv launchEnv(const CaseSpec& c, const ExecContext& ctx) { return LaunchEnv{ctx.sm_count, c.ctas, nullptr}; }
+inline LaunchEnv launchEnv(const CaseSpec& c, const ExecContext& ctx) {
+  return LaunchEnv{ctx.sm_count, c.ctas, nullptr, ctx.perturb_schedule};
+}
 
 }  // namespace ulpcheck

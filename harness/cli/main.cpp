@@ -18,6 +18,7 @@
 #include "harness/runner/exit_codes.h"
 #include "harness/runner/mutants.h"
 #include "kernels/plugin/plugin_loader.h"
+#include "kernels/plugin/remote.h"
 
 using namespace ulpcheck;
 
@@ -228,6 +229,7 @@ struct ReproArgs {
   std::string case_text, kernel, json;
   std::vector<std::string> properties;
   int repeat = 0;  // 0: once, or as often as a corpus file's `# repeat:` says
+  double case_timeout = 300;
   bool perturb_schedule = false;
 };
 
@@ -251,6 +253,7 @@ int cmdRepro(const ReproArgs& args) {
   if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec.op, spec.kernel));
   ExecContext exec = execContext(backendName(k->backend), a.perturb_schedule);
   exec.determinism_repeats = kThoroughDeterminismRepeats;  // one case: afford the runs a race needs to show
+  remote::setCallTimeout(a.case_timeout);  // a kernel in a worker that runs longer is killed: its case fails
   fmt::print("# case: {}{}\n", toCaseString(spec),
              a.repeat > 1 ? fmt::format(" ({} runs, each afresh)", a.repeat) : "");
   const auto results = runCase(spec, a.properties, exec, a.repeat);
@@ -322,6 +325,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> plugin_paths;
   constexpr const char* kPluginHelp = "load a kernel plugin (a shared library; include/ulpcheck/plugin.h); repeatable";
   list->add_option("--plugin", plugin_paths, kPluginHelp);
+  bool in_process = false;
+  constexpr const char* kInProcessHelp =
+      "run plugin kernels in this process, not in a worker (for a debugger: a fault then ends the run)";
+  int worker_fd = -1;
+  CLI::App* worker = app.add_subcommand("worker", "serve kernel calls for a coordinator (internal)");
+  worker->group("");  // not listed: ulpcheck starts its own workers
+  worker->add_option("--fd", worker_fd, "the socket to the coordinator")->required();
+  worker->add_option("--plugin", plugin_paths, kPluginHelp);
 
   RunArgs ra;
   CLI::App* run = app.add_subcommand("run", "replay the regression corpus, then check generated cases");
@@ -346,6 +357,7 @@ int main(int argc, char** argv) {
       "run every kernel beside a random load on another stream, so repeated runs meet different CTA schedules";
   run->add_flag("--perturb-schedule", ra.perturb_schedule, kPerturbHelp);
   run->add_option("--plugin", plugin_paths, kPluginHelp);
+  run->add_flag("--in-process", in_process, kInProcessHelp);
 
   ReproArgs pa;
   CLI::App* repro = app.add_subcommand("repro", "rerun exactly one case and print its worst elements");
@@ -360,6 +372,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   repro->add_flag("--perturb-schedule", pa.perturb_schedule, kPerturbHelp);
   repro->add_option("--plugin", plugin_paths, kPluginHelp);
+  repro->add_flag("--in-process", in_process, kInProcessHelp);
+  repro->add_option("--case-timeout", pa.case_timeout,
+                    "seconds a kernel call in a worker may take before it counts as hung (the case fails)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 
   MutantsArgs ma;
   CLI::App* mutants = app.add_subcommand(
@@ -376,6 +393,7 @@ int main(int argc, char** argv) {
                     "skip the controls (the correct variants, run the same way to count false alarms)");
   mutants->add_flag("--perturb-schedule", ma.perturb_schedule, kPerturbHelp);
   mutants->add_option("--plugin", plugin_paths, kPluginHelp);
+  mutants->add_flag("--in-process", in_process, kInProcessHelp);
 
   try {
     app.parse(argc, argv);
@@ -385,11 +403,23 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (app.got_subcommand("worker")) {  // a worker process: the plugins' kernels run here, in-process
+      for (const auto& path : plugin_paths) loadPlugin(path);
+      return remote::serve(worker_fd);
+    }
+    std::vector<std::string> loaded;
     for (const auto& path : plugin_paths) {
       const LoadedPlugin& p = loadPlugin(path);
-      fmt::print("# plugin {}: {} ({} variants: {}), sha256 {}\n", p.path, p.name, p.variants.size(),
-                 fmt::join(p.variants, ", "), p.sha256);
+      fmt::print("# plugin {}: {} ({} variants: {}), sha256 {}{}\n", p.path, p.name, p.variants.size(),
+                 fmt::join(p.variants, ", "), p.sha256, in_process ? "; run in this process" : "");
+      loaded.push_back(p.path);
+      // Unless asked not to, the plugin's kernels run in a worker process:
+      // a crash or a hang in one is a failing case, not the end of the run.
+      if (!in_process)
+        for (const KernelInfo& k : kernelCatalog())
+          if (k.plugin_path == p.path) remote::runInWorker(k.op, k.name);
     }
+    remote::setWorkerPlugins(loaded);
     if (app.got_subcommand("list")) return cmdList();
     if (app.got_subcommand("mutants")) return cmdMutants(ma);
     if (app.got_subcommand("run")) return cmdRun(ra);

@@ -1,12 +1,12 @@
 #include "harness/core/buffer.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "harness/core/cuda_ops.h"
+#include "harness/core/shared_memory.h"
 
 namespace ulpcheck {
 
@@ -21,13 +21,15 @@ void fillHostPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes)
 
 Buffer::Buffer(Backend where, size_t bytes, std::string name) : where_(where), bytes_(bytes), name_(std::move(name)) {
   const size_t total = bytes + 2 * kRedZoneBytes;
+  // Shared regions (harness/core/shared_memory.h): a kernel in a worker
+  // process works on these very bytes.
   if (where == Backend::Host) {
-    base_ = std::aligned_alloc(kRedZoneBytes, (total + kRedZoneBytes - 1) / kRedZoneBytes * kRedZoneBytes);
-    if (!base_) throw OutOfMemory(fmt::format("cannot allocate {} bytes of host memory for '{}'", bytes, name_));
+    base_ = allocateSharedHost(total, name_);
     std::memset(base_, kCanaryByte, total);
   } else {
     device_ = cudaops::currentDevice();
     base_ = cudaops::allocate(total);
+    registerDeviceRegion(base_, total, device_);
     cudaops::setBytes(base_, kCanaryByte, total);
   }
 }
@@ -56,8 +58,9 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 void Buffer::release() noexcept {
   if (!base_) return;
   if (where_ == Backend::Host) {
-    std::free(base_);
+    releaseSharedHost(base_);
   } else {
+    unregisterDeviceRegion(base_);
     try {
       cudaops::DeviceScope on(device_);
       cudaops::release(base_);

@@ -55,6 +55,25 @@ void copyToHost(void* dst, const void* src, size_t bytes) {
   ULPCHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+std::string ipcHandle(void* base) {
+  cudaIpcMemHandle_t h;
+  ULPCHECK_CUDA(cudaIpcGetMemHandle(&h, base));
+  std::string hex;
+  for (unsigned char c : h.reserved) hex += fmt::format("{:02x}", c);
+  return hex;
+}
+
+void* openIpcHandle(const std::string& hex) {
+  cudaIpcMemHandle_t h;
+  if (hex.size() != 2 * sizeof h.reserved) throw std::invalid_argument("malformed CUDA IPC handle");
+  for (size_t i = 0; i < sizeof h.reserved; ++i) h.reserved[i] = char(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  void* p = nullptr;
+  ULPCHECK_CUDA(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+  return p;
+}
+
+void closeIpcHandle(void* p) noexcept { cudaIpcCloseMemHandle(p); }
+
 int currentDevice() {
   int d = 0;
   ULPCHECK_CUDA(cudaGetDevice(&d));

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace ulpcheck::cudaops {
 
@@ -13,6 +14,12 @@ void setBytes(void* p, uint8_t value, size_t bytes);
 void fillPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes);
 void copyToDevice(void* dst, const void* src, size_t bytes);
 void copyToHost(void* dst, const void* src, size_t bytes);
+
+/// CUDA IPC: the handle of an allocation's base (hex of cudaIpcMemHandle_t),
+/// and another process opening it (on the current device) and closing it.
+std::string ipcHandle(void* base);
+void* openIpcHandle(const std::string& hex);
+void closeIpcHandle(void* p) noexcept;
 
 /// The calling thread's current device, and setting it (multi-GPU ops put
 /// each rank's buffers and work on its own device).

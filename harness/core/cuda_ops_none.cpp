@@ -20,6 +20,9 @@ void setBytes(void*, uint8_t, size_t) { noCuda("GPU memset"); }
 void fillPattern(void*, size_t, uint32_t, int) { noCuda("GPU fill"); }
 void copyToDevice(void*, const void*, size_t) { noCuda("GPU copy"); }
 void copyToHost(void*, const void*, size_t) { noCuda("GPU copy"); }
+std::string ipcHandle(void*) { noCuda("CUDA IPC"); }
+void* openIpcHandle(const std::string&) { noCuda("CUDA IPC"); }
+void closeIpcHandle(void*) noexcept {}
 int currentDevice() { return 0; }
 void setDevice(int) { noCuda("GPU selection"); }
 void enablePeerAccess(int) { noCuda("GPU peer access"); }

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "harness/core/device.h"
 #include "harness/runner/corpus.h"
 #include "harness/runner/exit_codes.h"
+#include "kernels/plugin/remote.h"
 
 namespace ulpcheck {
 
@@ -23,6 +25,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A check of a kernel in a worker may make several calls, each allowed
+// --case-timeout before the worker is killed: the watchdog allows it this
+// many timeouts before it ends the run.
+constexpr double kRemoteCheckTimeouts = 4;
+// Faults recorded per kernel (more are counted in the table and logged).
+constexpr int kMaxRecordedFaults = 5;
 
 std::string today() {
   char buf[32];
@@ -47,10 +56,12 @@ class Watchdog {
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
-  void enter(const std::string& what) {
+  /// Starts timing a check that may take `limit_s` (0: the campaign's timeout).
+  void enter(const std::string& what, double limit_s = 0) {
     std::lock_guard<std::mutex> lock(mutex_);
     current_ = what;
     started_ = Clock::now();
+    limit_s_ = limit_s > 0 ? limit_s : timeout_s_;
     busy_ = true;
   }
   void leave() {
@@ -63,16 +74,16 @@ class Watchdog {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_) {
       wake_.wait_for(lock, std::chrono::milliseconds(500));
-      if (busy_ && since(started_) > timeout_s_) {
-        std::fprintf(stderr, "\nulpcheck: case exceeded its %.0f s limit (hung kernel?): %s\n", timeout_s_,
+      if (busy_ && since(started_) > limit_s_) {
+        std::fprintf(stderr, "\nulpcheck: case exceeded its %.0f s limit (hung kernel?): %s\n", limit_s_,
                      current_.c_str());
-        if (json_) json_->write({{"type", "hang"}, {"timeout_s", timeout_s_}, {"what", current_}});
+        if (json_) json_->write({{"type", "hang"}, {"timeout_s", limit_s_}, {"what", current_}});
         std::fflush(stderr);
         std::_Exit(exit_code::kHang);
       }
     }
   }
-  double timeout_s_;
+  double timeout_s_, limit_s_ = 0;
   JsonlWriter* json_;
   std::thread thread_;
   std::mutex mutex_;
@@ -95,9 +106,10 @@ Outcome checkOne(const Property& p, const CaseSpec& spec, const ExecContext& exe
     o.verdict = Verdict::Fail;
     o.summary = fmt::format("CUDA error: {}", e.what());
     return o;
-  } catch (const KernelFailure& e) {  // a plugin's entry point returned an error: the case fails
+  } catch (const KernelFailure& e) {  // the kernel returned an error, or crashed or hung in its worker
     Outcome o;
     o.verdict = Verdict::Fail;
+    o.fault = true;
     o.summary = e.what();
     return o;
   } catch (const CaseNotRunnableHere& e) {
@@ -192,17 +204,19 @@ std::vector<std::string> defaultKernels(const std::string& op, Backend backend) 
   return out;
 }
 
-std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule, int repeats) {
+std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule, int repeats,
+                         double case_timeout_s) {
   // A plugin's variant needs its plugin loaded again.
   const KernelInfo* k = OpAdapter::findKernel(spec.op, spec.kernel);
-  return fmt::format("ulpcheck repro '{}' --property {}{}{}{}", toCaseString(spec), property,
+  return fmt::format("ulpcheck repro '{}' --property {}{}{}{}{}", toCaseString(spec), property,
                      perturb_schedule ? " --perturb-schedule" : "",
                      repeats > 1 ? fmt::format(" --repeat {}", repeats) : "",
+                     case_timeout_s > 0 ? fmt::format(" --case-timeout {:g}", case_timeout_s) : "",
                      k && !k->plugin_path.empty() ? fmt::format(" --plugin '{}'", k->plugin_path) : "");
 }
 
 std::string reproCommand(const FailureRecord& f) {
-  return reproCommand(f.shrunk, f.property, f.perturb_schedule, f.repeats);
+  return reproCommand(f.shrunk, f.property, f.perturb_schedule, f.repeats, f.case_timeout_s);
 }
 
 std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
@@ -267,12 +281,18 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         ++result.paths[spec.kernel][path];
   };
   Watchdog watchdog(o.case_timeout_s, o.json);
+  // A kernel in a worker that hangs is killed after --case-timeout and its
+  // case fails; the watchdog, which can only end the whole run, then allows
+  // such a check the few calls it may still make.
+  remote::setCallTimeout(o.case_timeout_s);
   std::string in_flight;  // the check running now, named in a fatal error
-  auto enter = [&](const std::string& what) {
-    in_flight = what;
-    watchdog.enter(what);
+  auto enter = [&](const CaseSpec& spec, const std::string& property) {
+    in_flight = repro(spec, property);
+    const bool remote = OpAdapter::findKernel(spec.op, spec.kernel)->remote;
+    watchdog.enter(in_flight, o.case_timeout_s * (remote ? kRemoteCheckTimeouts : 1));
   };
   std::set<std::pair<std::string, std::string>> failed;  // (kernel, property) already failed: stop checking it
+  std::map<std::string, int> faults;                     // kernel -> faults seen (crashes, hangs, error returns)
   double shrinking_s = 0;  // spent shrinking so far
 
   auto tally = [&](const CaseSpec& spec, const std::string& property, const Outcome& out, double seconds) {
@@ -306,7 +326,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
           CaseSpec spec = entry.spec;
           spec.kernel = kernel;
           if (!Selection::fits(spec) || !sel.applies(*p, spec)) continue;
-          enter(repro(spec, p->name));
+          enter(spec, p->name);
           const auto c0 = Clock::now();
           CaseContext ctx(spec, *sel.op, exec);
           Outcome out;
@@ -350,7 +370,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       cover(spec);
       for (const Property* p : sel.properties) {
         if (failed.count({spec.kernel, p->name}) || !sel.applies(*p, spec)) continue;
-        enter(repro(spec, p->name));
+        enter(spec, p->name);
         const auto c0 = Clock::now();
         Outcome out = checkOne(*p, spec, exec, &ctx);
         watchdog.leave();
@@ -358,14 +378,22 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         tally(spec, p->name, out, secs);
         if (o.json) o.json->write(caseRecord("case", spec, p->name, out, secs));
         if (out.verdict != Verdict::Fail) continue;
+        // A fault (the kernel crashed, hung, returned an error) fails the case
+        // but not the kernel's other cases: they are still judged. The first
+        // few are recorded, the first one shrunk.
+        const int fault_number = out.fault ? ++faults[spec.kernel] : 0;
+        if (fault_number > kMaxRecordedFaults) {
+          log(fmt::format("FAULT {} on case {} (not recorded: {} already): {}", p->name, i, kMaxRecordedFaults, out.summary));
+          break;  // as below: its other properties would fault the same way
+        }
 
         // Time to detection leaves out the shrinking of earlier failures.
         FailureRecord f{"generated", p->name, spec, spec, out, 0, i, since(t0) - shrinking_s, "",
-                        exec.perturb_schedule};
+                        exec.perturb_schedule, 1, out.fault ? o.case_timeout_s : 0};
         log(fmt::format("FAIL {} on case {}: {}", p->name, i, out.summary));
         if (o.shrink && p->intermittent_failures) {
           log("  not shrunk: this property's failures show on some runs only, so the case is kept as found");
-        } else if (o.shrink) {
+        } else if (o.shrink && fault_number <= 1) {
           const auto s0 = Clock::now();
           rc::Shrinkable<CaseSpec> current = shrinkable;
           for (bool improved = true; improved && since(s0) < o.shrink_budget_s;) {
@@ -378,10 +406,10 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
               } catch (const CaseParseError&) {
                 continue;
               }
-              enter(repro(candidate, p->name));
+              enter(candidate, p->name);
               Outcome oc = checkOne(*p, candidate, exec);
               watchdog.leave();
-              if (oc.verdict == Verdict::Fail) {
+              if (oc.verdict == Verdict::Fail && oc.fault == f.outcome.fault) {  // failing the same way
                 current = *next;
                 f.shrunk = candidate;
                 f.outcome = std::move(oc);
@@ -417,8 +445,9 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
                          {"repro", repro(f.shrunk, p->name)},
                          {"corpus_file", f.corpus_file},
                          {"outcome", toJson(f.outcome)}});
-        failed.insert({spec.kernel, p->name});
+        if (!out.fault) failed.insert({spec.kernel, p->name});
         result.failures.push_back(std::move(f));
+        if (out.fault) break;  // the kernel cannot run this case: its other properties would fault the same way
       }
       if (failed.size() == result.judged.size()) break;  // nothing left to check
       if (!o.stop_after_failure_of.empty() &&

@@ -55,6 +55,7 @@ struct FailureRecord {
   std::string corpus_file;   // where it was saved, or the regression file
   bool perturb_schedule = false;  // found under a schedule-perturbing load, so its repro needs one too
   int repeats = 1;                // runs its repro needs (a regression case's `# repeat:`)
+  double case_timeout_s = 0;      // a fault: the kernel's time limit its repro needs (a hang), 0: the default
 };
 
 struct CampaignResult {
@@ -104,7 +105,7 @@ std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::s
 /// it was found under one; `repeats` > 1 adds --repeat for failures that show
 /// on some runs only).
 std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule = false,
-                         int repeats = 1);
+                         int repeats = 1, double case_timeout_s = 0);
 /// The command that reproduces a failure.
 std::string reproCommand(const FailureRecord& f);
 

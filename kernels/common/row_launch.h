@@ -20,6 +20,9 @@ struct LaunchEnv {
   int sm_count = 132;
   int ctas_override = 0;
   void* stream = nullptr;  // cudaStream_t for CUDA variants
+  // Run beside a schedule-perturbing load (harness/core/schedule_noise.h):
+  // the op adapter starts it for in-process variants, a worker for remote ones.
+  bool perturb_schedule = false;
 };
 
 }  // namespace ulpcheck

@@ -4,6 +4,10 @@
 // kernels are the example library's host RMSNorm (examples/plugin).
 #include <ulpcheck/plugin.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 #include "../../examples/plugin/mylib_rmsnorm.h"
 
 #define KIND_GOOD 1
@@ -43,6 +47,30 @@ int backwardFailsPast64Rows(const ulpcheck_rmsnorm_backward_args* a, const ulpch
   return 0;
 }
 
+/// The correct backward, except in one shape regime (a few percent of
+/// generated cases) where the kernel faults the way external kernels do.
+int correctBackward(const ulpcheck_rmsnorm_backward_args* a) {
+  mylib::rmsnormBackwardHost(shapeOf(a->x, a->eps), a->x.data, a->w.data, a->dy.data,
+                             static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data);
+  return 0;
+}
+int backwardSegfaultsAtN7(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+  if (a->x.cols == 7) *static_cast<volatile float*>(nullptr) = 1.f;  // an illegal address
+  return correctBackward(a);
+}
+int backwardAbortsAtN3(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+  if (a->x.cols == 3) std::abort();  // a failed assertion
+  return correctBackward(a);
+}
+/// "Hangs" at N = 5: sleeps against a deadline of two minutes, never forever.
+int backwardHangsAtN5(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+  if (a->x.cols == 5) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return correctBackward(a);
+}
+
 const char* lastError() { return "scratch too small for more than 64 rows"; }
 
 ulpcheck_variant variant(const char* op, const char* name, uint32_t preconditions, int64_t max_cols,
@@ -65,7 +93,10 @@ ulpcheck_variant variant(const char* op, const char* name, uint32_t precondition
 #if TEST_PLUGIN_KIND == KIND_GOOD
 const ulpcheck_variant kVariants[] = {
     variant("rmsnorm", "test_rmsnorm_contiguous", ULPCHECK_NEEDS_CONTIGUOUS_ROWS, 512, backwardContiguous),
-    variant("rmsnorm", "test_rmsnorm_fails_past_64_rows", 0, 0, backwardFailsPast64Rows)};
+    variant("rmsnorm", "test_rmsnorm_fails_past_64_rows", 0, 0, backwardFailsPast64Rows),
+    variant("rmsnorm", "test_rmsnorm_segfaults_at_n7", 0, 0, backwardSegfaultsAtN7),
+    variant("rmsnorm", "test_rmsnorm_aborts_at_n3", 0, 0, backwardAbortsAtN3),
+    variant("rmsnorm", "test_rmsnorm_hangs_at_n5", 0, 0, backwardHangsAtN5)};
 #elif TEST_PLUGIN_KIND == KIND_BAD_OP
 const ulpcheck_variant kVariants[] = {variant("softmax", "test_softmax", 0, 0, backwardContiguous)};
 #elif TEST_PLUGIN_KIND == KIND_TAKEN_NAME

@@ -1,0 +1,371 @@
+#include "kernels/plugin/remote.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/core/cuda_ops.h"
+#include "harness/core/device.h"
+#include "harness/core/schedule_noise.h"
+#include "harness/core/shared_memory.h"
+#include "kernels/layernorm/layernorm.h"
+#include "kernels/rmsnorm/rmsnorm.h"
+
+namespace ulpcheck::remote {
+
+using nlohmann::json;
+
+namespace {
+
+std::vector<std::string>& workerPlugins() {
+  static std::vector<std::string> paths;
+  return paths;
+}
+double& timeoutSetting() {
+  static double seconds = 300;
+  return seconds;
+}
+
+// ---------------------------------------------------------------------------
+// Framing: a 4-byte little-endian length, then the JSON text.
+
+bool writeAll(int fd, const char* p, size_t n) {
+  while (n) {
+    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w, n -= size_t(w);
+  }
+  return true;
+}
+
+bool sendMessage(int fd, const json& j) {
+  const std::string text = j.dump();
+  const uint32_t n = uint32_t(text.size());
+  const char len[4] = {char(n), char(n >> 8), char(n >> 16), char(n >> 24)};
+  return writeAll(fd, len, 4) && writeAll(fd, text.data(), text.size());
+}
+
+/// Reads n bytes, waiting at most until `deadline` (none: forever). 1 read,
+/// 0 the peer closed, -1 timed out, -2 an error.
+using Clock = std::chrono::steady_clock;
+int readAll(int fd, char* p, size_t n, const Clock::time_point* deadline) {
+  while (n) {
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      if (left <= 0) return -1;
+      pollfd pfd{fd, POLLIN, 0};
+      const int ready = poll(&pfd, 1, int(std::min<long long>(left, 1 << 30)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) return -1;
+      if (ready < 0) return -2;
+    }
+    const ssize_t r = recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return 0;
+    if (r < 0) return -2;
+    p += r, n -= size_t(r);
+  }
+  return 1;
+}
+
+/// 1 and the message, 0 closed, -1 timed out, -2 error.
+int receiveMessage(int fd, json& out, const Clock::time_point* deadline) {
+  unsigned char len[4];
+  if (const int r = readAll(fd, reinterpret_cast<char*>(len), 4, deadline); r != 1) return r;
+  const uint32_t n = uint32_t(len[0]) | uint32_t(len[1]) << 8 | uint32_t(len[2]) << 16 | uint32_t(len[3]) << 24;
+  std::string text(n, '\0');
+  if (const int r = readAll(fd, text.data(), n, deadline); r != 1) return r;
+  out = json::parse(text, nullptr, false);
+  return out.is_discarded() ? -2 : 1;
+}
+
+// ---------------------------------------------------------------------------
+// The coordinator's side.
+
+std::string describeExit(int status) {
+  if (WIFSIGNALED(status))
+    return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  return "ended";
+}
+
+/// The worker process: started on the first call, again after one ended.
+class Worker {
+ public:
+  ~Worker() { stop(); }
+
+  json call(const json& request, const std::string& what) {
+    if (pid_ < 0) start();
+    if (!sendMessage(fd_, request)) throw died(what);
+    const Clock::time_point deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSetting()));
+    json reply;
+    const int r = receiveMessage(fd_, reply, &deadline);
+    if (r == -1) {
+      stop();
+      throw KernelFailure(fmt::format("{} did not return within {:g} s (a hang?): the worker was killed and will be "
+                                      "restarted",
+                                      what, timeoutSetting()));
+    }
+    if (r != 1) throw died(what);
+    if (reply.value("fatal", false)) stop();  // its CUDA context is lost: it exits, a new one starts next time
+    if (!reply.value("ok", false)) throw KernelFailure(reply.value("error", std::string("(no message)")));
+    return reply;
+  }
+
+ private:
+  void start() {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      throw std::runtime_error(fmt::format("socketpair: {}", std::strerror(errno)));
+    std::vector<std::string> args{"ulpcheck", "worker", "--fd", std::to_string(sv[1])};
+    for (const auto& p : workerPlugins()) args.insert(args.end(), {"--plugin", p});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+    if (pid == 0) {  // the worker: its end of the socket kept across exec, its stdout on our stderr
+      fcntl(sv[1], F_SETFD, 0);
+      dup2(2, 1);
+      execv("/proc/self/exe", argv.data());
+      _exit(127);
+    }
+    close(sv[1]);
+    pid_ = pid;
+    fd_ = sv[0];
+  }
+
+  void stop() {
+    if (pid_ < 0) return;
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    close(fd_);
+    pid_ = -1, fd_ = -1;
+  }
+
+  KernelFailure died(const std::string& what) {
+    close(fd_);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1, fd_ = -1;
+    return KernelFailure(fmt::format("the worker running {} {}: the kernel crashed (the worker will be restarted)", what,
+                                     describeExit(status)));
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
+Worker& worker() {
+  static Worker w;
+  return w;
+}
+
+/// A call's request: its tensors as (region, offset) and the regions they lie in.
+class Request {
+ public:
+  Request(const char* entry, const std::string& variant, const RowShape& s, const LaunchEnv& e) {
+    j_ = {{"entry", entry},
+          {"variant", variant},
+          {"shape", {int(s.dtype), s.M, s.N, s.ld, s.eps}},
+          {"env", {e.sm_count, e.ctas_override, e.perturb_schedule}}};
+  }
+  Request& ptr(const char* name, const void* p) {
+    const auto found = findRegion(p);
+    if (!found) throw std::logic_error(fmt::format("tensor '{}' is not in a shared region", name));
+    const auto& [region, offset] = *found;
+    j_["ptrs"][name] = {region.id, offset};
+    const std::string key = std::to_string(region.id);
+    if (!j_["regions"].contains(key)) {
+      if (region.where == Backend::Host) {
+        j_["regions"][key] = {{"where", "host"}, {"pid", int(getpid())}, {"fd", region.fd}, {"bytes", region.bytes}};
+      } else {
+        cudaops::DeviceScope on(region.device);
+        j_["regions"][key] = {{"where", "cuda"},
+                              {"ipc", cudaops::ipcHandle(region.base)},
+                              {"device", region.device},
+                              {"bytes", region.bytes}};
+      }
+    }
+    return *this;
+  }
+  const json& get() const { return j_; }
+
+ private:
+  json j_;
+};
+
+std::string what(const std::string& variant, const char* entry) { return fmt::format("{} {}", variant, entry); }
+
+// ---------------------------------------------------------------------------
+// The worker's side.
+
+/// The regions of one request, mapped into this process for the call.
+class Mapped {
+ public:
+  explicit Mapped(const json& regions) {
+    for (const auto& [key, r] : regions.items()) {
+      Region m{r.at("where") == "cuda", nullptr, r.at("bytes").get<size_t>()};
+      if (m.cuda) {
+        cudaops::DeviceScope on(r.at("device").get<int>());
+        m.base = cudaops::openIpcHandle(r.at("ipc").get<std::string>());
+      } else {
+        m.base = mapForeignHost(r.at("pid").get<int>(), r.at("fd").get<int>(), m.bytes);
+      }
+      by_id_[std::stoull(key)] = m;
+    }
+  }
+  ~Mapped() {
+    for (auto& [id, m] : by_id_) {
+      if (m.cuda) cudaops::closeIpcHandle(m.base);
+      else unmapForeignHost(m.base, m.bytes);
+    }
+  }
+  void* at(const json& ptrs, const char* name) const {
+    const json& p = ptrs.at(name);
+    const Region& m = by_id_.at(p.at(0).get<uint64_t>());
+    return static_cast<char*>(m.base) + p.at(1).get<size_t>();
+  }
+
+ private:
+  struct Region {
+    bool cuda;
+    void* base;
+    size_t bytes;
+  };
+  std::map<uint64_t, Region> by_id_;
+};
+
+template <typename Registry>
+const auto& variantNamed(const std::string& name) {
+  const auto* k = Registry::find(name);
+  if (!k) throw std::invalid_argument(fmt::format("this worker has no variant '{}'", name));
+  return *k;
+}
+
+/// Runs one request's kernel call and waits for it.
+void execute(const json& req) {
+  const std::string entry = req.at("entry"), name = req.at("variant");
+  const json& sh = req.at("shape");
+  const RowShape s{DType(sh.at(0).get<int>()), sh.at(1).get<int64_t>(), sh.at(2).get<int64_t>(), sh.at(3).get<int64_t>(),
+                   sh.at(4).get<float>()};
+  const json& ev = req.at("env");
+  const LaunchEnv env{ev.at(0).get<int>(), ev.at(1).get<int>(), nullptr, ev.at(2).get<bool>()};
+  const json& ptrs = req.at("ptrs");
+  const Mapped m(req.at("regions"));
+  auto f32 = [&](const char* n) { return static_cast<float*>(m.at(ptrs, n)); };
+  Backend backend = Backend::Host;
+  {
+    // Beside a schedule-perturbing load when the coordinator asked for one.
+    auto run = [&](Backend b, auto&& call) {
+      backend = b;
+      ScheduleNoise noise(env.perturb_schedule, b, env.sm_count);
+      call();
+    };
+    if (entry == "rmsnorm_forward") {
+      const auto& k = variantNamed<RmsNormRegistry>(name);
+      run(k.info.backend, [&] { k.forward({s, m.at(ptrs, "x"), m.at(ptrs, "w"), m.at(ptrs, "y"), f32("rstd")}, env); });
+    } else if (entry == "rmsnorm_backward") {
+      const auto& k = variantNamed<RmsNormRegistry>(name);
+      run(k.info.backend, [&] {
+        k.backward({s, m.at(ptrs, "x"), m.at(ptrs, "w"), m.at(ptrs, "dy"), f32("rstd"), m.at(ptrs, "dx"),
+                    m.at(ptrs, "dw"), m.at(ptrs, "workspace")},
+                   env);
+      });
+    } else if (entry == "layernorm_forward") {
+      const auto& k = variantNamed<LayerNormRegistry>(name);
+      run(k.info.backend, [&] {
+        k.forward({s, m.at(ptrs, "x"), m.at(ptrs, "gamma"), m.at(ptrs, "beta"), m.at(ptrs, "y"), f32("mean"),
+                   f32("rstd")},
+                  env);
+      });
+    } else if (entry == "layernorm_backward") {
+      const auto& k = variantNamed<LayerNormRegistry>(name);
+      run(k.info.backend, [&] {
+        k.backward({s, m.at(ptrs, "x"), m.at(ptrs, "gamma"), m.at(ptrs, "dy"), f32("mean"), f32("rstd"),
+                    m.at(ptrs, "dx"), m.at(ptrs, "dgamma"), m.at(ptrs, "dbeta"), m.at(ptrs, "workspace")},
+                   env);
+      });
+    } else {
+      throw std::invalid_argument(fmt::format("unknown entry point '{}'", entry));
+    }
+  }
+  if (backend == Backend::Cuda)
+    if (const std::string unchecked = synchronizeVariant(entry.c_str()); !unchecked.empty())
+      throw KernelFailure(unchecked);
+}
+
+}  // namespace
+
+void setWorkerPlugins(std::vector<std::string> paths) { workerPlugins() = std::move(paths); }
+void setCallTimeout(double seconds) { timeoutSetting() = seconds > 0 ? seconds : 300; }
+double callTimeout() { return timeoutSetting(); }
+
+void runInWorker(const std::string& op, const std::string& name) {
+  if (op == "rmsnorm") {
+    RmsNormKernel k = *RmsNormRegistry::find(name);
+    k.info.remote = true;
+    k.forward = [name](const RmsNormForwardArgs& f, const LaunchEnv& e) {
+      Request r("rmsnorm_forward", name, f.shape, e);
+      r.ptr("x", f.x).ptr("w", f.w).ptr("y", f.y).ptr("rstd", f.rstd);
+      worker().call(r.get(), what(name, "rmsnorm_forward"));
+    };
+    k.backward = [name](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
+      Request r("rmsnorm_backward", name, b.shape, e);
+      r.ptr("x", b.x).ptr("w", b.w).ptr("dy", b.dy).ptr("rstd", b.rstd).ptr("dx", b.dx).ptr("dw", b.dw);
+      r.ptr("workspace", b.workspace);
+      worker().call(r.get(), what(name, "rmsnorm_backward"));
+    };
+    RmsNormRegistry::replace(k);
+  } else if (op == "layernorm") {
+    LayerNormKernel k = *LayerNormRegistry::find(name);
+    k.info.remote = true;
+    k.forward = [name](const LayerNormForwardArgs& f, const LaunchEnv& e) {
+      Request r("layernorm_forward", name, f.shape, e);
+      r.ptr("x", f.x).ptr("gamma", f.gamma).ptr("beta", f.beta).ptr("y", f.y).ptr("mean", f.mean).ptr("rstd", f.rstd);
+      worker().call(r.get(), what(name, "layernorm_forward"));
+    };
+    k.backward = [name](const LayerNormBackwardArgs& b, const LaunchEnv& e) {
+      Request r("layernorm_backward", name, b.shape, e);
+      r.ptr("x", b.x).ptr("gamma", b.gamma).ptr("dy", b.dy).ptr("mean", b.mean).ptr("rstd", b.rstd);
+      r.ptr("dx", b.dx).ptr("dgamma", b.dgamma).ptr("dbeta", b.dbeta).ptr("workspace", b.workspace);
+      worker().call(r.get(), what(name, "layernorm_backward"));
+    };
+    LayerNormRegistry::replace(k);
+  } else {
+    throw std::invalid_argument(fmt::format("op '{}' cannot run in a worker", op));
+  }
+}
+
+int serve(int fd) {
+  for (json req; receiveMessage(fd, req, nullptr) == 1;) {
+    json reply{{"ok", true}};
+    bool fatal = false;
+    try {
+      execute(req);
+    } catch (const CudaError& e) {
+      fatal = e.sticky;
+      reply = {{"ok", false}, {"fatal", fatal}, {"error", fmt::format("CUDA error in the kernel: {}", e.what())}};
+    } catch (const std::exception& e) {
+      reply = {{"ok", false}, {"fatal", false}, {"error", e.what()}};
+    }
+    if (!sendMessage(fd, reply) || fatal) return fatal ? 3 : 1;
+  }
+  return 0;
+}
+
+}  // namespace ulpcheck::remote

@@ -1,0 +1,38 @@
+// Kernels from outside ulpcheck run in a worker process (`ulpcheck worker`),
+// so a segfault, an abort, a sticky CUDA error or a hang in one is a failing
+// case with its repro, not the end of the run: the coordinator restarts the
+// worker on the next call and the campaign goes on.
+//
+// The coordinator keeps everything but the kernel call: inputs, poison,
+// canaries, oracle, judgment. Every Buffer is a shared region
+// (harness/core/shared_memory.h), so a call names its tensors as (region,
+// offset) and the worker maps the same bytes: a memfd on the host, a CUDA
+// IPC handle on the GPU. Protocol: over a Unix socket pair, each message a
+// 4-byte little-endian length and a JSON object; a request names the
+// variant, the entry point, the shape, the launch environment and its
+// tensors; the reply is {"ok": true} or {"ok": false, "error": ..., "fatal": ...}
+// (fatal: the worker's CUDA context is lost and it exits).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ulpcheck::remote {
+
+/// The plugins a worker loads when it starts (the coordinator's --plugin list).
+void setWorkerPlugins(std::vector<std::string> paths);
+
+/// The longest one call into the worker may take before it counts as hung:
+/// the worker is killed and the call fails (a campaign sets its --case-timeout).
+void setCallTimeout(double seconds);
+double callTimeout();
+
+/// Moves a registered variant's entry points into the worker: its forward
+/// and backward become calls into it (KernelInfo::remote is set).
+void runInWorker(const std::string& op, const std::string& name);
+
+/// The worker's loop, serving calls on socket `fd` until the coordinator
+/// closes it; the return value is the process's exit status.
+int serve(int fd);
+
+}  // namespace ulpcheck::remote
