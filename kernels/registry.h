@@ -77,13 +77,21 @@ struct KernelInfo {
   std::vector<std::string> code_paths;
   std::function<std::vector<std::string>(const RowShape&, const LaunchEnv&)> paths_taken;
   LayoutPreconditions preconditions;
-  // Provenance: "built-in", or the plugin file (and its SHA-256) it came
-  // from; plugin_path is what a repro command must load again.
+  // Provenance: "built-in", or the plugin or Python file (with its SHA-256
+  // and library versions) it came from; plugin_path / python_file is what a
+  // repro command must load again.
   std::string origin = "built-in";
   std::string plugin_path;
+  std::string python_file;
   // Runs in a worker process (kernels/plugin/remote.h): a fault or a hang in
   // it is a failing case, not the end of the run.
   bool remote = false;
+  // Outputs of the op the variant does not produce (a library that does not
+  // expose its saved statistics): neither judged nor checked for writes.
+  std::vector<std::string> unprovided_outputs;
+  bool provides(const std::string& output) const {
+    return std::find(unprovided_outputs.begin(), unprovided_outputs.end(), output) == unprovided_outputs.end();
+  }
   bool isMutant() const { return !bug.empty(); }
   bool supports(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }
 };

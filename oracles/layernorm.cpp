@@ -23,7 +23,10 @@
 //
 //   mean~ = fl(fl-sum_j x_j / N)            |mean~ - mean| <= Dm := K ((D + 1) u A + eta)
 //
-// unless the row's sum is exact in fp32 in any order: every x_j is a multiple
+// unless the variant declares its mean one correctly rounded fp32 division of
+// a plain fp32 sum (ReductionDepths::mean_is_rounded_quotient: ulpcheck's own
+// kernels; a black box may round more often) and the row's sum is exact in
+// fp32 in any order: every x_j is a multiple
 // of q = the smallest ulp (in T) among the row's values, so every partial sum
 // is k q with |k| <= A N / q, exact in fp32 while that is below 2^24. Then
 // mean~ = fl(S / N) is the exact mean rounded once to fp32 (a correctly
@@ -196,7 +199,8 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
         double q = INFINITY;  // the smallest ulp among the row's values
         for (int64_t j = 0; j < N; ++j)
           if (x.value(i, j) != 0.0) q = std::min(q, ulpOf(T, x.value(i, j)));
-        const bool exact_sum = acc == DType::F32 && double(N) < 0x1p24 && abs_x < 0x1p24 * q;
+        const bool exact_sum = contract.depths.mean_is_rounded_quotient && acc == DType::F32 && double(N) < 0x1p24 &&
+                               abs_x < 0x1p24 * q;
         // The round-to-odd double rounds to fp32 as the exact mean does, and
         // is within 2^-52 of it.
         const double mean_odd = ref.mean.exact[i];

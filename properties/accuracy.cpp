@@ -48,7 +48,10 @@ Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& 
           f.note = ok ? "" : "exact result is NaN";
         } else if (std::isnan(got)) {
           ok = false;
-          f.note = out->at(r, c) == poisonBits(ref.dtype) ? "never written (poison)" : "NaN";
+          const uint32_t bits = out->at(r, c), all_ones = ref.dtype == DType::F32 ? 0xffffffffu : 0xffffu;
+          f.note = bits == poisonBits(ref.dtype) ? "never written (poison)"
+                   : bits == all_ones ? "never written by the library (its allocator's memory was poisoned all ones)"
+                                      : "NaN";
         } else if (std::isinf(got)) {
           ok = std::signbit(got) == std::signbit(exact) && std::fabs(exact) + budget >= overflowThreshold(ref.dtype);
           f.note = ok ? "" : "Inf where the exact result is finite";

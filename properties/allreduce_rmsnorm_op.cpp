@@ -56,7 +56,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
     const LaunchEnv env = launchEnv(c, ctx);
     const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, layout);
 
-    RunBuffers buf(k.info.backend);
+    RunBuffers buf(k.info.backend, k.info.unprovided_outputs);
     AllreduceRmsNormArgs args;
     args.shape = shape;
     args.ranks = c.ranks;

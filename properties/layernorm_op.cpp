@@ -36,7 +36,7 @@ class LayerNormOp final : public OpAdapter {
     const LaunchEnv env = launchEnv(c, ctx);
     const LayerNormInputData in = generateLayerNormInputs(c, layout);
 
-    RunBuffers buf(k.info.backend);
+    RunBuffers buf(k.info.backend, k.info.unprovided_outputs);
     const void* x = buf.input("x", in.x);
     const void* gamma = buf.input("gamma", in.gamma);
     const void* beta = buf.input("beta", in.beta);

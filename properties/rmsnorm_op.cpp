@@ -35,7 +35,7 @@ class RmsNormOp final : public OpAdapter {
     const LaunchEnv env = launchEnv(c, ctx);
     const RmsNormInputData in = generateRmsNormInputs(c, layout);
 
-    RunBuffers buf(k.info.backend);
+    RunBuffers buf(k.info.backend, k.info.unprovided_outputs);
     const void* x = buf.input("x", in.x);
     const void* w = buf.input("w", in.w);
     const void* dy = buf.input("dy", in.dy);

@@ -1,5 +1,7 @@
 #include "properties/run_buffers.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace ulpcheck {
@@ -22,6 +24,8 @@ void* RunBuffers::input(const std::string& name, const HostMatrix& m) {
 }
 
 void* RunBuffers::output(const std::string& name, DType t, int64_t rows, int64_t cols, int64_t ld, bool per_row) {
+  if (std::find(unprovided_.begin(), unprovided_.end(), name) != unprovided_.end())
+    return scratch(name, size_t(rows * ld) * storageBytes(t));
   Entry e{std::make_unique<Buffer>(where_, size_t(rows * ld) * storageBytes(t), name),
           OutputTensor{name, t, rows, cols, ld, per_row, {}}, Entry::kOutput};
   e.buffer->fillPattern(poisonBits(t), storageBytes(t));

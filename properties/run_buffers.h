@@ -18,7 +18,10 @@ namespace ulpcheck {
 
 class RunBuffers {
  public:
-  explicit RunBuffers(Backend where) : where_(where) {}
+  /// `unprovided`: outputs the variant does not produce (KernelInfo::
+  /// unprovided_outputs), allocated as scratch: poisoned, never judged.
+  explicit RunBuffers(Backend where, std::vector<std::string> unprovided = {})
+      : where_(where), unprovided_(std::move(unprovided)) {}
 
   void* input(const std::string& name, const HostMatrix& m);
   void* output(const std::string& name, DType t, int64_t rows, int64_t cols, int64_t ld, bool per_row);
@@ -34,6 +37,7 @@ class RunBuffers {
     enum Kind { kInput, kOutput, kScratch } kind;
   };
   Backend where_;
+  std::vector<std::string> unprovided_;
   std::vector<Entry> entries_;
 };
 

@@ -96,7 +96,7 @@ int cmdList() {
     if (k.contracts.column_reduction_ftz)
       fmt::print("  {:<17} {:<29} contract: its dW reduction flushes subnormals to zero\n", "", "");
     if (k.isMutant()) fmt::print("  {:<17} {:<29} reproduces: {}; must be caught by: {}\n", "", "", k.bug, k.caught_by);
-    if (!k.plugin_path.empty()) fmt::print("  {:<17} {:<29} from {}\n", "", "", k.origin);
+    if (k.origin != "built-in") fmt::print("  {:<17} {:<29} from {}\n", "", "", k.origin);
     if (const auto& p = k.preconditions; p.contiguous_rows || p.aligned_rows || p.max_cols)
       fmt::print("  {:<17} {:<29} preconditions:{}{}{}\n", "", "", p.contiguous_rows ? " contiguous rows" : "",
                  p.aligned_rows ? " 16-byte aligned rows" : "",
@@ -325,6 +325,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> plugin_paths;
   constexpr const char* kPluginHelp = "load a kernel plugin (a shared library; include/ulpcheck/plugin.h); repeatable";
   list->add_option("--plugin", plugin_paths, kPluginHelp);
+  std::vector<std::string> python_files;
+  constexpr const char* kPythonHelp =
+      "load Python kernels: a file registering variants with the ulpcheck package (python/ulpcheck); repeatable";
+  list->add_option("--python", python_files, kPythonHelp);
   bool in_process = false;
   constexpr const char* kInProcessHelp =
       "run plugin kernels in this process, not in a worker (for a debugger: a fault then ends the run)";
@@ -357,6 +361,7 @@ int main(int argc, char** argv) {
       "run every kernel beside a random load on another stream, so repeated runs meet different CTA schedules";
   run->add_flag("--perturb-schedule", ra.perturb_schedule, kPerturbHelp);
   run->add_option("--plugin", plugin_paths, kPluginHelp);
+  run->add_option("--python", python_files, kPythonHelp);
   run->add_flag("--in-process", in_process, kInProcessHelp);
 
   ReproArgs pa;
@@ -372,6 +377,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   repro->add_flag("--perturb-schedule", pa.perturb_schedule, kPerturbHelp);
   repro->add_option("--plugin", plugin_paths, kPluginHelp);
+  repro->add_option("--python", python_files, kPythonHelp);
   repro->add_flag("--in-process", in_process, kInProcessHelp);
   repro->add_option("--case-timeout", pa.case_timeout,
                     "seconds a kernel call in a worker may take before it counts as hung (the case fails)")
@@ -393,6 +399,7 @@ int main(int argc, char** argv) {
                     "skip the controls (the correct variants, run the same way to count false alarms)");
   mutants->add_flag("--perturb-schedule", ma.perturb_schedule, kPerturbHelp);
   mutants->add_option("--plugin", plugin_paths, kPluginHelp);
+  mutants->add_option("--python", python_files, kPythonHelp);
   mutants->add_flag("--in-process", in_process, kInProcessHelp);
 
   try {
@@ -420,6 +427,11 @@ int main(int argc, char** argv) {
           if (k.plugin_path == p.path) remote::runInWorker(k.op, k.name);
     }
     remote::setWorkerPlugins(loaded);
+    if (!python_files.empty()) {
+      const auto names = remote::registerPythonVariants(python_files);
+      fmt::print("# python {}: {} variants ({}), in a Python worker\n", fmt::join(python_files, ", "), names.size(),
+                 fmt::join(names, ", "));
+    }
     if (app.got_subcommand("list")) return cmdList();
     if (app.got_subcommand("mutants")) return cmdMutants(ma);
     if (app.got_subcommand("run")) return cmdRun(ra);

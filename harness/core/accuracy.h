@@ -35,6 +35,11 @@ struct ReductionDepths {
   // launch of this shape may take (the plan depends on pointer alignment);
   // empty where it does not (atomics: arrival order).
   std::vector<ColumnOrder> col_orders;
+  // The row mean is one correctly rounded division of a plain fp32 sum by
+  // N, so a row whose every partial sum is exact has a mean off by that one
+  // rounding only. ulpcheck's own kernels declare it; a black box need not
+  // (sum * (1/N) rounds twice, Welford rounds at every step).
+  bool mean_is_rounded_quotient = false;
 };
 
 /// What a kernel promises about its arithmetic: the precision it accumulates

@@ -212,7 +212,10 @@ std::string reproCommand(const CaseSpec& spec, const std::string& property, bool
                      perturb_schedule ? " --perturb-schedule" : "",
                      repeats > 1 ? fmt::format(" --repeat {}", repeats) : "",
                      case_timeout_s > 0 ? fmt::format(" --case-timeout {:g}", case_timeout_s) : "",
-                     k && !k->plugin_path.empty() ? fmt::format(" --plugin '{}'", k->plugin_path) : "");
+                     !k                          ? ""
+                     : !k->plugin_path.empty() ? fmt::format(" --plugin '{}'", k->plugin_path)
+                     : !k->python_file.empty() ? fmt::format(" --python '{}'", k->python_file)
+                                               : "");
 }
 
 std::string reproCommand(const FailureRecord& f) {
@@ -406,6 +409,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
               } catch (const CaseParseError&) {
                 continue;
               }
+              if (!Selection::fits(candidate)) continue;  // a dtype or layout the kernel does not take
               enter(candidate, p->name);
               Outcome oc = checkOne(*p, candidate, exec);
               watchdog.leave();

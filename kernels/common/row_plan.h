@@ -118,6 +118,7 @@ inline int64_t maxBackwardCtas(const RowShape& s, const LaunchEnv& env) {
 inline ReductionDepths reductionDepths(const RowShape& s, const LaunchEnv& env, DwStrategy strategy,
                                        int max_threads = kMaxThreads) {
   ReductionDepths d;
+  d.mean_is_rounded_quotient = true;  // row_cuda/row_host: fdiv(sum, N)
   for (bool aligned : {false, true}) {
     const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned, max_threads);
     const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);

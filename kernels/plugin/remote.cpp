@@ -9,7 +9,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -20,6 +23,7 @@
 #include "harness/core/schedule_noise.h"
 #include "harness/core/shared_memory.h"
 #include "kernels/layernorm/layernorm.h"
+#include "kernels/plugin/plugin_loader.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 
 namespace ulpcheck::remote {
@@ -101,9 +105,12 @@ std::string describeExit(int status) {
   return "ended";
 }
 
-/// The worker process: started on the first call, again after one ended.
+/// A worker process: started on the first call, again after one ended.
+/// `command` gives its argv for a socket fd (the C++ worker, or Python's).
 class Worker {
  public:
+  using Command = std::function<std::vector<std::string>(int fd)>;
+  explicit Worker(Command command) : command_(std::move(command)) {}
   ~Worker() { stop(); }
 
   json call(const json& request, const std::string& what) {
@@ -130,8 +137,7 @@ class Worker {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       throw std::runtime_error(fmt::format("socketpair: {}", std::strerror(errno)));
-    std::vector<std::string> args{"ulpcheck", "worker", "--fd", std::to_string(sv[1])};
-    for (const auto& p : workerPlugins()) args.insert(args.end(), {"--plugin", p});
+    std::vector<std::string> args = command_(sv[1]);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -140,7 +146,7 @@ class Worker {
     if (pid == 0) {  // the worker: its end of the socket kept across exec, its stdout on our stderr
       fcntl(sv[1], F_SETFD, 0);
       dup2(2, 1);
-      execv("/proc/self/exe", argv.data());
+      execvp(argv[0], argv.data());
       _exit(127);
     }
     close(sv[1]);
@@ -166,12 +172,18 @@ class Worker {
                                      describeExit(status)));
   }
 
+  Command command_;
   pid_t pid_ = -1;
   int fd_ = -1;
 };
 
+/// The worker of the C++ plugins: this very executable, `ulpcheck worker`.
 Worker& worker() {
-  static Worker w;
+  static Worker w([](int fd) {
+    std::vector<std::string> args{"/proc/self/exe", "worker", "--fd", std::to_string(fd)};
+    for (const auto& p : workerPlugins()) args.insert(args.end(), {"--plugin", p});
+    return args;
+  });
   return w;
 }
 
@@ -315,40 +327,174 @@ void setWorkerPlugins(std::vector<std::string> paths) { workerPlugins() = std::m
 void setCallTimeout(double seconds) { timeoutSetting() = seconds > 0 ? seconds : 300; }
 double callTimeout() { return timeoutSetting(); }
 
-void runInWorker(const std::string& op, const std::string& name) {
-  if (op == "rmsnorm") {
-    RmsNormKernel k = *RmsNormRegistry::find(name);
-    k.info.remote = true;
-    k.forward = [name](const RmsNormForwardArgs& f, const LaunchEnv& e) {
-      Request r("rmsnorm_forward", name, f.shape, e);
-      r.ptr("x", f.x).ptr("w", f.w).ptr("y", f.y).ptr("rstd", f.rstd);
-      worker().call(r.get(), what(name, "rmsnorm_forward"));
-    };
-    k.backward = [name](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
-      Request r("rmsnorm_backward", name, b.shape, e);
-      r.ptr("x", b.x).ptr("w", b.w).ptr("dy", b.dy).ptr("rstd", b.rstd).ptr("dx", b.dx).ptr("dw", b.dw);
-      r.ptr("workspace", b.workspace);
-      worker().call(r.get(), what(name, "rmsnorm_backward"));
-    };
-    RmsNormRegistry::replace(k);
-  } else if (op == "layernorm") {
-    LayerNormKernel k = *LayerNormRegistry::find(name);
-    k.info.remote = true;
-    k.forward = [name](const LayerNormForwardArgs& f, const LaunchEnv& e) {
-      Request r("layernorm_forward", name, f.shape, e);
-      r.ptr("x", f.x).ptr("gamma", f.gamma).ptr("beta", f.beta).ptr("y", f.y).ptr("mean", f.mean).ptr("rstd", f.rstd);
-      worker().call(r.get(), what(name, "layernorm_forward"));
-    };
-    k.backward = [name](const LayerNormBackwardArgs& b, const LaunchEnv& e) {
-      Request r("layernorm_backward", name, b.shape, e);
-      r.ptr("x", b.x).ptr("gamma", b.gamma).ptr("dy", b.dy).ptr("mean", b.mean).ptr("rstd", b.rstd);
-      r.ptr("dx", b.dx).ptr("dgamma", b.dgamma).ptr("dbeta", b.dbeta).ptr("workspace", b.workspace);
-      worker().call(r.get(), what(name, "layernorm_backward"));
-    };
-    LayerNormRegistry::replace(k);
-  } else {
-    throw std::invalid_argument(fmt::format("op '{}' cannot run in a worker", op));
+namespace {
+
+/// `k` with its entry points replaced by calls into `w`.
+RmsNormKernel forwardedTo(Worker& w, RmsNormKernel k) {
+  const std::string name = k.info.name;
+  k.info.remote = true;
+  k.forward = [&w, name](const RmsNormForwardArgs& f, const LaunchEnv& e) {
+    Request r("rmsnorm_forward", name, f.shape, e);
+    r.ptr("x", f.x).ptr("w", f.w).ptr("y", f.y).ptr("rstd", f.rstd);
+    w.call(r.get(), what(name, "rmsnorm_forward"));
+  };
+  k.backward = [&w, name](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
+    Request r("rmsnorm_backward", name, b.shape, e);
+    r.ptr("x", b.x).ptr("w", b.w).ptr("dy", b.dy).ptr("rstd", b.rstd).ptr("dx", b.dx).ptr("dw", b.dw);
+    r.ptr("workspace", b.workspace);
+    w.call(r.get(), what(name, "rmsnorm_backward"));
+  };
+  return k;
+}
+
+LayerNormKernel forwardedTo(Worker& w, LayerNormKernel k) {
+  const std::string name = k.info.name;
+  k.info.remote = true;
+  k.forward = [&w, name](const LayerNormForwardArgs& f, const LaunchEnv& e) {
+    Request r("layernorm_forward", name, f.shape, e);
+    r.ptr("x", f.x).ptr("gamma", f.gamma).ptr("beta", f.beta).ptr("y", f.y).ptr("mean", f.mean).ptr("rstd", f.rstd);
+    w.call(r.get(), what(name, "layernorm_forward"));
+  };
+  k.backward = [&w, name](const LayerNormBackwardArgs& b, const LaunchEnv& e) {
+    Request r("layernorm_backward", name, b.shape, e);
+    r.ptr("x", b.x).ptr("gamma", b.gamma).ptr("dy", b.dy).ptr("mean", b.mean).ptr("rstd", b.rstd);
+    r.ptr("dx", b.dx).ptr("dgamma", b.dgamma).ptr("dbeta", b.dbeta).ptr("workspace", b.workspace);
+    w.call(r.get(), what(name, "layernorm_backward"));
+  };
+  return k;
+}
+
+// ---------------------------------------------------------------------------
+// Python kernels
+
+std::vector<std::string>& pythonFiles() {
+  static std::vector<std::string> files;
+  return files;
+}
+
+/// The folder holding the `ulpcheck` Python package: installed beside the
+/// executable (<prefix>/share/ulpcheck/python), else the source tree's.
+std::string pythonPackageDir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / "share" / "ulpcheck" / "python";
+    if (std::filesystem::is_directory(installed / "ulpcheck", ec)) return installed.string();
   }
+  return ULPCHECK_PYTHON_DIR;
+}
+
+std::string pythonInterpreter() {
+  const char* env = std::getenv("ULPCHECK_PYTHON");
+  return env && *env ? env : "python3";
+}
+
+/// Puts the package on the worker's PYTHONPATH (inherited by the children).
+void exportPythonPath() {
+  const char* old = std::getenv("PYTHONPATH");
+  const std::string path = pythonPackageDir() + (old && *old ? ":" + std::string(old) : "");
+  setenv("PYTHONPATH", path.c_str(), 1);
+}
+
+std::vector<std::string> pythonWorkerArgs(const std::vector<std::string>& head) {
+  std::vector<std::string> args{pythonInterpreter(), "-m", "ulpcheck.worker"};
+  args.insert(args.end(), head.begin(), head.end());
+  for (const auto& f : pythonFiles()) args.insert(args.end(), {"--python", f});
+  return args;
+}
+
+Worker& pythonWorker() {
+  static Worker w([](int fd) { return pythonWorkerArgs({"--fd", std::to_string(fd)}); });
+  return w;
+}
+
+std::string shellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+DType dtypeNamed(const std::string& n) {
+  const auto t = parseDType(n);
+  if (!t) throw PluginError(fmt::format("unknown dtype '{}'", n));
+  return *t;
+}
+
+}  // namespace
+
+void runInWorker(const std::string& op, const std::string& name) {
+  if (op == "rmsnorm") RmsNormRegistry::replace(forwardedTo(worker(), *RmsNormRegistry::find(name)));
+  else if (op == "layernorm") LayerNormRegistry::replace(forwardedTo(worker(), *LayerNormRegistry::find(name)));
+  else throw std::invalid_argument(fmt::format("op '{}' cannot run in a worker", op));
+}
+
+std::vector<std::string> registerPythonVariants(const std::vector<std::string>& files) {
+  std::vector<std::string> names;
+  if (files.empty()) return names;
+  for (const auto& f : files) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(f, ec)) throw PluginError(fmt::format("{}: no such file", f));
+    pythonFiles().push_back(std::filesystem::absolute(f).lexically_normal().string());
+  }
+  exportPythonPath();
+  // Ask the worker what the files register (stderr, a traceback included, passes through).
+  std::string command;
+  for (const auto& a : pythonWorkerArgs({"--describe"})) command += shellQuote(a) + " ";
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) throw PluginError(fmt::format("cannot start {}: {}", pythonInterpreter(), std::strerror(errno)));
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  if (status != 0)
+    throw PluginError(fmt::format("{} -m ulpcheck.worker --describe {} (stderr above)", pythonInterpreter(),
+                                  describeExit(status)));
+  const json described = json::parse(out, nullptr, false);
+  if (!described.is_array()) throw PluginError(fmt::format("the Python worker described its variants as '{}'", out));
+  for (const json& v : described) {
+    try {
+      KernelInfo info;
+      info.op = v.at("op");
+      info.name = v.at("name");
+      info.description = v.value("description", "");
+      info.backend = v.at("backend") == "cuda" ? Backend::Cuda : Backend::Host;
+      for (const auto& t : v.at("dtypes")) info.dtypes.push_back(dtypeNamed(t));
+      info.contracts.deterministic = v.at("deterministic");
+      info.contracts.batch_invariant = v.at("batch_invariant");
+      info.contracts.accumulation = dtypeNamed(v.at("accumulation"));
+      info.preconditions = {v.at("contiguous_rows"), v.at("aligned_rows"), v.at("max_cols").get<int64_t>()};
+      info.origin = v.at("origin");
+      info.python_file = pythonFiles().front();
+      for (const auto& f : pythonFiles())
+        if (info.origin.find(f) != std::string::npos) info.python_file = f;
+      if (!v.at("saves_stats").get<bool>())
+        info.unprovided_outputs = info.op == "rmsnorm" ? std::vector<std::string>{"rstd"}
+                                                       : std::vector<std::string>{"mean", "rstd"};
+      for (const KernelInfo& k : kernelCatalog())
+        if (k.name == info.name) throw PluginError(fmt::format("the name is taken ({})", k.origin));
+      const int64_t row_depth = v.at("row_depth"), col_depth = v.at("col_depth");
+      // The worst any summation order does, unless the library declares its depths.
+      auto depths = [row_depth, col_depth](const RowShape& s, const LaunchEnv&) {
+        ReductionDepths d;
+        d.row = row_depth > 0 ? row_depth : s.N;
+        d.col = col_depth > 0 ? col_depth : s.M;
+        return d;
+      };
+      auto no_workspace = [](const RowShape&, const LaunchEnv&) { return size_t(0); };
+      if (info.op == "rmsnorm")
+        RmsNormRegistry::add(forwardedTo(pythonWorker(), RmsNormKernel{info, no_workspace, nullptr, nullptr, depths}));
+      else if (info.op == "layernorm")
+        LayerNormRegistry::add(forwardedTo(pythonWorker(), LayerNormKernel{info, no_workspace, nullptr, nullptr, depths}));
+      else
+        throw PluginError(fmt::format("op '{}' is not one of rmsnorm, layernorm", info.op));
+      names.push_back(info.name);
+    } catch (const json::exception& e) {
+      throw PluginError(fmt::format("a Python variant's description {}: {}", v.dump(), e.what()));
+    } catch (const PluginError& e) {
+      throw PluginError(fmt::format("Python variant '{}': {}", v.value("name", "?"), e.what()));
+    }
+  }
+  return names;
 }
 
 int serve(int fd) {

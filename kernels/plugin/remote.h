@@ -35,4 +35,11 @@ void runInWorker(const std::string& op, const std::string& name);
 /// closes it; the return value is the process's exit status.
 int serve(int fd);
 
+/// Python kernels: asks the Python worker (python -m ulpcheck.worker, the
+/// package in python/ or <prefix>/share/ulpcheck/python; the interpreter
+/// $ULPCHECK_PYTHON, else python3) which variants `files` register, and
+/// registers each as a remote variant of its op, running in that worker.
+/// Returns their names; throws PluginError (kernels/plugin/plugin_loader.h).
+std::vector<std::string> registerPythonVariants(const std::vector<std::string>& files);
+
 }  // namespace ulpcheck::remote

@@ -1,0 +1,98 @@
+// Python kernels (python/ulpcheck): PyTorch's own CPU norms judged in a
+// Python worker, a real defect of an old torch found, and a Python kernel
+// that raises, crashes or leaves output unwritten reported as a failing case.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "harness/runner/exit_codes.h"
+#include "properties/cpu/cli_support.h"
+
+namespace ulpcheck {
+namespace {
+
+using testing::cli;
+using testing::Result;
+
+const std::string kTorchOps = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/python/ulpcheck/adapters/torch_ops.py";
+const std::string kFaulty = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/properties/plugins/faulty_kernels.py";
+
+class PythonDoor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(ULPCHECK_TEST_PYTHON).empty())
+      GTEST_SKIP() << "no Python with torch found at configure time ($ULPCHECK_PYTHON, /usr/bin/python3; "
+                      "ci/install-deps installs Debian's python3-torch)";
+    setenv("ULPCHECK_PYTHON", ULPCHECK_TEST_PYTHON, 1);
+  }
+};
+
+TEST_F(PythonDoor, ListShowsTheVariantsWithTheirLibraryVersions) {
+  const Result r = cli("list" + kTorchOps);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  for (const char* s : {"torch_rms_norm_cpu", "torch_layer_norm_cpu", "torch_rms_norm ", "from python ", "torch "})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
+}
+
+TEST_F(PythonDoor, PyTorchsCpuNormsPassEveryProperty) {
+  for (const char* args : {" --kernel torch_rms_norm_cpu", " --kernel torch_layer_norm_cpu --dtype fp32"}) {
+    const Result r = cli(std::string("run") + args + " --cases 150 --tier smoke --seed 3 --no-save --no-corpus" + kTorchOps);
+    EXPECT_EQ(r.code, exit_code::kOk) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("accuracy           "), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(PythonDoor, OldTorchsBf16CpuLayerNormBackwardIsCaught) {
+  // torch 1.13 (Debian bookworm's) computes the CPU bf16 LayerNorm backward
+  // with too little precision (docs/external-kernels.md): dx off by several
+  // times its budget on a 1 x 3 row.
+  const Result version = cli("list" + kTorchOps);
+  if (version.output.find(", torch 1.") == std::string::npos) GTEST_SKIP() << "not torch 1.x";
+  const Result r = cli("repro 'op=layernorm kernel=torch_layer_norm_cpu dtype=bf16 M=1 N=3' --property accuracy" +
+                       kTorchOps);
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("dx"), std::string::npos) << r.output;
+}
+
+TEST_F(PythonDoor, APythonKernelThatRaisesOrCrashesIsAFailingCase) {
+  Result r = cli("repro 'op=rmsnorm kernel=py_rms_raises_at_n3 dtype=fp32 M=2 N=3' --property accuracy" + kFaulty);
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("RuntimeError: unsupported hidden size 3"), std::string::npos) << r.output;
+  r = cli("repro 'op=rmsnorm kernel=py_rms_segfaults_at_n7 dtype=fp32 M=2 N=7' --property accuracy" + kFaulty);
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("killed by signal 11"), std::string::npos) << r.output;
+  // In a campaign every crash is a failing case and the run goes on: the
+  // worker restarts and the variant's other shapes are judged (and pass).
+  r = cli("run --kernel py_rms_segfaults_at_n7 --cases 300 --tier smoke --seed 4 --shrink-budget 5 --no-save "
+          "--no-corpus" + kFaulty);
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("killed by signal 11"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cases judged with full power"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("NOTHING JUDGED"), std::string::npos) << r.output;
+}
+
+TEST_F(PythonDoor, AnOutputColumnTheLibraryNeverWroteIsCaught) {
+  // On the CPU torch's allocator cannot be poisoned: the unwritten column is
+  // caught as a wrong value (on the GPU the worker poisons the caching
+  // allocator, and it shows as never written).
+  const Result r = cli("repro 'op=rmsnorm kernel=py_rms_column_0_unwritten dtype=fp32 M=64 N=33' --property accuracy" +
+                       kFaulty);
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("dx "), std::string::npos) << r.output;
+}
+
+TEST_F(PythonDoor, AFileThatCannotBeLoadedIsRefusedClearly) {
+  Result r = cli("list --python /nonexistent/kernels.py");
+  EXPECT_EQ(r.code, exit_code::kUsage) << r.output;
+  EXPECT_NE(r.output.find("no such file"), std::string::npos) << r.output;
+  const std::string bad = ::testing::TempDir() + "bad_kernels.py";
+  FILE* f = fopen(bad.c_str(), "w");
+  fputs("import ulpcheck\nulpcheck.rmsnorm('x', forward=None, backward=None, dtypes=('fp64',))\n", f);
+  fclose(f);
+  r = cli("list --python " + bad);
+  EXPECT_EQ(r.code, exit_code::kUsage) << r.output;
+  EXPECT_NE(r.output.find("dtypes must be among"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace ulpcheck

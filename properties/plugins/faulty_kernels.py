@@ -1,0 +1,44 @@
+"""Python variants for the Python door's suite: each correct but for one
+defect a library can have, in one shape regime (N = 3, 5 or 7)."""
+
+import ctypes
+
+import torch
+
+import ulpcheck
+
+
+def rms_forward(x, w, eps):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+
+
+def rms_backward(x, w, dy, rstd, eps):
+    x = x.detach().clone().requires_grad_()
+    w = w.detach().clone().requires_grad_()
+    rms_forward(x, w, eps).backward(dy)
+    return x.grad, w.grad
+
+
+def raises_at_n3(x, w, dy, rstd, eps):
+    if x.shape[1] == 3:
+        raise RuntimeError("unsupported hidden size 3")
+    return rms_backward(x, w, dy, rstd, eps)
+
+
+def segfaults_at_n7(x, w, dy, rstd, eps):
+    if x.shape[1] == 7:
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+    return rms_backward(x, w, dy, rstd, eps)
+
+
+def leaves_column_0_unwritten(x, w, dy, rstd, eps):
+    dx, dw = rms_backward(x, w, dy, rstd, eps)
+    out = torch.empty_like(dx)  # the library's own output buffer; column 0 is never written
+    out[:, 1:] = dx[:, 1:]
+    return out, dw
+
+
+for name, backward in [("py_rms_raises_at_n3", raises_at_n3), ("py_rms_segfaults_at_n7", segfaults_at_n7),
+                       ("py_rms_column_0_unwritten", leaves_column_0_unwritten)]:
+    ulpcheck.rmsnorm(name, forward=rms_forward, backward=backward, backend="host", dtypes=("fp32",))

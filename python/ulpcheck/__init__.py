@@ -1,0 +1,95 @@
+"""Put Python kernels (PyTorch, Triton, CuTe DSL, ...) under ulpcheck.
+
+A kernels file registers variants; `ulpcheck run --python kernels.py` runs
+every property on them, in a worker process (python -m ulpcheck.worker):
+
+    import ulpcheck
+    import torch.nn.functional as F
+
+    def forward(x, gamma, beta, eps):                 # x: M x N (a strided view), gamma, beta: N
+        return F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+
+    def backward(x, gamma, dy, mean, rstd, eps):      # mean, rstd: None unless the variant saves them
+        x, gamma = x.detach().requires_grad_(), gamma.detach().requires_grad_()
+        beta = torch.zeros_like(gamma, requires_grad=True)
+        F.layer_norm(x, x.shape[-1:], gamma, beta, eps).backward(dy)
+        return x.grad, gamma.grad, beta.grad
+
+    ulpcheck.layernorm("my_layer_norm", forward=forward, backward=backward, backend="cuda")
+
+Calls:
+  rmsnorm:   forward(x, w, eps) -> y, or (y, rstd) with saves_stats=True;
+             backward(x, w, dy, rstd, eps) -> (dx, dw)
+  layernorm: forward(x, gamma, beta, eps) -> y, or (y, mean, rstd) with saves_stats=True;
+             backward(x, gamma, dy, mean, rstd, eps) -> (dx, dgamma, dbeta)
+Inputs are torch tensors over ulpcheck's own buffers (x has row stride ld);
+results are copied into ulpcheck's poisoned output buffers, so they must
+have the output's shape and dtype (statistics: fp32, one per row). A variant
+declares its contracts honestly: ulpcheck holds it to them.
+"""
+
+import dataclasses
+from typing import Callable, List, Optional
+
+DTYPES = ("fp32", "fp16", "bf16")
+
+
+@dataclasses.dataclass
+class Variant:
+    op: str
+    name: str
+    forward: Callable
+    backward: Callable
+    backend: str = "cuda"                 # "cuda" or "host" (CPU tensors)
+    dtypes: tuple = DTYPES
+    deterministic: bool = True
+    batch_invariant: bool = True
+    accumulation: str = "fp32"
+    row_depth: int = 0                    # 0: unknown (ulpcheck assumes the worst any order does)
+    col_depth: int = 0
+    contiguous_rows: bool = False         # needs ld == N
+    aligned_rows: bool = False            # needs 16-byte aligned rows
+    max_cols: int = 0
+    saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
+    description: str = ""
+    libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
+
+    def describe(self) -> dict:
+        d = dataclasses.asdict(self)
+        del d["forward"], d["backward"]
+        d["dtypes"] = list(self.dtypes)
+        d["libraries"] = list(self.libraries)
+        return d
+
+
+_registry: List[Variant] = []
+
+
+def _register(op: str, name: str, **kw) -> Variant:
+    v = Variant(op=op, name=name, **kw)
+    if v.backend not in ("cuda", "host"):
+        raise ValueError(f"{name}: backend must be 'cuda' or 'host', not {v.backend!r}")
+    if not v.dtypes or any(t not in DTYPES for t in v.dtypes):
+        raise ValueError(f"{name}: dtypes must be among {DTYPES}, not {v.dtypes!r}")
+    if any(existing.name == name for existing in _registry):
+        raise ValueError(f"{name}: registered twice")
+    _registry.append(v)
+    return v
+
+
+def rmsnorm(name: str, *, forward: Callable, backward: Callable, **kw) -> Variant:
+    """Registers an RMSNorm variant (see the module's docstring for the calls)."""
+    return _register("rmsnorm", name, forward=forward, backward=backward, **kw)
+
+
+def layernorm(name: str, *, forward: Callable, backward: Callable, **kw) -> Variant:
+    """Registers a LayerNorm variant (see the module's docstring for the calls)."""
+    return _register("layernorm", name, forward=forward, backward=backward, **kw)
+
+
+def variants() -> List[Variant]:
+    return list(_registry)
+
+
+def find(name: str) -> Optional[Variant]:
+    return next((v for v in _registry if v.name == name), None)

@@ -1,0 +1,1 @@
+"""Ready adapters: `ulpcheck run --python <this folder>/torch_ops.py`."""

@@ -1,0 +1,65 @@
+"""PyTorch's own norms (ATen), forward and backward through autograd.
+
+    ulpcheck run --python python/ulpcheck/adapters/torch_ops.py --kernel torch_rms_norm
+
+The spec they implement is ulpcheck's plain one: fp32 statistics and math,
+one rounding of each output to the input dtype (torch.nn.functional.rms_norm
+with matching dtypes runs the fused kernel; LayerNorm likewise), dW/dgamma/
+dbeta in the weight's dtype. Neither exposes its saved statistics, so rstd
+and mean are not judged. Contracts are declared as the documentation
+promises; where ulpcheck finds a counterexample, docs/external-kernels.md
+records it (PyTorch's vectorised RMSNorm path depends on pointer alignment,
+so a row's bits may depend on where it sits in the batch).
+"""
+
+import torch
+import torch.nn.functional as F
+
+import ulpcheck
+
+
+def _rms_norm(x, w, eps):
+    if hasattr(F, "rms_norm"):  # torch >= 2.4: the ATen kernel
+        return F.rms_norm(x, x.shape[-1:], w, eps)
+    # Older torch: the composite of its own ops, fp32 math, one rounding.
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+
+
+def rms_norm_forward(x, w, eps):
+    return _rms_norm(x, w, eps)
+
+
+def rms_norm_backward(x, w, dy, rstd, eps):
+    x = x.detach().clone().requires_grad_()
+    w = w.detach().clone().requires_grad_()
+    _rms_norm(x, w, eps).backward(dy)
+    return x.grad, w.grad
+
+
+def layer_norm_forward(x, gamma, beta, eps):
+    return F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+
+
+def layer_norm_backward(x, gamma, dy, mean, rstd, eps):
+    x = x.detach().clone().requires_grad_()
+    gamma = gamma.detach().clone().requires_grad_()
+    beta = torch.zeros_like(gamma, requires_grad=True)
+    F.layer_norm(x, x.shape[-1:], gamma, beta, eps).backward(dy)
+    return x.grad, gamma.grad, beta.grad
+
+
+_rms = "torch.nn.functional.rms_norm" if hasattr(F, "rms_norm") else "a composite of torch ops (this torch has no F.rms_norm)"
+
+ulpcheck.rmsnorm("torch_rms_norm", forward=rms_norm_forward, backward=rms_norm_backward, backend="cuda",
+                 description=f"PyTorch's RMSNorm on the GPU: {_rms}, backward through autograd")
+ulpcheck.layernorm("torch_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
+                   description="PyTorch's LayerNorm on the GPU: torch.nn.functional.layer_norm, backward through autograd")
+
+# The same on the CPU, where CI can run them (fp16 LayerNorm is not implemented on the CPU before torch 2.1).
+_version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+_cpu_dtypes = ("fp32", "bf16") if _version < (2, 1) else ulpcheck.DTYPES
+ulpcheck.rmsnorm("torch_rms_norm_cpu", forward=rms_norm_forward, backward=rms_norm_backward, backend="host",
+                 dtypes=_cpu_dtypes, description=f"PyTorch's RMSNorm on the CPU: {_rms}")
+ulpcheck.layernorm("torch_layer_norm_cpu", forward=layer_norm_forward, backward=layer_norm_backward, backend="host",
+                   dtypes=_cpu_dtypes, description="PyTorch's LayerNorm on the CPU: torch.nn.functional.layer_norm")

@@ -1,0 +1,333 @@
+"""The Python worker: serves ulpcheck's kernel calls for Python variants.
+
+    python -m ulpcheck.worker --describe --python kernels.py     # the variants, as JSON, on stdout
+    python -m ulpcheck.worker --fd N --python kernels.py          # serve calls on socket N
+
+Same protocol as `ulpcheck worker` (kernels/plugin/remote.h): each message a
+4-byte little-endian length and a JSON object. A request names the variant,
+the entry point, the shape, the launch environment and its tensors as
+(region, offset) in regions ulpcheck shares: a memfd on the host (mapped
+through /proc/<pid>/fd), a CUDA IPC handle on the GPU. The worker wraps them
+as torch tensors, calls the variant, copies its results into ulpcheck's
+buffers (poisoned: whatever is not written shows) and answers
+{"ok": true} or {"ok": false, "error": ..., "fatal": ...}.
+"""
+
+import argparse
+import ctypes
+import hashlib
+import importlib
+import importlib.util
+import json
+import mmap
+import os
+import random
+import socket
+import struct
+import sys
+import traceback
+
+import ulpcheck
+
+DTYPE_CODES = {0: "fp32", 1: "fp16", 2: "bf16"}  # harness/core/dtype.h's DType
+
+
+def _torch_dtype(name):
+    import torch
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+def _element_bytes(name):
+    return 4 if name == "fp32" else 2
+
+
+def load_kernels(path):
+    spec = importlib.util.spec_from_file_location("ulpcheck_user_kernels", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def provenance(path, variant):
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    versions = [f"python {sys.version.split()[0]}"]
+    for lib in variant.libraries:
+        try:
+            versions.append(f"{lib} {importlib.import_module(lib).__dict__.get('__version__', '?')}")
+        except Exception as e:  # noqa: BLE001 - a library that does not import is worth saying
+            versions.append(f"{lib} (not importable: {type(e).__name__})")
+    return f"python {os.path.abspath(path)} (sha256 {digest}; {', '.join(versions)})"
+
+
+# ---------------------------------------------------------------------------
+# Framing
+
+
+def send(sock, obj):
+    data = json.dumps(obj).encode()
+    sock.sendall(struct.pack("<I", len(data)) + data)
+
+
+def recv_exactly(sock, n):
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            return None
+        out += chunk
+    return bytes(out)
+
+
+def receive(sock):
+    head = recv_exactly(sock, 4)
+    if head is None:
+        return None
+    body = recv_exactly(sock, struct.unpack("<I", head)[0])
+    return None if body is None else json.loads(body)
+
+
+# ---------------------------------------------------------------------------
+# ulpcheck's buffers as torch tensors
+
+
+class _CudaArray:
+    """Exposes a device pointer through __cuda_array_interface__ (bytes)."""
+
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3}
+
+
+class _CudaIpc:
+    """cudaIpcOpenMemHandle / cudaIpcCloseMemHandle through the CUDA runtime torch loaded."""
+
+    def __init__(self):
+        import torch
+        torch.cuda.init()
+        self.rt = None
+        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+            try:
+                self.rt = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if self.rt is None:
+            import glob
+            import nvidia.cuda_runtime  # the wheel torch depends on
+            for lib in glob.glob(os.path.join(nvidia.cuda_runtime.__path__[0], "lib", "libcudart.so*")):
+                self.rt = ctypes.CDLL(lib)
+                break
+        if self.rt is None:
+            raise RuntimeError("no CUDA runtime library found for CUDA IPC")
+
+    def open(self, hex_handle, device):
+        import torch
+        torch.cuda.set_device(device)
+        handle = (ctypes.c_char * 64).from_buffer_copy(bytes.fromhex(hex_handle))
+        ptr = ctypes.c_void_p()
+        err = self.rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, 1)  # cudaIpcMemLazyEnablePeerAccess
+        if err != 0:
+            raise RuntimeError(f"cudaIpcOpenMemHandle failed with error {err}")
+        return ptr.value
+
+    def close(self, ptr):
+        self.rt.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr))
+
+
+_ipc = None
+
+
+class Regions:
+    """The regions of one request, mapped for the call as byte tensors."""
+
+    def __init__(self, regions):
+        import torch
+        global _ipc
+        self.maps, self.ipc_ptrs, self.bytes = [], [], {}
+        for key, r in regions.items():
+            if r["where"] == "host":
+                fd = os.open(f"/proc/{r['pid']}/fd/{r['fd']}", os.O_RDWR)
+                try:
+                    mm = mmap.mmap(fd, r["bytes"], mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+                finally:
+                    os.close(fd)
+                self.maps.append(mm)
+                self.bytes[int(key)] = torch.frombuffer(mm, dtype=torch.uint8)
+            else:
+                if _ipc is None:
+                    _ipc = _CudaIpc()
+                ptr = _ipc.open(r["ipc"], r["device"])
+                self.ipc_ptrs.append(ptr)
+                self.bytes[int(key)] = torch.as_tensor(_CudaArray(ptr, r["bytes"]), device=f"cuda:{r['device']}")
+
+    def tensor(self, where, dtype, rows, cols, ld):
+        """rows x cols elements of dtype at (region, offset), row stride ld."""
+        region, offset = where
+        size = _element_bytes(dtype)
+        raw = self.bytes[region][offset : offset + ((rows - 1) * ld + cols) * size]
+        flat = raw.view(_torch_dtype(dtype))
+        return flat.as_strided((rows, cols), (ld, 1))
+
+    def close(self):
+        self.bytes.clear()
+        for mm in self.maps:
+            try:
+                mm.close()
+            except BufferError:  # a tensor still holds it: the garbage collector will
+                pass
+        for ptr in self.ipc_ptrs:
+            _ipc.close(ptr)
+
+
+def _perturb_schedule(device):
+    """A load on another stream, so the kernel meets different busy SMs run to run."""
+    import torch
+    stream = torch.cuda.Stream(device=device)
+    n = random.randint(1 << 20, 1 << 25)
+    with torch.cuda.stream(stream):
+        t = torch.empty(n, device=device)
+        for _ in range(random.randint(1, 8)):
+            t.mul_(1.0001)
+    return stream
+
+
+def _poison_allocator(device, nbytes):
+    """Hands torch's caching allocator memory of all-ones bytes (NaN in every
+    float format) before the call, so an output element the library
+    allocates and never writes comes back as 0xff... instead of a plausible
+    leftover. (The CPU allocator cannot be poisoned this way.)"""
+    import torch
+    torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(255)  # freed at once, kept in the cache
+
+
+def _store(name, got, out):
+    """Copies a variant's result into ulpcheck's buffer, refusing a mismatch."""
+    if got is None:
+        raise ValueError(f"returned no {name}")
+    if tuple(got.shape) != tuple(out.shape) and got.numel() == out.numel():
+        got = got.reshape(out.shape)
+    if tuple(got.shape) != tuple(out.shape):
+        raise ValueError(f"returned {name} of shape {tuple(got.shape)}, expected {tuple(out.shape)}")
+    if got.dtype != out.dtype:
+        raise ValueError(f"returned {name} as {got.dtype}, the spec's is {out.dtype}")
+    out.copy_(got)
+
+
+def execute(req):
+    import torch
+    variant = ulpcheck.find(req["variant"])
+    if variant is None:
+        raise ValueError(f"this worker has no variant {req['variant']!r}")
+    dtype_code, M, N, ld, eps = req["shape"]
+    dt = DTYPE_CODES[dtype_code]
+    sm_count, ctas, perturb = req["env"]
+    entry, ptrs = req["entry"], req["ptrs"]
+    regions = Regions(req["regions"])
+    try:
+        def act(name, rows=M, cols=N, stride=ld):
+            return regions.tensor(ptrs[name], dt, rows, cols, stride)
+
+        def vec(name):
+            return regions.tensor(ptrs[name], dt, 1, N, N)[0]
+
+        def stat(name):
+            return regions.tensor(ptrs[name], "fp32", M, 1, 1)[:, 0]
+
+        cuda = variant.backend == "cuda"
+        device = next((t.device for t in regions.bytes.values() if t.is_cuda), None)
+        if cuda:
+            _poison_allocator(device, 4 * sum(t.numel() for t in regions.bytes.values()))
+        side = _perturb_schedule(device) if cuda and perturb else None
+        with torch.no_grad():
+            if entry == "rmsnorm_forward":
+                out = variant.forward(act("x"), vec("w"), eps)
+                y, rstd = (out if variant.saves_stats else (out, None))
+                _store("y", y, act("y"))
+                if variant.saves_stats:
+                    _store("rstd", rstd, stat("rstd"))
+            elif entry == "rmsnorm_backward":
+                rstd = stat("rstd") if variant.saves_stats else None
+                with torch.enable_grad():
+                    dx, dw = variant.backward(act("x"), vec("w"), act("dy"), rstd, eps)
+                _store("dx", dx, act("dx"))
+                _store("dw", dw, vec("dw"))
+            elif entry == "layernorm_forward":
+                out = variant.forward(act("x"), vec("gamma"), vec("beta"), eps)
+                y, mean, rstd = (out if variant.saves_stats else (out, None, None))
+                _store("y", y, act("y"))
+                if variant.saves_stats:
+                    _store("mean", mean, stat("mean"))
+                    _store("rstd", rstd, stat("rstd"))
+            elif entry == "layernorm_backward":
+                mean, rstd = (stat("mean"), stat("rstd")) if variant.saves_stats else (None, None)
+                with torch.enable_grad():
+                    dx, dgamma, dbeta = variant.backward(act("x"), vec("gamma"), act("dy"), mean, rstd, eps)
+                _store("dx", dx, act("dx"))
+                _store("dgamma", dgamma, vec("dgamma"))
+                _store("dbeta", dbeta, vec("dbeta"))
+            else:
+                raise ValueError(f"unknown entry point {entry!r}")
+        if cuda:
+            torch.cuda.synchronize()
+            del side
+    finally:
+        regions.close()
+
+
+def _cuda_context_lost():
+    """After an error: is the worker's CUDA context still usable?"""
+    try:
+        import torch
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        return False
+    except Exception:  # noqa: BLE001 - a sticky error makes every CUDA call fail
+        return True
+
+
+def serve(fd):
+    sock = socket.socket(fileno=fd)
+    while True:
+        req = receive(sock)
+        if req is None:
+            return 0
+        try:
+            execute(req)
+            reply = {"ok": True}
+        except Exception as e:  # noqa: BLE001 - every error of the kernel is the case's failure
+            fatal = _cuda_context_lost()
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            reply = {"ok": False, "fatal": fatal,
+                     "error": f"{req.get('variant')} {req.get('entry')}: {type(e).__name__}: {e} "
+                              f"(at {os.path.basename(where.filename)}:{where.lineno})"}
+        send(sock, reply)
+        if not reply["ok"] and reply["fatal"]:
+            return 3
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m ulpcheck.worker")
+    p.add_argument("--python", action="append", required=True, help="a kernels file (repeatable)")
+    p.add_argument("--fd", type=int, help="the socket to the coordinator")
+    p.add_argument("--describe", action="store_true", help="print the variants as JSON and exit")
+    args = p.parse_args(argv)
+    origin = {}
+    for path in args.python:
+        before = {v.name for v in ulpcheck.variants()}
+        load_kernels(path)
+        for v in ulpcheck.variants():
+            if v.name not in before:
+                origin[v.name] = provenance(path, v)
+    if args.describe:
+        json.dump([dict(v.describe(), origin=origin[v.name]) for v in ulpcheck.variants()], sys.stdout)
+        return 0
+    if args.fd is None:
+        p.error("--fd is required to serve")
+    return serve(args.fd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
