@@ -57,13 +57,7 @@ class Variant {
                                     why && *why ? fmt::format(": {}", why) : std::string(" (no message)")));
   }
 
-  /// The budget's depths: the declared ones, or the worst any order gives.
-  ReductionDepths depths(const RowShape& s) const {
-    ReductionDepths d;
-    d.row = v_.row_depth > 0 ? v_.row_depth : s.N;
-    d.col = v_.col_depth > 0 ? v_.col_depth : s.M;
-    return d;
-  }
+  ReductionDepths depths(const RowShape& s) const { return blackBoxDepths(v_.row_depth, v_.col_depth, s); }
 
   const ulpcheck_variant& abi() const { return v_; }
 
@@ -149,6 +143,13 @@ std::string problemWith(const ulpcheck_variant& v) {
 }  // namespace
 
 const std::vector<LoadedPlugin>& loadedPlugins() { return plugins(); }
+
+ReductionDepths blackBoxDepths(int64_t declared_row, int64_t declared_col, const RowShape& s) {
+  ReductionDepths d;
+  d.row = declared_row > 0 ? declared_row : s.N;
+  d.col = declared_col > 0 ? declared_col : s.M;
+  return d;
+}
 
 const LoadedPlugin& loadPlugin(const std::string& given) {
   std::error_code ec;

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/core/accuracy.h"
+#include "kernels/common/row_launch.h"
+
 namespace ulpcheck {
 
 /// A plugin that cannot be used: the message names the file and what is wrong.
@@ -30,5 +33,10 @@ const LoadedPlugin& loadPlugin(const std::string& path);
 
 /// Every plugin loaded so far.
 const std::vector<LoadedPlugin>& loadedPlugins();
+
+/// The budget's depths of a black box (a plugin's or Python variant): the
+/// ones it declares (> 0), else the worst any summation order gives, N along
+/// a row and M down a column; no fixed order, no exact-sum mean.
+ReductionDepths blackBoxDepths(int64_t declared_row, int64_t declared_col, const RowShape& s);
 
 }  // namespace ulpcheck

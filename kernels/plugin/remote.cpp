@@ -473,12 +473,8 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       for (const KernelInfo& k : kernelCatalog())
         if (k.name == info.name) throw PluginError(fmt::format("the name is taken ({})", k.origin));
       const int64_t row_depth = v.at("row_depth"), col_depth = v.at("col_depth");
-      // The worst any summation order does, unless the library declares its depths.
       auto depths = [row_depth, col_depth](const RowShape& s, const LaunchEnv&) {
-        ReductionDepths d;
-        d.row = row_depth > 0 ? row_depth : s.N;
-        d.col = col_depth > 0 ? col_depth : s.M;
-        return d;
+        return blackBoxDepths(row_depth, col_depth, s);
       };
       auto no_workspace = [](const RowShape&, const LaunchEnv&) { return size_t(0); };
       if (info.op == "rmsnorm")
