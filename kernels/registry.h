@@ -27,8 +27,13 @@ struct LayoutPreconditions {
   bool contiguous_rows = false;  // ld == N
   bool aligned_rows = false;     // every row starts 16-byte aligned: ld * element bytes % 16 == 0
   int64_t max_cols = 0;          // 0: no limit
+  // The hidden sizes to test, where a kernel compiles once per N (quack's
+  // CuTe DSL kernels): empty for any N.
+  std::vector<int64_t> col_choices;
   /// Why a shape breaks them; empty if it does not.
   std::string violation(DType t, int64_t N, int64_t ld) const {
+    if (!col_choices.empty() && std::find(col_choices.begin(), col_choices.end(), N) == col_choices.end())
+      return "is tested at its declared hidden sizes only";
     if (contiguous_rows && ld != N) return "needs contiguous rows (ld == N)";
     if (aligned_rows && (ld * storageBytes(t)) % 16 != 0) return "needs 16-byte aligned rows";
     if (max_cols > 0 && N > max_cols) return "takes at most " + std::to_string(max_cols) + " columns";
@@ -86,6 +91,11 @@ struct KernelInfo {
   // Runs in a worker process (kernels/plugin/remote.h): a fault or a hang in
   // it is a failing case, not the end of the run.
   bool remote = false;
+  // Its insides are unknown to ulpcheck (a plugin's or a Python variant's):
+  // besides the rigorous budget of its declared (or worst-case) depths, its
+  // accuracy is held to the probabilistic budget where the case's values fit
+  // that model (oracles/probabilistic.h).
+  bool black_box = false;
   // Outputs of the op the variant does not produce (a library that does not
   // expose its saved statistics): neither judged nor checked for writes.
   std::vector<std::string> unprovided_outputs;

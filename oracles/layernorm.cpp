@@ -50,6 +50,19 @@
 // and the budget says so instead of failing it. A one-pass E[x^2] - E[x]^2
 // kernel errs by ~ D u mean^2, orders of magnitude beyond DV there.
 //
+// A variant that does not declare two-pass statistics (a black box; the
+// ReductionDepths::mean_is_rounded_quotient of ulpcheck's own kernels says
+// they are) may use running means instead: Welford's m_k = m_{k-1} +
+// (x_k - m_{k-1}) / k and M2 += (x_k - m_{k-1})(x_k - m_k), or Chan's merges
+// M2 = M2_a + M2_b + delta^2 n_a n_b / n. Each x_k then meets a different
+// rounded mean, of error at most Dm_run := K ((D + 1) u max_j |x_j| + eta),
+// and every product carries it once per factor: N Dm_run (2 A_d + 2 max|d|)
+// over Welford's steps, and sum over merges of 2 |delta| Dm_run n_a n_b / n
+// <= Dm_run max|d| N log2 N over a tree of merges (|delta| <= 2 max|d|). So
+//   DV += K Dm_run (2 A_d + (2 + ceil(log2 N)) max_j |d_j|).
+// That is ~ D u |mean| sigma: a one-pass variance (~ D u mean^2) still
+// exceeds it by about |mean| / sigma / log2 N.
+//
 // rstd~ = rsqrtf(V~) is bounded without linearising (DV/V need not be small):
 // V~ lies in [max(V - DV, eps), V + DV] (V~ >= fl(0 + eps) = eps since the
 // sum of squares is >= 0), rsqrtf adds kRsqrtUnits u relative, so
@@ -58,7 +71,9 @@
 //
 //   xhat~_j = fl(d~_j rstd~)    Dx_j := r_hi Dd_j + |d_j| Dr + K u (|d_j| + Dd_j) r_hi
 //   y~_j = fl(xhat~ g_j + b_j)  (one fma)
-//       |y~ - y| <= |g_j| Dx_j + K u (|y_j| + |g_j| Dx_j) + K eta
+//       |y~ - y| <= |g_j| Dx_j + K u (|y_j| + |g_j| Dx_j) + K eta (1 + r)
+//   (eta r: a kernel that forms d g before the product with r has that
+//   product's underflow amplified by r; likewise dgamma's (dy d) r below)
 //
 // Backward (it uses the mean~ and rstd~ its forward saved), a = g dy:
 //   a~_j = fl(dy_j g_j)               Da_j := K (u |a_j| + eta)
@@ -71,7 +86,7 @@
 //   dx~ = fl(rstd~ inner~)
 //       |dx~ - dx| <= r_hi Di_j + |inner_j| Dr + K [u r_hi (|inner_j| + Di_j) + eta]
 //   dgamma_j = sum_i dy_ij xhat~_ij (fma chain, column depth D_c)
-//       error <= sum_i |dy_ij| Dx_ij + K [D_c u sum_i |dy_ij xhat_ij| + (M + D_c) eta]
+//       error <= sum_i |dy_ij| Dx_ij + K [D_c u sum_i |dy_ij xhat_ij| + (M + D_c) eta + eta sum_i r_i]
 //   dbeta_j = sum_i dy_ij             error <= K D_c u sum_i |dy_ij|   (adds of fp32 values: no underflow error)
 //   and if the column reduction flushes subnormals (fp32 atomics), each of
 //   its D_c adds may lose up to the smallest normal: + K D_c 2^-126 on both.
@@ -168,21 +183,23 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
       const int64_t row_begin = M * chunk / chunks, row_end = M * (chunk + 1) / chunks;
       for (int64_t i = row_begin; i < row_end; ++i) {
         // mean, deviations, variance, rstd.
-        double abs_x = 0.0, sq_x = 0.0;
+        double abs_x = 0.0, sq_x = 0.0, max_x = 0.0;
         for (int64_t j = 0; j < N; ++j) {
           mpfr_set_d(sc.values[j], x.value(i, j), MPFR_RNDN);
           abs_x += std::fabs(x.value(i, j));
+          max_x = std::max(max_x, std::fabs(x.value(i, j)));
           sq_x += x.value(i, j) * x.value(i, j);
         }
         ref.mean.magnitude[i] = std::sqrt(sq_x) / double(N);
         sc.values.sum(sc.mean, N);
         mpfr_div_si(sc.mean, sc.mean, long(N), MPFR_RNDN);
-        double abs_d = 0.0;
+        double abs_d = 0.0, max_d = 0.0;
         for (int64_t j = 0; j < N; ++j) {
           mpfr_d_sub(sc.dev[j], x.value(i, j), sc.mean, MPFR_RNDN);
           mpfr_sqr(sc.squares[j], sc.dev[j], MPFR_RNDN);
           sc.d[j] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
           abs_d += std::fabs(sc.d[j]);
+          max_d = std::max(max_d, std::fabs(sc.d[j]));
         }
         sc.squares.sum(sc.t, N);
         mpfr_div_si(sc.t, sc.t, long(N), MPFR_RNDN);
@@ -213,7 +230,14 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
           mean_dd2 += sc.dd[j] * sc.dd[j];
         }
         mean_dd2 /= double(N);
-        const double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2;
+        double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2;
+        if (!contract.depths.mean_is_rounded_quotient) {
+          // Running means (Welford, Chan's merges: PyTorch's CUDA LayerNorm)
+          // subtract a different rounded mean from each x_j, so the mean's
+          // error is no common shift and its cross term stays (see above).
+          const double Dm_run = K * ((D + 1.0) * u * max_x + eta);
+          DV += K * Dm_run * (2.0 * A_d + (2.0 + std::ceil(std::log2(double(N)))) * max_d);
+        }
         const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
         const double r_hi = (1.0 + rsqrt_rel) / std::sqrt(std::max(V - DV, eps));
         const double r_lo = (1.0 - rsqrt_rel) / std::sqrt(V + DV);
@@ -235,7 +259,8 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
           ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
           const double ag = std::fabs(gamma[j]);
           ref.y.budget[e] = budgetFromError(
-              T, ref.y.exact[e], ag * sc.dxh[j] + K * (u * (std::fabs(ref.y.exact[e]) + ag * sc.dxh[j]) + eta));
+              T, ref.y.exact[e],
+              ag * sc.dxh[j] + K * (u * (std::fabs(ref.y.exact[e]) + ag * sc.dxh[j]) + eta * (1.0 + r)));
           ref.y.magnitude[e] = std::fabs(sc.xhat[j] * gamma[j]) + std::fabs(beta[j]);
 
           const double a = gamma[j] * in.dy.value(i, j);  // exact
@@ -282,7 +307,7 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
           mpfr_add(dgc->sum[j], dgc->sum[j], sc.acc_term, MPFR_RNDN);
           dgc->abs_terms[j] += std::fabs(dyv * xh);
           dgc->sq_terms[j] += (dyv * xh) * (dyv * xh);
-          dgc->gain[j] += std::fabs(dyv) * Dx;
+          dgc->gain[j] += std::fabs(dyv) * Dx + K * eta * r;  // (dy d) r: an underflow of dy d times r
           mpfr_add_d(dbc->sum[j], dbc->sum[j], dyv, MPFR_RNDN);
           dbc->abs_terms[j] += std::fabs(dyv);
           dbc->sq_terms[j] += dyv * dyv;

@@ -28,6 +28,10 @@ struct ReferenceTensor {
   // which |exact| may undercut by chance. The power of a verdict is measured
   // against max(|exact|, magnitude).
   std::vector<double> magnitude;
+  // A black box's probabilistic budget (oracles/probabilistic.h), at most
+  // `budget`; empty where the statistical check does not apply. An element
+  // over it fails as one over `budget` does, and power is measured with it.
+  std::vector<double> statistical_budget;
 
   double magnitudeAt(int64_t i) const {
     return magnitude.empty() ? std::fabs(exact[size_t(i)]) : std::max(std::fabs(exact[size_t(i)]), magnitude[size_t(i)]);

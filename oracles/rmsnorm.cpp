@@ -24,7 +24,7 @@
 //   r~    = rsqrt(ms~): half the relative error of ms~, plus rsqrtf's 4 u
 //           delta_r := (D_row + 3) / 2 + 4                 [in units of u]
 //
-//   y     = (x r) w          S_y  = (delta_r + 2) |y|              G_y  = 1 + |w|
+//   y     = (x r) w          S_y  = (delta_r + 2) |y|              G_y  = 1 + |w| + r
 //   rstd  = r~               S_r  = delta_r r                      G_r  = 0 (eps >= 2^-60 keeps ms normal)
 //
 // Backward with a = w dy, xhat = x r, c = (1/N) sum_j a_j xhat_j,
@@ -37,7 +37,11 @@
 //   S_dx = r [ (delta_r + 3) |a_i| + (2 delta_r + 4) |xhat_i c| + (D_row + delta_r + 4) |xhat_i| m ]
 //   G_dx = r (2 + |c| + |xhat_i|) + 1
 //   dw_j = sum_i dy_ij xhat_ij: each term delta_r + 2, summed with depth D_col:
-//   S_dw = (D_col + delta_r + 2) sum_i |dy_ij xhat_ij|,   G_dw = 1 + sum_i (1 + |dy_ij|)
+//   S_dw = (D_col + delta_r + 2) sum_i |dy_ij xhat_ij|,   G_dw = 1 + sum_i (1 + |dy_ij| + r_i)
+//   (G: a product of three factors may underflow in any association; one
+//   that rounds x w or dy x first, as PyTorch's (dy x) r does, has its
+//   underflow error amplified by r: the H100 run of torch's RMSNorm on
+//   subnormal x showed dW 1.6x over a budget without it)
 //   and if the dW reduction flushes subnormals (fp32 atomics), each of its
 //   D_col adds may lose up to the smallest normal 2^-126 = 2^24 eta:
 //   G_dw += D_col 2^24.
@@ -150,7 +154,7 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
           mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
           ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
           ref.y.budget[e] = elementBudget(T, acc, ref.y.exact[e], (delta_r + 2.0) * std::fabs(xhat * w[j]),
-                                          1.0 + std::fabs(w[j]));
+                                          1.0 + std::fabs(w[j]) + r);
 
           mpfr_mul_d(sc.t, sc.r, xv, MPFR_RNDN);  // t = x r c
           mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);
@@ -167,7 +171,7 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
           mpfr_add(dwc->sum[j], dwc->sum[j], sc.acc_term, MPFR_RNDN);
           dwc->abs_terms[j] += std::fabs(dyv * xhat);
           dwc->sq_terms[j] += (dyv * xhat) * (dyv * xhat);
-          dwc->gain[j] += 1.0 + std::fabs(dyv);
+          dwc->gain[j] += 1.0 + std::fabs(dyv) + r;
         }
       }
       dw_chunks[chunk] = std::move(dwc);

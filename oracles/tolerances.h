@@ -38,6 +38,12 @@ inline constexpr double kPowerErrorFraction = 0x1p-6;
 // tensor below this is inconclusive, not a pass.
 inline constexpr double kMinTensorPower = 0.5;
 
+// The statistical check of black-box kernels (oracles/probabilistic.h):
+// the probability, per case, that a correct fp32-accumulating kernel on data
+// the model fits exceeds its probabilistic budget anywhere. The issue set it:
+// a CI run of thousands of cases must not cry wolf.
+inline constexpr double kStatisticalFalseAlarm = 1e-6;
+
 // The oracle's self-checks (Boost.Multiprecision cross-check, MPFR finite
 // differences, round-to-odd) keep their agreement constants, each with its
 // derivation, beside them in properties/cpu/oracle_test.cpp.

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/registry.h"
+#include "oracles/probabilistic.h"
 #include "properties/property.h"
 
 namespace ulpcheck {
@@ -22,5 +24,29 @@ using DescribeInputs = std::function<std::string(const std::string& tensor, int6
 /// every exact value is zero.
 Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& reference,
                       const DescribeInputs& describe);
+
+/// Whether a case's values fit the model of the probabilistic budget
+/// (oracles/probabilistic.h): zero-mean normal x and dy, possibly with rows
+/// or elements of zeros; not constant rows, large means, outlier columns,
+/// subnormals or values near overflow.
+bool statisticalModelHolds(const CaseSpec& c);
+
+/// The oracle's references at a kernel's declared depths and, for a black
+/// box on values that fit the model, each tensor's statistical budget: the
+/// same oracle at the effective depths of Higham & Mary's bound.
+/// compute(contract) runs the op's oracle.
+template <class Compute>
+std::vector<ReferenceTensor> referenceWithStatisticalBudgets(const CaseSpec& c, const KernelInfo& k,
+                                                             const AccuracyContract& contract, Compute compute) {
+  std::vector<ReferenceTensor> ref = compute(contract);
+  if (!k.black_box || !statisticalModelHolds(c)) return ref;
+  double elements = 0;
+  for (const ReferenceTensor& t : ref) elements += double(t.rows * t.cols);
+  AccuracyContract probable = contract;
+  probable.depths = probabilistic::effectiveDepths(contract.depths, elements, unitRoundoff(contract.accumulation));
+  std::vector<ReferenceTensor> sharp = compute(probable);
+  for (size_t t = 0; t < ref.size(); ++t) ref[t].statistical_budget = std::move(sharp[t].budget);
+  return ref;
+}
 
 }  // namespace ulpcheck

@@ -189,10 +189,14 @@ rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
         // A kernel's layout preconditions (a plugin's): what it cannot take is not generated.
         const LayoutPreconditions& pre = OpAdapter::findKernel(c.op, c.kernel)->preconditions;
         if (!pre.violation(c.dtype, c.N, c.ld).empty()) {
+          if (!pre.col_choices.empty()) {
+            c.N = pre.col_choices[size_t(c.N) % pre.col_choices.size()];
+            c.ld = std::max(c.ld, c.N);
+          }
           if (pre.max_cols > 0 && c.N > pre.max_cols) c.N = 1 + (c.N - 1) % pre.max_cols;
           if (pre.aligned_rows) {
             const int64_t per16 = 16 / storageBytes(c.dtype);
-            if (pre.contiguous_rows) c.N = std::max<int64_t>(per16, c.N / per16 * per16);
+            if (pre.contiguous_rows && pre.col_choices.empty()) c.N = std::max<int64_t>(per16, c.N / per16 * per16);
             c.ld = (std::max(c.ld, c.N) + per16 - 1) / per16 * per16;
           }
           if (pre.contiguous_rows) c.ld = c.N;

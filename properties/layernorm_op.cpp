@@ -11,6 +11,7 @@
 #include "harness/core/schedule_noise.h"
 #include "kernels/layernorm/layernorm.h"
 #include "oracles/layernorm.h"
+#include "properties/accuracy.h"
 #include "properties/generators.h"
 #include "properties/layernorm_inputs.h"
 #include "properties/op.h"
@@ -69,10 +70,12 @@ class LayerNormOp final : public OpAdapter {
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
                                     k.info.contracts.column_reduction_ftz};
-    LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps}, contract,
-                                                ctx.pool ? *ctx.pool : ThreadPool::shared());
-    return {std::move(ref.y),  std::move(ref.mean),   std::move(ref.rstd),
-            std::move(ref.dx), std::move(ref.dgamma), std::move(ref.dbeta)};
+    return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
+      LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps}, at,
+                                                  ctx.pool ? *ctx.pool : ThreadPool::shared());
+      return std::vector<ReferenceTensor>{std::move(ref.y),  std::move(ref.mean),   std::move(ref.rstd),
+                                          std::move(ref.dx), std::move(ref.dgamma), std::move(ref.dbeta)};
+    });
   }
 
   std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {

@@ -10,6 +10,7 @@
 #include "harness/core/schedule_noise.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "oracles/rmsnorm.h"
+#include "properties/accuracy.h"
 #include "properties/generators.h"
 #include "properties/op.h"
 #include "properties/rmsnorm_inputs.h"
@@ -66,9 +67,11 @@ class RmsNormOp final : public OpAdapter {
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
                                     k.info.contracts.column_reduction_ftz};
-    RmsNormReference ref = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps}, contract,
-                                            ctx.pool ? *ctx.pool : ThreadPool::shared());
-    return {std::move(ref.y), std::move(ref.rstd), std::move(ref.dx), std::move(ref.dw)};
+    return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
+      RmsNormReference ref = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps}, at,
+                                              ctx.pool ? *ctx.pool : ThreadPool::shared());
+      return std::vector<ReferenceTensor>{std::move(ref.y), std::move(ref.rstd), std::move(ref.dx), std::move(ref.dw)};
+    });
   }
 
   std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {

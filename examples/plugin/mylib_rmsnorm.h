@@ -30,8 +30,10 @@ void rmsnormBackwardHost(const RmsNormShape& s, const void* x, const void* w, co
 // a second kernel in block order. Returns a cudaError_t as int.
 size_t rmsnormBackwardWorkspaceCuda(const RmsNormShape& s);
 int rmsnormForwardCuda(const RmsNormShape& s, const void* x, const void* w, void* y, float* rstd, void* stream);
+// sum_partials_in_bf16 reproduces the same defect class on the GPU: the
+// per-block dW partials (fp32) summed with a bf16 running total.
 int rmsnormBackwardCuda(const RmsNormShape& s, const void* x, const void* w, const void* dy, const float* rstd,
-                        void* dx, void* dw, void* workspace, void* stream);
+                        void* dx, void* dw, void* workspace, void* stream, bool sum_partials_in_bf16 = false);
 const char* cudaErrorText(int code);
 
 }  // namespace mylib

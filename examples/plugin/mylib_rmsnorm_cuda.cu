@@ -80,12 +80,15 @@ __global__ void backwardKernel(const T* x, const T* w, const T* dy, const float*
   }
 }
 
-template <typename T>
+template <typename T, bool kBf16Total>
 __global__ void sumPartialsKernel(const float* partial, int64_t blocks, int64_t cols, T* dw) {
   const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= cols) return;
   float total = 0.f;
-  for (int64_t b = 0; b < blocks; ++b) total += partial[b * cols + j];
+  for (int64_t b = 0; b < blocks; ++b) {
+    total += partial[b * cols + j];
+    if (kBf16Total) total = __bfloat162float(__float2bfloat16(total));  // the defect: a bf16 running total
+  }
   dw[j] = fromF<T>(total);
 }
 
@@ -114,15 +117,20 @@ int rmsnormForwardCuda(const RmsNormShape& s, const void* x, const void* w, void
 }
 
 int rmsnormBackwardCuda(const RmsNormShape& s, const void* x, const void* w, const void* dy, const float* rstd,
-                        void* dx, void* dw, void* workspace, void* stream) {
+                        void* dx, void* dw, void* workspace, void* stream, bool sum_partials_in_bf16) {
   return dispatch(s.dtype, [&](auto tag) {
     using T = decltype(tag);
     auto* partial = static_cast<float*>(workspace);
     backwardKernel<T><<<unsigned(blocksFor(s)), kThreads, 0, cudaStream_t(stream)>>>(
         static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(dy), rstd, static_cast<T*>(dx),
         partial, s.rows, s.cols, s.stride);
-    sumPartialsKernel<T><<<unsigned((s.cols + 255) / 256), 256, 0, cudaStream_t(stream)>>>(
-        partial, blocksFor(s), s.cols, static_cast<T*>(dw));
+    const unsigned grid = unsigned((s.cols + 255) / 256);
+    if (sum_partials_in_bf16)
+      sumPartialsKernel<T, true><<<grid, 256, 0, cudaStream_t(stream)>>>(partial, blocksFor(s), s.cols,
+                                                                          static_cast<T*>(dw));
+    else
+      sumPartialsKernel<T, false><<<grid, 256, 0, cudaStream_t(stream)>>>(partial, blocksFor(s), s.cols,
+                                                                           static_cast<T*>(dw));
   });
 }
 

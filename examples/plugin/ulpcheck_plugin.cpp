@@ -43,10 +43,11 @@ int cudaForward(const ulpcheck_rmsnorm_forward_args* a, const ulpcheck_launch* l
   return cudaStatus(mylib::rmsnormForwardCuda(shapeOf(a->x, a->eps), a->x.data, a->w.data, a->y.data,
                                               static_cast<float*>(a->rstd.data), l->stream));
 }
+template <bool kBf16Partials>
 int cudaBackward(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch* l) {
   return cudaStatus(mylib::rmsnormBackwardCuda(shapeOf(a->x, a->eps), a->x.data, a->w.data, a->dy.data,
                                                static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data,
-                                               l->workspace, l->stream));
+                                               l->workspace, l->stream, kBf16Partials));
 }
 #endif
 
@@ -81,7 +82,10 @@ const ulpcheck_variant kVariants[] = {
             ULPCHECK_HOST, hostForward, hostBackward<true>, nullptr),
 #if defined(MYLIB_HAVE_CUDA)
     rmsnorm("mylib_rmsnorm_cuda", "mylib's CUDA RMSNorm: a 256-thread block per row, dW from per-block partials",
-            ULPCHECK_CUDA, cudaForward, cudaBackward, cudaWorkspace),
+            ULPCHECK_CUDA, cudaForward, cudaBackward<false>, cudaWorkspace),
+    rmsnorm("mylib_rmsnorm_cuda_bf16_partials",
+            "mylib's CUDA RMSNorm with its per-block dW partials summed in bf16 (defect)", ULPCHECK_CUDA, cudaForward,
+            cudaBackward<true>, cudaWorkspace),
 #endif
 };
 

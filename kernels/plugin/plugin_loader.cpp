@@ -198,6 +198,7 @@ const LoadedPlugin& loadPlugin(const std::string& given) {
                           bool(v.preconditions & ULPCHECK_NEEDS_ALIGNED_ROWS), v.max_cols};
     info.origin = fmt::format("plugin {} ({}, sha256 {})", path, loaded.name, loaded.sha256);
     info.plugin_path = path;
+    info.black_box = true;
     auto variant = std::make_shared<Variant>(*plugin, v);
     if (info.op == "rmsnorm") registerRmsNorm(info, variant);
     else registerLayerNorm(info, variant);

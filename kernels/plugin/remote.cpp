@@ -115,6 +115,17 @@ class Worker {
 
   json call(const json& request, const std::string& what) {
     if (pid_ < 0) start();
+    // The coordinator's own GPU work on these buffers (poisoning outputs,
+    // copying inputs in) is queued on its streams, which another process's
+    // kernel is not ordered after: it must have finished before the call.
+    // Without this, the coordinator's poison still in flight sometimes
+    // overwrote a worker's results (whole outputs of 0x7fad in Liger and
+    // torch runs on the H100, seen by determinism and batch invariance).
+    for (const auto& region : request.at("regions"))
+      if (region.at("where") != "host") {
+        deviceSynchronize("before a worker call");
+        break;
+      }
     if (!sendMessage(fd_, request)) throw died(what);
     const Clock::time_point deadline =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSetting()));
@@ -462,8 +473,10 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       info.contracts.deterministic = v.at("deterministic");
       info.contracts.batch_invariant = v.at("batch_invariant");
       info.contracts.accumulation = dtypeNamed(v.at("accumulation"));
-      info.preconditions = {v.at("contiguous_rows"), v.at("aligned_rows"), v.at("max_cols").get<int64_t>()};
+      info.preconditions = {v.at("contiguous_rows"), v.at("aligned_rows"), v.at("max_cols").get<int64_t>(),
+                            v.value("cols", std::vector<int64_t>{})};
       info.origin = v.at("origin");
+      info.black_box = true;
       info.python_file = pythonFiles().front();
       for (const auto& f : pythonFiles())
         if (info.origin.find(f) != std::string::npos) info.python_file = f;

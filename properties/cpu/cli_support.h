@@ -4,7 +4,14 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <fstream>
+#include <functional>
 #include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/runner/exit_codes.h"
 
 namespace ulpcheck::testing {
 
@@ -21,6 +28,48 @@ inline Result cli(const std::string& args) {
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   const int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+/// A campaign over a plugin variant that faults in one shape regime
+/// (in_regime(N)): every fault is a failing case (exit 1) saying what
+/// happened, its repro fails again, and at least 90% of the other cases are
+/// still judged in the same run.
+inline void expectFaultIsolated(const std::string& plugin, const std::string& kernel,
+                                const std::function<bool(int64_t)>& in_regime, const std::string& says,
+                                const std::string& options) {
+  const std::string json = ::testing::TempDir() + kernel + ".jsonl";
+  const Result r = cli("run --plugin " + plugin + " --kernel " + kernel + " --cases 100 --seed 11 --shrink-budget 4 " +
+                       options + " --no-save --no-corpus --json " + json);
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find(says), std::string::npos) << says << "\n" << r.output;
+  std::ifstream in(json);
+  int faulting = 0, others = 0, others_judged = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] != "case") continue;
+    const bool bad = in_regime(std::stoll(j["case"]["N"].get<std::string>()));
+    const std::string verdict = j["outcome"]["verdict"];
+    if (bad) {
+      faulting += verdict == "FAIL";
+    } else {
+      ++others;
+      others_judged += verdict == "pass" || verdict == "expected";
+    }
+  }
+  EXPECT_GT(faulting, 0) << "the regime was reached";
+  EXPECT_GE(others_judged, others * 9 / 10) << others_judged << " of " << others << " other cases judged";
+  std::printf("%s: %d failing cases in the regime; %d of %d other cases judged\n", kernel.c_str(), faulting,
+              others_judged, others);
+  const size_t at = r.output.find("reproduce: ulpcheck ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string repro = r.output.substr(at + 20, r.output.find('\n', at) - at - 20);
+  const Result again = cli(repro);
+  EXPECT_EQ(again.code, exit_code::kPropertyFailed) << repro << "\n" << again.output;
+  EXPECT_NE(again.output.find(says), std::string::npos) << again.output;
+}
+
+inline std::function<bool(int64_t)> atN(int64_t n) {
+  return [n](int64_t N) { return N == n; };
 }
 
 }  // namespace ulpcheck::testing

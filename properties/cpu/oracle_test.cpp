@@ -503,10 +503,12 @@ TEST(OracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
         bool ok = budgetAdmitsCorrectlyRounded(*r, e, overflowing);
         if (r == &ref.y || r == &ref.rstd) {
           // Upper bound: 0.5 ulp of a possibly twice larger binade, a loose
-          // relative term, and twice the underflow term K eta (1 + |w|) (G_rstd = 0).
-          const double w = r == &ref.y ? std::fabs(in.w.value(0, int64_t(e) % c.N)) : 0.0, exact = r->exact[e];
+          // relative term, and twice the underflow term K eta (1 + |w| + r) (G_rstd = 0).
+          const bool y = r == &ref.y;
+          const double w = y ? std::fabs(in.w.value(0, int64_t(e) % c.N)) : 0.0, exact = r->exact[e];
+          const double rstd = y ? ref.rstd.exact[e / size_t(c.N)] : 0.0;
           const double limit = ulpOf(r->dtype, std::fabs(exact)) + kBudgetLooseRelative * std::fabs(exact) +
-                               2.0 * eta * (1.0 + w);
+                               2.0 * eta * (1.0 + w + rstd);
           ok = ok && r->budget[e] <= limit;
         }
         if (!ok) {

@@ -14,7 +14,9 @@
 namespace ulpcheck {
 namespace {
 
+using testing::atN;
 using testing::cli;
+using testing::expectFaultIsolated;
 using testing::Result;
 
 const std::string kExample = std::string(" --plugin ") + ULPCHECK_EXAMPLE_PLUGIN;
@@ -73,50 +75,19 @@ TEST(Plugin, AnErrorReturnIsAFailingCaseWithThePluginsMessage) {
   EXPECT_EQ(cli(at_64 + " --property batch_invariance").code, exit_code::kPropertyFailed);
 }
 
-/// A campaign over a variant that faults at N = `bad_n`: every fault is a
-/// failing case (exit 1) saying what happened, its repro fails again, and
-/// at least 90% of the other cases are still judged in the same run.
-void expectFaultIsolated(const std::string& kernel, int64_t bad_n, const std::string& says) {
-  const std::string json = ::testing::TempDir() + kernel + ".jsonl";
-  const Result r = cli(std::string("run --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD + " --kernel " + kernel +
-                       " --cases 100 --tier smoke --seed 11 --case-timeout 2 --shrink-budget 4 --no-save --no-corpus "
-                       "--json " + json);
-  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
-  EXPECT_NE(r.output.find(says), std::string::npos) << says << "\n" << r.output;
-  std::ifstream in(json);
-  int faulting = 0, others = 0, others_judged = 0;
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["type"] != "case") continue;
-    const bool bad = j["case"]["N"] == std::to_string(bad_n);
-    const std::string verdict = j["outcome"]["verdict"];
-    if (bad) {
-      faulting += verdict == "FAIL";
-    } else {
-      ++others;
-      others_judged += verdict == "pass" || verdict == "expected";
-    }
-  }
-  EXPECT_GT(faulting, 0) << "the regime was reached";
-  EXPECT_GE(others_judged, others * 9 / 10) << others_judged << " of " << others << " other cases judged";
-  const size_t at = r.output.find("reproduce: ulpcheck ");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string repro = r.output.substr(at + 20, r.output.find('\n', at) - at - 20);
-  const Result again = cli(repro);
-  EXPECT_EQ(again.code, exit_code::kPropertyFailed) << repro << "\n" << again.output;
-  EXPECT_NE(again.output.find(says), std::string::npos) << again.output;
-}
-
 TEST(PluginFaults, ASegfaultIsAFailingCaseAndTheRunGoesOn) {
-  expectFaultIsolated("test_rmsnorm_segfaults_at_n7", 7, "killed by signal 11");
+  expectFaultIsolated(ULPCHECK_TEST_PLUGIN_GOOD, "test_rmsnorm_segfaults_at_n7", atN(7), "killed by signal 11",
+                      "--tier smoke --case-timeout 2");
 }
 
 TEST(PluginFaults, AnAbortIsAFailingCaseAndTheRunGoesOn) {
-  expectFaultIsolated("test_rmsnorm_aborts_at_n3", 3, "killed by signal 6");
+  expectFaultIsolated(ULPCHECK_TEST_PLUGIN_GOOD, "test_rmsnorm_aborts_at_n3", atN(3), "killed by signal 6",
+                      "--tier smoke --case-timeout 2");
 }
 
 TEST(PluginFaults, AHangIsKilledAfterTheCaseTimeoutAndIsAFailingCase) {
-  expectFaultIsolated("test_rmsnorm_hangs_at_n5", 5, "did not return within 2 s");
+  expectFaultIsolated(ULPCHECK_TEST_PLUGIN_GOOD, "test_rmsnorm_hangs_at_n5", atN(5), "did not return within 2 s",
+                      "--tier smoke --case-timeout 2");
 }
 
 TEST(Plugin, APluginThatCannotBeUsedIsRefusedClearly) {

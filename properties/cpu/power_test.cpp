@@ -103,7 +103,9 @@ TEST(Power, OnePartialAmongThousandsIsCaughtWhereTheDepthBoundAdmitsIt) {
   const Outcome vacuous = judgeAccuracy(run, {depth_only.y, depth_only.rstd, depth_only.dx, depth_only.dw}, noInputs());
   EXPECT_EQ(vacuous.verdict, Verdict::Inconclusive) << vacuous.summary;
   for (const TensorStats& s : vacuous.stats)
-    if (s.tensor == "dw") EXPECT_EQ(s.wrong, 0) << "the depth bound admits the missing partial";
+    if (s.tensor == "dw") {
+      EXPECT_EQ(s.wrong, 0) << "the depth bound admits the missing partial";
+    }
 }
 
 TEST(Power, OnePassVarianceIsCaughtOnLargeMeanRows) {

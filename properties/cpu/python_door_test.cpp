@@ -81,6 +81,16 @@ TEST_F(PythonDoor, AnOutputColumnTheLibraryNeverWroteIsCaught) {
   EXPECT_NE(r.output.find("dx "), std::string::npos) << r.output;
 }
 
+TEST_F(PythonDoor, AKernelCompiledForSomeHiddenSizesIsTestedAtThoseOnly) {
+  // The variant raises at any N but the two it declares (cols=(5, 33)):
+  // generated cases never hand it another, and a repro that does is refused.
+  const Result r = cli("run --kernel py_rms_compiled_for_5_and_33 --cases 40 --tier smoke --seed 5 --no-save "
+                       "--no-corpus" + kFaulty);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  const Result other = cli("repro 'op=rmsnorm kernel=py_rms_compiled_for_5_and_33 dtype=fp32 M=2 N=6'" + kFaulty);
+  EXPECT_NE(other.output.find("declared hidden sizes"), std::string::npos) << other.output;
+}
+
 TEST_F(PythonDoor, AFileThatCannotBeLoadedIsRefusedClearly) {
   Result r = cli("list --python /nonexistent/kernels.py");
   EXPECT_EQ(r.code, exit_code::kUsage) << r.output;

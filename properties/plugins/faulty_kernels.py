@@ -42,3 +42,14 @@ def leaves_column_0_unwritten(x, w, dy, rstd, eps):
 for name, backward in [("py_rms_raises_at_n3", raises_at_n3), ("py_rms_segfaults_at_n7", segfaults_at_n7),
                        ("py_rms_column_0_unwritten", leaves_column_0_unwritten)]:
     ulpcheck.rmsnorm(name, forward=rms_forward, backward=backward, backend="host", dtypes=("fp32",))
+
+
+def compiled_for_5_and_33(x, w, dy, rstd, eps):
+    # A kernel compiled for two hidden sizes (quack compiles per N): any other is an error.
+    if x.shape[1] not in (5, 33):
+        raise RuntimeError(f"not compiled for N = {x.shape[1]}")
+    return rms_backward(x, w, dy, rstd, eps)
+
+
+ulpcheck.rmsnorm("py_rms_compiled_for_5_and_33", forward=rms_forward, backward=compiled_for_5_and_33, backend="host",
+                 dtypes=("fp32",), cols=(5, 33))

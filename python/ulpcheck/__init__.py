@@ -50,6 +50,7 @@ class Variant:
     contiguous_rows: bool = False         # needs ld == N
     aligned_rows: bool = False            # needs 16-byte aligned rows
     max_cols: int = 0
+    cols: tuple = ()                      # the hidden sizes to test (a kernel that compiles per N); () any
     saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
@@ -59,6 +60,7 @@ class Variant:
         del d["forward"], d["backward"]
         d["dtypes"] = list(self.dtypes)
         d["libraries"] = list(self.libraries)
+        d["cols"] = [int(n) for n in self.cols]
         return d
 
 

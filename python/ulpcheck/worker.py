@@ -123,11 +123,16 @@ class _CudaIpc:
         if self.rt is None:
             raise RuntimeError("no CUDA runtime library found for CUDA IPC")
 
+    class Handle(ctypes.Structure):
+        """cudaIpcMemHandle_t: a 64-byte struct, passed by value (a bare char array would pass a pointer)."""
+        _fields_ = [("reserved", ctypes.c_char * 64)]
+
     def open(self, hex_handle, device):
         import torch
         torch.cuda.set_device(device)
-        handle = (ctypes.c_char * 64).from_buffer_copy(bytes.fromhex(hex_handle))
+        handle = self.Handle.from_buffer_copy(bytes.fromhex(hex_handle))
         ptr = ctypes.c_void_p()
+        self.rt.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), self.Handle, ctypes.c_uint]
         err = self.rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, 1)  # cudaIpcMemLazyEnablePeerAccess
         if err != 0:
             raise RuntimeError(f"cudaIpcOpenMemHandle failed with error {err}")

@@ -1,0 +1,122 @@
+// The statistical check of black-box kernels (oracles/probabilistic.h): it
+// catches a systematic error the rigorous worst-case budget admits, and
+// correct kernels judged as black boxes never trip it.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "harness/core/datagen.h"
+#include "kernels/plugin/plugin_loader.h"
+#include "oracles/layernorm.h"
+#include "oracles/rmsnorm.h"
+#include "properties/accuracy.h"
+#include "properties/layernorm_inputs.h"
+#include "properties/rmsnorm_inputs.h"
+#include "properties/test_support.h"
+
+namespace ulpcheck {
+namespace {
+
+using testing::hostContext;
+
+DescribeInputs noInputs() {
+  return [](const std::string&, int64_t, int64_t) { return std::string(); };
+}
+
+/// The references a black box gets for case c (worst-case depths N and M),
+/// with or without the statistical budgets.
+std::vector<ReferenceTensor> blackBoxReference(const CaseSpec& c, bool statistical) {
+  KernelInfo info;
+  info.black_box = statistical;
+  const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
+  const AccuracyContract contract{DType::F32, blackBoxDepths(0, 0, shape)};
+  if (c.op == "rmsnorm") {
+    const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
+    return referenceWithStatisticalBudgets(c, info, contract, [&](const AccuracyContract& at) {
+      RmsNormReference r = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps}, at, ThreadPool::shared());
+      return std::vector<ReferenceTensor>{r.y, r.rstd, r.dx, r.dw};
+    });
+  }
+  const LayerNormInputData in = generateLayerNormInputs(c, identityRows(c.M));
+  return referenceWithStatisticalBudgets(c, info, contract, [&](const AccuracyContract& at) {
+    LayerNormReference r = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps}, at,
+                                              ThreadPool::shared());
+    return std::vector<ReferenceTensor>{r.y, r.mean, r.rstd, r.dx, r.dgamma, r.dbeta};
+  });
+}
+
+Outcome judgeAsBlackBox(const std::string& text, bool statistical) {
+  const CaseSpec c = parseCaseString(text);
+  const RunResult run = findOp(c.op)->run(c, identityRows(c.M), hostContext());
+  return judgeAccuracy(run, blackBoxReference(c, statistical), noInputs());
+}
+
+TEST(Probabilistic, EffectiveDepthsGrowAsTheSquareRoot) {
+  const double u = 0x1p-24;
+  const ReductionDepths rigorous{4096, 65536};
+  const double l = probabilistic::lambda(1e8, rigorous, u);
+  // 2 E (D_row + D_col + 32) exp(-lambda^2 / 2) = 1e-6 at E = 1e8.
+  EXPECT_GT(l, 8.0);
+  EXPECT_LT(l, 10.0);
+  const ReductionDepths d = probabilistic::effectiveDepths(rigorous, 1e8, u);
+  EXPECT_NEAR(double(d.row), l * 64.0, 2.0);
+  EXPECT_NEAR(double(d.col), l * 256.0, 2.0);
+  // Short sums keep their rigorous depth: lambda sqrt(D) >= D there.
+  EXPECT_EQ(probabilistic::effectiveDepth(40, l, u), 40);
+  EXPECT_EQ(probabilistic::effectiveDepth(1, l, u), 1);
+}
+
+TEST(Probabilistic, ApplyOnlyWhereTheModelHolds) {
+  EXPECT_TRUE(statisticalModelHolds(parseCaseString("op=rmsnorm kernel=host_separate dtype=fp32 M=4 N=64")));
+  EXPECT_TRUE(statisticalModelHolds(parseCaseString("op=rmsnorm kernel=host_separate dtype=fp32 M=4 N=64 dist=zero_rows")));
+  for (const char* not_random :
+       {"op=rmsnorm kernel=host_separate dtype=fp32 M=4 N=64 dist=constant_rows",
+        "op=layernorm kernel=host_twopass dtype=fp32 M=4 N=64 dist=large_mean mean=0x1p10 sigma=0x1p2",
+        "op=rmsnorm kernel=host_separate dtype=fp32 M=4 N=64 dist=outlier_channels",
+        "op=rmsnorm kernel=host_separate dtype=fp32 M=4 N=64 dist=subnormal"})
+    EXPECT_FALSE(statisticalModelHolds(parseCaseString(not_random))) << not_random;
+}
+
+TEST(Probabilistic, PartialsSummedInBf16AreCaughtWhereTheWorstCaseBudgetAdmitsThem) {
+  // M = 32768 narrow rows: the dW partials of 4224 CTAs summed in bf16 (the
+  // large-M path of Liger-Kernel PR #950). As a black box (column depth M)
+  // the worst-case budget admits it; the probabilistic one does not.
+  const char* text = "op=rmsnorm kernel=host_bug_large_m_bf16_dw dtype=fp32 M=32768 N=2";
+  const Outcome rigorous = judgeAsBlackBox(text, false);
+  for (const TensorStats& s : rigorous.stats)
+    if (s.tensor == "dw") {
+      EXPECT_EQ(s.wrong, 0) << "the worst-case budget admits bf16 partials: " << rigorous.summary;
+    }
+  const Outcome statistical = judgeAsBlackBox(text, true);
+  EXPECT_EQ(statistical.verdict, Verdict::Fail) << statistical.summary;
+  EXPECT_NE(statistical.summary.find("probabilistic"), std::string::npos) << statistical.summary;
+}
+
+TEST(Probabilistic, CorrectKernelsJudgedAsBlackBoxesNeverTripIt) {
+  // The host ports of ulpcheck's kernels (fp32 accumulation, tree and serial
+  // sums) judged as black boxes on data the model fits, across shapes and
+  // dtypes, including the large-M dW that the worst-case budget cannot judge.
+  int judged = 0;
+  double worst = 0, worst_fp32 = 0;  // 16-bit outputs sit up to half an ulp (their final rounding) from exact
+  for (const char* op_kernel : {"op=rmsnorm kernel=host_separate", "op=rmsnorm kernel=host_lastblock",
+                                "op=layernorm kernel=host_twopass"})
+    for (const char* dtype : {"fp32", "bf16", "fp16"})
+      for (const char* shape : {"M=1 N=4096", "M=3 N=1000", "M=64 N=257", "M=2048 N=8", "M=32768 N=2"})
+        for (const char* dist : {"", " dist=zero_rows", " dist=signed_zeros"})
+          for (const char* seed : {" seed=0x1", " seed=0x2"}) {
+            const std::string text = fmt::format("{} dtype={} {}{}{}", op_kernel, dtype, shape, dist, seed);
+            const Outcome o = judgeAsBlackBox(text, true);
+            EXPECT_NE(o.verdict, Verdict::Fail) << text << "\n" << o.summary;
+            judged += o.verdict == Verdict::Pass;
+            for (const TensorStats& s : o.stats) {
+              worst = std::max(worst, s.max_ratio);
+              if (std::string(dtype) == "fp32") worst_fp32 = std::max(worst_fp32, s.max_ratio);
+            }
+          }
+  EXPECT_GT(judged, 150) << "most of these cases must be judged with power";
+  EXPECT_LT(worst, 1.0);
+  std::printf("correct kernels as black boxes: %d cases judged; worst error %.3g of the probabilistic budget (fp32: %.3g)\n",
+              judged, worst, worst_fp32);
+}
+
+}  // namespace
+}  // namespace ulpcheck

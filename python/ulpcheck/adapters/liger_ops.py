@@ -1,0 +1,78 @@
+"""Liger-Kernel's RMSNorm and LayerNorm (Triton), through the forward and
+backward functions of liger_kernel.ops.rms_norm and liger_kernel.ops.layer_norm.
+
+    ulpcheck run --python python/ulpcheck/adapters/liger_ops.py --kernel liger_rms_norm
+
+The specs they implement (liger-kernel 0.8.5, read from its source):
+- liger_rms_norm: casting_mode "gemma", offset 0. x and w are cast to fp32,
+  y = (x rstd) w in fp32 and rounded once to x's dtype; rstd is saved in fp32
+  and the backward consumes it: ulpcheck's plain spec in every dtype.
+- liger_rms_norm_llama: casting_mode "llama" (Liger's default). x rstd is
+  rounded to x's dtype before the weight multiply, which is the plain spec in
+  fp32 only; its 16-bit spec comes with the "real specs" issue (Llama
+  rounding points), so it is registered for fp32 here.
+- liger_layer_norm: fp32 statistics (mean and rstd saved in fp32 since 0.8),
+  y = (x - mean) rstd g + b in fp32, one rounding: the plain spec.
+Both backward passes keep one fp32 dW/dgamma/dbeta partial per SM (a fixed
+grid of sm_count programs over fixed row ranges) and sum them with torch:
+deterministic. Liger's RMSNorm is not batch invariant: at N <= 256 and
+M >= 32768 it switches to a blocked kernel (16 rows a program) whose row sums
+round differently. ulpcheck found it on the H100 (docs/external-kernels.md):
+  op=rmsnorm kernel=liger_rms_norm dtype=fp32 M=32768 N=3 ld=3 eps=0x1.0c6f7ap-20
+  dist=normal sigma=0x1p+0 mean=0x0p+0 dy_sigma=0x1p+0 seed=0x0
+(dx[16384, 2] is 0x3e256352 in the batch and 0x3e256354 alone). LayerNorm
+has one kernel per row whatever M: declared batch invariant. Liger's own
+autograd Functions make x contiguous first; these functions take row
+strides, so strided rows are tested too.
+"""
+
+import importlib
+
+import torch
+
+import ulpcheck
+
+rms_ops = importlib.import_module("liger_kernel.ops.rms_norm")
+ln_ops = importlib.import_module("liger_kernel.ops.layer_norm")
+calculate_settings = importlib.import_module("liger_kernel.ops.utils").calculate_settings
+
+
+def _rms_norm(mode):
+    code = rms_ops._str_to_casting_mode[mode]
+
+    def forward(x, w, eps):
+        y, _, rstd, _, _, _ = rms_ops.rms_norm_forward(x, w, eps, 0.0, code, None)
+        return y, rstd
+
+    def backward(x, w, dy, rstd, eps):
+        block, warps = calculate_settings(x.shape[1])
+        return rms_ops.rms_norm_backward(dy, x, w, rstd, 0.0, code, block, warps, False, None)
+
+    return forward, backward
+
+
+def layer_norm_forward(x, gamma, beta, eps):
+    y, _, mean, rstd, _, _ = ln_ops.layer_norm_forward(x, gamma, beta, eps)
+    return y, mean, rstd
+
+
+def layer_norm_backward(x, gamma, dy, mean, rstd, eps):
+    bias = torch.empty_like(gamma)  # only its dtype is read: dbeta is returned in it
+    return ln_ops.layer_norm_backward(dy, x, gamma, bias, mean, rstd)
+
+
+_libs = ("torch", "triton", "liger_kernel")
+_version = "liger_kernel.ops.rms_norm (casting_mode={})"
+
+forward, backward = _rms_norm("gemma")
+ulpcheck.rmsnorm("liger_rms_norm", forward=forward, backward=backward, backend="cuda", saves_stats=True,
+                 batch_invariant=False, libraries=_libs, description="Liger's Triton RMSNorm, casting_mode='gemma', offset 0 (fp32 math, "
+                                              "one rounding), rstd saved in fp32")
+forward, backward = _rms_norm("llama")
+ulpcheck.rmsnorm("liger_rms_norm_llama", forward=forward, backward=backward, backend="cuda", saves_stats=True,
+                 batch_invariant=False, dtypes=("fp32",), libraries=_libs,
+                 description="Liger's Triton RMSNorm, casting_mode='llama' (its default), in fp32 where the Llama "
+                             "rounding point is the plain spec")
+ulpcheck.layernorm("liger_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
+                   saves_stats=True, libraries=_libs,
+                   description="Liger's Triton LayerNorm: fp32 statistics, saved and consumed by its backward")
