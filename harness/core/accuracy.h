@@ -38,7 +38,9 @@ struct ReductionDepths {
   // The row mean is one correctly rounded division of a plain fp32 sum by
   // N, so a row whose every partial sum is exact has a mean off by that one
   // rounding only. ulpcheck's own kernels declare it; a black box need not
-  // (sum * (1/N) rounds twice, Welford rounds at every step).
+  // (sum * (1/N) rounds twice, Welford rounds at every step). It also says
+  // the statistics are two-pass (that one mean is subtracted from every x);
+  // without it the LayerNorm budget allows running means (oracles/layernorm.cpp).
   bool mean_is_rounded_quotient = false;
 };
 

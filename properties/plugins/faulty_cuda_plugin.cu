@@ -29,10 +29,12 @@ __global__ void spinUntil(long long cycles) {
   }
 }
 
+mylib::Dtype dtypeOf(ulpcheck_dtype t) {
+  return t == ULPCHECK_F32 ? mylib::Dtype::F32 : t == ULPCHECK_F16 ? mylib::Dtype::F16 : mylib::Dtype::BF16;
+}
+
 mylib::RmsNormShape shapeOf(const ulpcheck_tensor& x, float eps) {
-  const mylib::Dtype t = x.dtype == ULPCHECK_F32 ? mylib::Dtype::F32 : x.dtype == ULPCHECK_F16 ? mylib::Dtype::F16
-                                                                                                 : mylib::Dtype::BF16;
-  return mylib::RmsNormShape{t, x.rows, x.cols, x.row_stride, eps};
+  return mylib::RmsNormShape{dtypeOf(x.dtype), x.rows, x.cols, x.row_stride, eps};
 }
 
 int status(int code) {
@@ -41,9 +43,7 @@ int status(int code) {
 }
 
 size_t workspace(const ulpcheck_shape* s, void*) {
-  const mylib::Dtype t = s->dtype == ULPCHECK_F32 ? mylib::Dtype::F32 : s->dtype == ULPCHECK_F16 ? mylib::Dtype::F16
-                                                                                                 : mylib::Dtype::BF16;
-  return mylib::rmsnormBackwardWorkspaceCuda({t, s->rows, s->cols, s->row_stride, s->eps});
+  return mylib::rmsnormBackwardWorkspaceCuda({dtypeOf(s->dtype), s->rows, s->cols, s->row_stride, s->eps});
 }
 
 int forward(const ulpcheck_rmsnorm_forward_args* a, const ulpcheck_launch* l) {
