@@ -50,9 +50,9 @@
 // and the budget says so instead of failing it. A one-pass E[x^2] - E[x]^2
 // kernel errs by ~ D u mean^2, orders of magnitude beyond DV there.
 //
-// A variant that does not declare two-pass statistics (a black box; the
-// ReductionDepths::mean_is_rounded_quotient of ulpcheck's own kernels says
-// they are) may use running means instead: Welford's m_k = m_{k-1} +
+// A variant that does not declare two-pass statistics (ReductionDepths::
+// two_pass_statistics: ulpcheck's own kernels and Liger's do; PyTorch's
+// CUDA LayerNorm does not) may use running means instead: Welford's m_k = m_{k-1} +
 // (x_k - m_{k-1}) / k and M2 += (x_k - m_{k-1})(x_k - m_k), or Chan's merges
 // M2 = M2_a + M2_b + delta^2 n_a n_b / n. Each x_k then meets a different
 // rounded mean, of error at most Dm_run := K ((D + 1) u max_j |x_j| + eta),
@@ -231,7 +231,7 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
         }
         mean_dd2 /= double(N);
         double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2;
-        if (!contract.depths.mean_is_rounded_quotient) {
+        if (!contract.depths.two_pass_statistics) {
           // Running means (Welford, Chan's merges: PyTorch's CUDA LayerNorm)
           // subtract a different rounded mean from each x_j, so the mean's
           // error is no common shift and its cross term stays (see above).

@@ -282,9 +282,20 @@ struct MutantsArgs {
   bool no_controls = false, perturb_schedule = false;
 };
 
-int cmdMutants(const MutantsArgs& a) {
+int cmdMutants(const MutantsArgs& a, bool in_process) {
   if (a.time_per_mutant <= 0 || a.shrink_budget < 0) throw UsageError("time limits must be > 0");
   const ExecContext exec = execContext(a.backend, a.perturb_schedule);
+  // The matrix's rmsnorm and layernorm variants run in a worker process, as
+  // plugins do (kernels/plugin/remote.h): a mutant that faults the GPU (a
+  // sticky CUDA error) or hangs is a failing case of that mutant, and the
+  // rest of the matrix still runs. allreduce_rmsnorm's run in this process.
+  int in_worker = 0;
+  if (!in_process)
+    for (const KernelInfo& k : kernelCatalog())
+      if (k.backend == exec.backend && !k.remote && (k.op == "rmsnorm" || k.op == "layernorm")) {
+        remote::runInWorker(k.op, k.name);
+        ++in_worker;
+      }
   KillMatrixOptions o;
   o.controls = !a.no_controls;
   o.cli = std::filesystem::read_symlink("/proc/self/exe").string();  // kills replay through this very binary
@@ -301,9 +312,11 @@ int cmdMutants(const MutantsArgs& a) {
     fmt::print("# {}\n", line);
     std::fflush(stdout);
   };
-  fmt::print("# kill matrix: {} mutants{}, {:g} s of generated cases each, seed {:#x}, tier {}{}\n",
+  fmt::print("# kill matrix: {} mutants{}, {:g} s of generated cases each, seed {:#x}, tier {}{}; {}\n",
              backendName(exec.backend), o.controls ? " and correct variants" : "", a.time_per_mutant, o.seed, a.tier,
-             a.perturb_schedule ? ", schedule perturbed" : "");
+             a.perturb_schedule ? ", schedule perturbed" : "",
+             in_worker ? fmt::format("{} rmsnorm/layernorm variants in a worker process", in_worker)
+                       : std::string("every variant in this process"));
   const KillMatrix m = runKillMatrix(o, exec);
   fmt::print("\n{}", formatKillMatrix(m));
   return m.exitCode();
@@ -400,7 +413,9 @@ int main(int argc, char** argv) {
   mutants->add_flag("--perturb-schedule", ma.perturb_schedule, kPerturbHelp);
   mutants->add_option("--plugin", plugin_paths, kPluginHelp);
   mutants->add_option("--python", python_files, kPythonHelp);
-  mutants->add_flag("--in-process", in_process, kInProcessHelp);
+  mutants->add_flag("--in-process", in_process,
+                    "run the mutants and controls in this process, not in a worker (a sticky GPU fault then ends the "
+                    "matrix)");
 
   try {
     app.parse(argc, argv);
@@ -433,7 +448,7 @@ int main(int argc, char** argv) {
                  fmt::join(names, ", "));
     }
     if (app.got_subcommand("list")) return cmdList();
-    if (app.got_subcommand("mutants")) return cmdMutants(ma);
+    if (app.got_subcommand("mutants")) return cmdMutants(ma, in_process);
     if (app.got_subcommand("run")) return cmdRun(ra);
     if (app.got_subcommand("repro")) return cmdRepro(pa);
   } catch (const UsageError& e) {

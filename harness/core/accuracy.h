@@ -38,10 +38,13 @@ struct ReductionDepths {
   // The row mean is one correctly rounded division of a plain fp32 sum by
   // N, so a row whose every partial sum is exact has a mean off by that one
   // rounding only. ulpcheck's own kernels declare it; a black box need not
-  // (sum * (1/N) rounds twice, Welford rounds at every step). It also says
-  // the statistics are two-pass (that one mean is subtracted from every x);
-  // without it the LayerNorm budget allows running means (oracles/layernorm.cpp).
+  // (sum * (1/N) rounds twice, Triton's `/` is an approximate divide,
+  // Welford rounds at every step).
   bool mean_is_rounded_quotient = false;
+  // The statistics are two-pass: one mean, then the sum of (x - mean)^2 with
+  // that same mean subtracted from every x. Without it the LayerNorm budget
+  // allows running means (Welford, Chan's merges: oracles/layernorm.cpp).
+  bool two_pass_statistics = false;
 };
 
 /// What a kernel promises about its arithmetic: the precision it accumulates

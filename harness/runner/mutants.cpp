@@ -168,7 +168,7 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
     if (o.json) {
       nlohmann::json j = {{"type", "mutant"}, {"mutant", k.name}, {"op", k.op}, {"bug", k.bug},
                           {"caught_by", k.caught_by}, {"killed_as_declared", row.killedAsDeclared()},
-                          {"cases", row.cases_run}, {"seconds", row.seconds}};
+                          {"cases", row.cases_run}, {"seconds", row.seconds}, {"in_worker", k.remote}};
       for (const auto& [name, cell] : row.by_property)
         j["properties"][name] = cell.kill ? nlohmann::json{{"killed", true},
                                                            {"cases_to_detect", cell.kill->case_index + 1},

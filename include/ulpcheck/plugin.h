@@ -112,6 +112,10 @@ typedef int (*ulpcheck_layernorm_backward_fn)(const ulpcheck_layernorm_backward_
 #define ULPCHECK_DETERMINISTIC (1u << 0)         /* repeated runs give identical bits */
 #define ULPCHECK_BATCH_INVARIANT (1u << 1)       /* a row's outputs do not depend on M or where the row sits */
 #define ULPCHECK_COLUMN_SUM_FLUSHES_SUBNORMALS (1u << 2) /* e.g. dW by fp32 atomicAdd (PTX red.add.f32) */
+/* LayerNorm: the mean first, then the sum of (x - mean)^2 with that one mean
+ * subtracted from every x. Without it the budget allows running means
+ * (Welford, Chan's merges), whose variance may err far more. */
+#define ULPCHECK_TWO_PASS_STATISTICS (1u << 3)
 
 /* Preconditions: cases that break them are not generated. */
 #define ULPCHECK_NEEDS_CONTIGUOUS_ROWS (1u << 0) /* row_stride == cols */

@@ -119,6 +119,7 @@ inline ReductionDepths reductionDepths(const RowShape& s, const LaunchEnv& env, 
                                        int max_threads = kMaxThreads) {
   ReductionDepths d;
   d.mean_is_rounded_quotient = true;  // row_cuda/row_host: fdiv(sum, N)
+  d.two_pass_statistics = true;
   for (bool aligned : {false, true}) {
     const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned, max_threads);
     const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);

@@ -57,7 +57,9 @@ class Variant {
                                     why && *why ? fmt::format(": {}", why) : std::string(" (no message)")));
   }
 
-  ReductionDepths depths(const RowShape& s) const { return blackBoxDepths(v_.row_depth, v_.col_depth, s); }
+  ReductionDepths depths(const RowShape& s) const {
+    return blackBoxDepths(v_.row_depth, v_.col_depth, s, v_.contracts & ULPCHECK_TWO_PASS_STATISTICS);
+  }
 
   const ulpcheck_variant& abi() const { return v_; }
 
@@ -129,7 +131,7 @@ std::string problemWith(const ulpcheck_variant& v) {
   if (v.backend != ULPCHECK_HOST && v.backend != ULPCHECK_CUDA) return fmt::format("backend {} is not host (0) or cuda (1)", int(v.backend));
   if (v.dtypes == 0 || (v.dtypes & ~7u)) return fmt::format("dtypes mask {:#x} names no dtype or an unknown one", v.dtypes);
   if (unsigned(v.accumulation) > ULPCHECK_BF16) return fmt::format("accumulation {} is not a dtype", int(v.accumulation));
-  if (v.contracts & ~7u) return fmt::format("unknown contract bits {:#x}", v.contracts);
+  if (v.contracts & ~15u) return fmt::format("unknown contract bits {:#x}", v.contracts);
   if (v.preconditions & ~3u) return fmt::format("unknown precondition bits {:#x}", v.preconditions);
   if (v.row_depth < 0 || v.col_depth < 0 || v.max_cols < 0) return "depths and max_cols must be >= 0";
   const bool rms = std::string(v.op) == "rmsnorm";
@@ -144,8 +146,10 @@ std::string problemWith(const ulpcheck_variant& v) {
 
 const std::vector<LoadedPlugin>& loadedPlugins() { return plugins(); }
 
-ReductionDepths blackBoxDepths(int64_t declared_row, int64_t declared_col, const RowShape& s) {
+ReductionDepths blackBoxDepths(int64_t declared_row, int64_t declared_col, const RowShape& s,
+                               bool two_pass_statistics) {
   ReductionDepths d;
+  d.two_pass_statistics = two_pass_statistics;
   d.row = declared_row > 0 ? declared_row : s.N;
   d.col = declared_col > 0 ? declared_col : s.M;
   return d;

@@ -486,8 +486,9 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       for (const KernelInfo& k : kernelCatalog())
         if (k.name == info.name) throw PluginError(fmt::format("the name is taken ({})", k.origin));
       const int64_t row_depth = v.at("row_depth"), col_depth = v.at("col_depth");
-      auto depths = [row_depth, col_depth](const RowShape& s, const LaunchEnv&) {
-        return blackBoxDepths(row_depth, col_depth, s);
+      const bool two_pass = v.value("two_pass_statistics", false);
+      auto depths = [row_depth, col_depth, two_pass](const RowShape& s, const LaunchEnv&) {
+        return blackBoxDepths(row_depth, col_depth, s, two_pass);
       };
       auto no_workspace = [](const RowShape&, const LaunchEnv&) { return size_t(0); };
       if (info.op == "rmsnorm")

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "harness/runner/exit_codes.h"
 #include "properties/cpu/cli_support.h"
@@ -160,13 +161,39 @@ TEST(Cli, MalformedPerturbScheduleIsAUsageError) {
   EXPECT_EQ(cli("list --perturb-schedule").code, exit_code::kUsage);
 }
 
+/// The mutant rows of a kill matrix's JSON file: name -> in_worker.
+std::map<std::string, bool> mutantsInWorker(const std::string& json) {
+  std::map<std::string, bool> rows;
+  std::ifstream in(json);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "mutant") rows[j["mutant"]] = j["in_worker"];
+  }
+  return rows;
+}
+
 TEST(CliMutants, KillMatrixOfOneMutantNamesTheKillAndItsRepro) {
-  const Result r = cli("mutants --backend host --mutant host_bug_bf16_rowsum --time-per-mutant 3 --tier smoke");
+  const std::string json = ::testing::TempDir() + "km_worker.jsonl";
+  const Result r =
+      cli("mutants --backend host --mutant host_bug_bf16_rowsum --time-per-mutant 3 --tier smoke --json " + json);
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  // In a worker process, as plugins run: a mutant that faults or hangs is a
+  // failing case of it and the matrix goes on (PluginFaults shows the worker's side).
+  EXPECT_NE(r.output.find("variants in a worker process"), std::string::npos) << r.output;
+  EXPECT_EQ(mutantsInWorker(json), (std::map<std::string, bool>{{"host_bug_bf16_rowsum", true}}));
   EXPECT_NE(r.output.find("host_bug_bf16_rowsum"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("killed"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("ulpcheck repro 'op=rmsnorm kernel=host_bug_bf16_rowsum"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("median time to first detection"), std::string::npos) << r.output;
+}
+
+TEST(CliMutants, InProcessRunsTheMatrixInThisProcess) {
+  const std::string json = ::testing::TempDir() + "km_in_process.jsonl";
+  const Result r = cli("mutants --backend host --mutant host_bug_rstd_bf16 --time-per-mutant 2 --tier smoke "
+                       "--no-controls --in-process --json " + json);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("every variant in this process"), std::string::npos) << r.output;
+  EXPECT_EQ(mutantsInWorker(json), (std::map<std::string, bool>{{"host_bug_rstd_bf16", false}}));
 }
 
 TEST(CliMutants, BadArgumentsAreUsageErrors) {

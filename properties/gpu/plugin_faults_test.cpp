@@ -2,9 +2,13 @@
 // kernel that stores to an illegal address (a sticky error that ends its
 // CUDA context) or spins past --case-timeout in one shape regime is a
 // failing case with a repro, its worker is restarted, and the other cases
-// of the same run are still judged.
+// of the same run are still judged; an output element a torch kernel never
+// wrote is caught as such.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
+#include "harness/runner/exit_codes.h"
 #include "properties/cpu/cli_support.h"
 #include "properties/test_support.h"
 
@@ -27,6 +31,22 @@ TEST(GpuPluginFaults, AKernelSpinningPastTheCaseTimeoutIsAFailingCaseAndTheRunGo
   ULPCHECK_REQUIRE_GPU();
   expectFaultIsolated(ULPCHECK_FAULTY_CUDA_PLUGIN, "gpu_rmsnorm_spins_at_n7", atNModulo64(7), "did not return within 10 s",
                       "--tier default --case-timeout 10");
+}
+
+TEST(GpuPythonDoor, AnOutputElementATorchKernelNeverWroteIsCaughtAsNeverWritten) {
+  // The library allocates dx itself (torch.empty_like from the caching
+  // allocator) and never writes its column 0. The worker poisons the
+  // allocator's cache first, so those elements come back all ones, not as a
+  // plausible leftover of an earlier call.
+  ULPCHECK_REQUIRE_GPU();
+  if (std::string(ULPCHECK_TEST_PYTHON).empty()) GTEST_SKIP() << "no Python with torch found at configure time";
+  setenv("ULPCHECK_PYTHON", ULPCHECK_TEST_PYTHON, 1);
+  const testing::Result r = testing::cli(
+      "repro 'op=rmsnorm kernel=py_cuda_rms_column_0_unwritten dtype=fp32 M=64 N=33' --property accuracy --python " +
+      std::string(ULPCHECK_SOURCE_DIR) + "/properties/plugins/faulty_kernels.py");
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("64 elements over budget"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("never written by the library"), std::string::npos) << r.output;
 }
 
 }  // namespace

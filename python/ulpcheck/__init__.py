@@ -52,6 +52,7 @@ class Variant:
     max_cols: int = 0
     cols: tuple = ()                      # the hidden sizes to test (a kernel that compiles per N); () any
     saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
+    two_pass_statistics: bool = False     # LayerNorm: mean, then sum (x - mean)^2 (not running means, as Welford)
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
 

@@ -12,7 +12,11 @@ The specs they implement (liger-kernel 0.8.5, read from its source):
   fp32 only; its 16-bit spec comes with the "real specs" issue (Llama
   rounding points), so it is registered for fp32 here.
 - liger_layer_norm: fp32 statistics (mean and rstd saved in fp32 since 0.8),
-  y = (x - mean) rstd g + b in fp32, one rounding: the plain spec.
+  y = (x - mean) rstd g + b in fp32, one rounding: the plain spec. Its
+  statistics are two-pass (_layer_norm_forward_kernel: mean = tl.sum(x) / N,
+  then tl.sum((x - mean)^2) / N), declared so: no running-means allowance.
+  The mean is not declared a correctly rounded quotient: Triton's fp32 `/`
+  may lower to an approximate divide.
 Both backward passes keep one fp32 dW/dgamma/dbeta partial per SM (a fixed
 grid of sm_count programs over fixed row ranges) and sum them with torch:
 deterministic. Liger's RMSNorm is not batch invariant: at N <= 256 and
@@ -74,5 +78,5 @@ ulpcheck.rmsnorm("liger_rms_norm_llama", forward=forward, backward=backward, bac
                  description="Liger's Triton RMSNorm, casting_mode='llama' (its default), in fp32 where the Llama "
                              "rounding point is the plain spec")
 ulpcheck.layernorm("liger_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
-                   saves_stats=True, libraries=_libs,
+                   saves_stats=True, two_pass_statistics=True, libraries=_libs,
                    description="Liger's Triton LayerNorm: fp32 statistics, saved and consumed by its backward")
