@@ -1,6 +1,7 @@
 #include "harness/core/cuda_ops.h"
 
 #include <mutex>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -146,13 +147,15 @@ void deviceSynchronize(const char* what) {
 }
 
 std::string synchronizeVariant(const char* what) {
+  const std::string from_worker = std::exchange(workerUncheckedLaunches(), {});
   const cudaError_t e = cudaDeviceSynchronize();
   if (e != cudaSuccess) throwCudaError(e, what, __FILE__, __LINE__);
   const cudaError_t late = cudaGetLastError();
-  if (late == cudaSuccess) return {};
+  if (late == cudaSuccess) return from_worker;
   if (isStickyCudaError(late)) throwCudaError(late, what, __FILE__, __LINE__);
-  return fmt::format("{}: a kernel launch failed with {} ({}) and the variant did not check it", what,
-                     cudaGetErrorName(late), cudaGetErrorString(late));
+  return fmt::format("{}{}: a kernel launch failed with {} ({}) and the variant did not check it",
+                     from_worker.empty() ? "" : from_worker + "; ", what, cudaGetErrorName(late),
+                     cudaGetErrorString(late));
 }
 
 }  // namespace ulpcheck

@@ -38,6 +38,19 @@ void deviceSynchronize(const char* what);
 /// failed launch the variant never checked (its error still pending: Paddle
 /// PR #74055) is cleared and returned as a description, so the run's outputs
 /// are still collected and judged; empty when every launch went through.
+/// Includes what a worker process reported (reportWorkerUncheckedLaunch).
 std::string synchronizeVariant(const char* what);
+
+/// An unchecked launch failure a worker process found after a variant's
+/// call (kernels/plugin/remote.h): the worker's CUDA context is not this
+/// process's, so the next synchronizeVariant here returns it.
+inline std::string& workerUncheckedLaunches() {
+  static std::string pending;
+  return pending;
+}
+inline void reportWorkerUncheckedLaunch(const std::string& what) {
+  std::string& pending = workerUncheckedLaunches();
+  pending += (pending.empty() ? "" : "; ") + what;
+}
 
 }  // namespace ulpcheck

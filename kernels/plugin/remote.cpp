@@ -140,6 +140,9 @@ class Worker {
     if (r != 1) throw died(what);
     if (reply.value("fatal", false)) stop();  // its CUDA context is lost: it exits, a new one starts next time
     if (!reply.value("ok", false)) throw KernelFailure(reply.value("error", std::string("(no message)")));
+    // Judged by memory_safety as if the kernel had run here (its outputs are
+    // still collected: what the failed launch left unwritten shows).
+    if (reply.contains("unchecked_launch")) reportWorkerUncheckedLaunch(reply.at("unchecked_launch"));
     return reply;
   }
 
@@ -280,8 +283,9 @@ const auto& variantNamed(const std::string& name) {
   return *k;
 }
 
-/// Runs one request's kernel call and waits for it.
-void execute(const json& req) {
+/// Runs one request's kernel call and waits for it; returns an unchecked
+/// launch failure it left (synchronizeVariant), empty if none.
+std::string execute(const json& req) {
   const std::string entry = req.at("entry"), name = req.at("variant");
   const json& sh = req.at("shape");
   const RowShape s{DType(sh.at(0).get<int>()), sh.at(1).get<int64_t>(), sh.at(2).get<int64_t>(), sh.at(3).get<int64_t>(),
@@ -327,9 +331,7 @@ void execute(const json& req) {
       throw std::invalid_argument(fmt::format("unknown entry point '{}'", entry));
     }
   }
-  if (backend == Backend::Cuda)
-    if (const std::string unchecked = synchronizeVariant(entry.c_str()); !unchecked.empty())
-      throw KernelFailure(unchecked);
+  return backend == Backend::Cuda ? synchronizeVariant(entry.c_str()) : std::string();
 }
 
 }  // namespace
@@ -512,7 +514,7 @@ int serve(int fd) {
     json reply{{"ok", true}};
     bool fatal = false;
     try {
-      execute(req);
+      if (const std::string unchecked = execute(req); !unchecked.empty()) reply["unchecked_launch"] = unchecked;
     } catch (const CudaError& e) {
       fatal = e.sticky;
       reply = {{"ok", false}, {"fatal", fatal}, {"error", fmt::format("CUDA error in the kernel: {}", e.what())}};
