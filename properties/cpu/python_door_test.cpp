@@ -73,8 +73,8 @@ TEST_F(PythonDoor, APythonKernelThatRaisesOrCrashesIsAFailingCase) {
 
 TEST_F(PythonDoor, AnOutputColumnTheLibraryNeverWroteIsCaught) {
   // On the CPU torch's allocator cannot be poisoned: the unwritten column is
-  // caught as a wrong value (on the GPU the worker poisons the caching
-  // allocator, and it shows as never written).
+  // caught as a wrong value (on the GPU too where the allocator reuses a
+  // block the call itself freed: GpuPythonDoor).
   const Result r = cli("repro 'op=rmsnorm kernel=py_rms_column_0_unwritten dtype=fp32 M=64 N=33' --property accuracy" +
                        kFaulty);
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;

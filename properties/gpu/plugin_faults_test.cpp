@@ -3,7 +3,7 @@
 // CUDA context) or spins past --case-timeout in one shape regime is a
 // failing case with a repro, its worker is restarted, and the other cases
 // of the same run are still judged; an output element a torch kernel never
-// wrote is caught as such.
+// wrote is caught.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -33,11 +33,15 @@ TEST(GpuPluginFaults, AKernelSpinningPastTheCaseTimeoutIsAFailingCaseAndTheRunGo
                       "--tier default --case-timeout 10");
 }
 
-TEST(GpuPythonDoor, AnOutputElementATorchKernelNeverWroteIsCaughtAsNeverWritten) {
+TEST(GpuPythonDoor, AnOutputElementATorchKernelNeverWroteIsCaught) {
   // The library allocates dx itself (torch.empty_like from the caching
   // allocator) and never writes its column 0. The worker poisons the
-  // allocator's cache first, so those elements come back all ones, not as a
-  // plausible leftover of an earlier call.
+  // allocator's cache before the call, but the caching allocator hands
+  // empty_like the block of a temporary the same call freed (autograd's copy
+  // of x): seen on the H100, column 0 came back holding x. So the elements
+  // are caught as wrong values (every one of them), not labelled never
+  // written; what the library's own allocations held before cannot be
+  // controlled from outside.
   ULPCHECK_REQUIRE_GPU();
   if (std::string(ULPCHECK_TEST_PYTHON).empty()) GTEST_SKIP() << "no Python with torch found at configure time";
   setenv("ULPCHECK_PYTHON", ULPCHECK_TEST_PYTHON, 1);
@@ -45,8 +49,7 @@ TEST(GpuPythonDoor, AnOutputElementATorchKernelNeverWroteIsCaughtAsNeverWritten)
       "repro 'op=rmsnorm kernel=py_cuda_rms_column_0_unwritten dtype=fp32 M=64 N=33' --property accuracy --python " +
       std::string(ULPCHECK_SOURCE_DIR) + "/properties/plugins/faulty_kernels.py");
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
-  EXPECT_NE(r.output.find("64 elements over budget"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("never written by the library"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("64 elements over budget; worst dx["), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -42,8 +42,9 @@ def leaves_column_0_unwritten(x, w, dy, rstd, eps):
 for name, backward in [("py_rms_raises_at_n3", raises_at_n3), ("py_rms_segfaults_at_n7", segfaults_at_n7),
                        ("py_rms_column_0_unwritten", leaves_column_0_unwritten)]:
     ulpcheck.rmsnorm(name, forward=rms_forward, backward=backward, backend="host", dtypes=("fp32",))
-# On the GPU, where dx comes from torch's caching allocator (which the worker
-# hands all-ones memory first), the unwritten column shows as never written.
+# The same on the GPU, where dx comes from torch's caching allocator (which
+# the worker hands all-ones memory first, though here it reuses the block of
+# the call's own freed temporary): caught as wrong values.
 ulpcheck.rmsnorm("py_cuda_rms_column_0_unwritten", forward=rms_forward, backward=leaves_column_0_unwritten,
                  backend="cuda", dtypes=("fp32",))
 
