@@ -96,6 +96,10 @@ struct KernelInfo {
   // accuracy is held to the probabilistic budget where the case's values fit
   // that model (oracles/probabilistic.h).
   bool black_box = false;
+  // It compiles a kernel per shape on first use (quack: per dtype, N and a
+  // power-of-two bucket of M): the first call of each such shape in a worker
+  // is held to remote::kCompileSeconds, not to --case-timeout.
+  bool compiles_per_shape = false;
   // Outputs of the op the variant does not produce (a library that does not
   // expose its saved statistics): neither judged nor checked for writes.
   std::vector<std::string> unprovided_outputs;

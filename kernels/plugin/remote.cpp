@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -64,6 +67,9 @@ bool sendMessage(int fd, const json& j) {
 /// Reads n bytes, waiting at most until `deadline` (none: forever). 1 read,
 /// 0 the peer closed, -1 timed out, -2 an error.
 using Clock = std::chrono::steady_clock;
+
+// How long a new worker may take to load its plugins or Python libraries.
+constexpr int kStartSeconds = 120;
 int readAll(int fd, char* p, size_t n, const Clock::time_point* deadline) {
   while (n) {
     if (deadline) {
@@ -113,8 +119,18 @@ class Worker {
   explicit Worker(Command command) : command_(std::move(command)) {}
   ~Worker() { stop(); }
 
-  json call(const json& request, const std::string& what) {
-    if (pid_ < 0) start();
+  /// `compiles_per_shape`: the variant compiles on the first call of each
+  /// (dtype, N, power-of-two bucket of M), which gets kCompileSeconds.
+  json call(const json& request, const std::string& what, bool compiles_per_shape = false) {
+    if (pid_ < 0) start(what);
+    double timeout = timeoutSetting();
+    if (compiles_per_shape) {
+      const json& s = request.at("shape");  // dtype, M, N, ld, eps
+      const std::string key = fmt::format("{} {} {} {} {}", request.at("variant").get<std::string>(),
+                                          request.at("entry").get<std::string>(), s.at(0).get<int>(),
+                                          s.at(2).get<int64_t>(), std::bit_width(uint64_t(s.at(1).get<int64_t>())));
+      if (compiled_.insert(key).second) timeout = std::max(timeout, kCompileSeconds);
+    }
     // The coordinator's own GPU work on these buffers (poisoning outputs,
     // copying inputs in) is queued on its streams, which another process's
     // kernel is not ordered after: it must have finished before the call.
@@ -128,14 +144,14 @@ class Worker {
       }
     if (!sendMessage(fd_, request)) throw died(what);
     const Clock::time_point deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSetting()));
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
     json reply;
     const int r = receiveMessage(fd_, reply, &deadline);
     if (r == -1) {
       stop();
       throw KernelFailure(fmt::format("{} did not return within {:g} s (a hang?): the worker was killed and will be "
                                       "restarted",
-                                      what, timeoutSetting()));
+                                      what, timeout));
     }
     if (r != 1) throw died(what);
     if (reply.value("fatal", false)) stop();  // its CUDA context is lost: it exits, a new one starts next time
@@ -147,7 +163,10 @@ class Worker {
   }
 
  private:
-  void start() {
+  /// Starts a worker and waits for it to say it is ready: loading its
+  /// plugins or importing its Python libraries (torch alone takes seconds)
+  /// does not count against the first call's timeout.
+  void start(const std::string& what) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       throw std::runtime_error(fmt::format("socketpair: {}", std::strerror(errno)));
@@ -166,6 +185,13 @@ class Worker {
     close(sv[1]);
     pid_ = pid;
     fd_ = sv[0];
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(kStartSeconds);
+    json hello;
+    const int r = receiveMessage(fd_, hello, &deadline);
+    if (r == 1 && hello.value("ready", false)) return;
+    if (r == -1) stop();
+    throw r == -1 ? KernelFailure(fmt::format("the worker for {} did not start within {} s", what, kStartSeconds))
+                  : died(what);
   }
 
   void stop() {
@@ -175,6 +201,7 @@ class Worker {
     waitpid(pid_, &status, 0);
     close(fd_);
     pid_ = -1, fd_ = -1;
+    compiled_.clear();  // a new worker compiles again (from the library's disk cache, if it keeps one)
   }
 
   KernelFailure died(const std::string& what) {
@@ -182,12 +209,14 @@ class Worker {
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1, fd_ = -1;
+    compiled_.clear();
     return KernelFailure(fmt::format("the worker running {} {}: the kernel crashed (the worker will be restarted)", what,
                                      describeExit(status)));
   }
 
   Command command_;
   pid_t pid_ = -1;
+  std::set<std::string> compiled_;  // the shapes a compiling variant has been called with in this worker
   int fd_ = -1;
 };
 
@@ -346,16 +375,17 @@ namespace {
 RmsNormKernel forwardedTo(Worker& w, RmsNormKernel k) {
   const std::string name = k.info.name;
   k.info.remote = true;
-  k.forward = [&w, name](const RmsNormForwardArgs& f, const LaunchEnv& e) {
+  const bool jit = k.info.compiles_per_shape;
+  k.forward = [&w, name, jit](const RmsNormForwardArgs& f, const LaunchEnv& e) {
     Request r("rmsnorm_forward", name, f.shape, e);
     r.ptr("x", f.x).ptr("w", f.w).ptr("y", f.y).ptr("rstd", f.rstd);
-    w.call(r.get(), what(name, "rmsnorm_forward"));
+    w.call(r.get(), what(name, "rmsnorm_forward"), jit);
   };
-  k.backward = [&w, name](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
+  k.backward = [&w, name, jit](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
     Request r("rmsnorm_backward", name, b.shape, e);
     r.ptr("x", b.x).ptr("w", b.w).ptr("dy", b.dy).ptr("rstd", b.rstd).ptr("dx", b.dx).ptr("dw", b.dw);
     r.ptr("workspace", b.workspace);
-    w.call(r.get(), what(name, "rmsnorm_backward"));
+    w.call(r.get(), what(name, "rmsnorm_backward"), jit);
   };
   return k;
 }
@@ -363,16 +393,17 @@ RmsNormKernel forwardedTo(Worker& w, RmsNormKernel k) {
 LayerNormKernel forwardedTo(Worker& w, LayerNormKernel k) {
   const std::string name = k.info.name;
   k.info.remote = true;
-  k.forward = [&w, name](const LayerNormForwardArgs& f, const LaunchEnv& e) {
+  const bool jit = k.info.compiles_per_shape;
+  k.forward = [&w, name, jit](const LayerNormForwardArgs& f, const LaunchEnv& e) {
     Request r("layernorm_forward", name, f.shape, e);
     r.ptr("x", f.x).ptr("gamma", f.gamma).ptr("beta", f.beta).ptr("y", f.y).ptr("mean", f.mean).ptr("rstd", f.rstd);
-    w.call(r.get(), what(name, "layernorm_forward"));
+    w.call(r.get(), what(name, "layernorm_forward"), jit);
   };
-  k.backward = [&w, name](const LayerNormBackwardArgs& b, const LaunchEnv& e) {
+  k.backward = [&w, name, jit](const LayerNormBackwardArgs& b, const LaunchEnv& e) {
     Request r("layernorm_backward", name, b.shape, e);
     r.ptr("x", b.x).ptr("gamma", b.gamma).ptr("dy", b.dy).ptr("mean", b.mean).ptr("rstd", b.rstd);
     r.ptr("dx", b.dx).ptr("dgamma", b.dgamma).ptr("dbeta", b.dbeta).ptr("workspace", b.workspace);
-    w.call(r.get(), what(name, "layernorm_backward"));
+    w.call(r.get(), what(name, "layernorm_backward"), jit);
   };
   return k;
 }
@@ -479,6 +510,7 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
                             v.value("cols", std::vector<int64_t>{})};
       info.origin = v.at("origin");
       info.black_box = true;
+      info.compiles_per_shape = v.value("compiles_per_shape", false);
       info.python_file = pythonFiles().front();
       for (const auto& f : pythonFiles())
         if (info.origin.find(f) != std::string::npos) info.python_file = f;
@@ -510,6 +542,7 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
 }
 
 int serve(int fd) {
+  if (!sendMessage(fd, json{{"ready", true}})) return 1;
   for (json req; receiveMessage(fd, req, nullptr) == 1;) {
     json reply{{"ok", true}};
     bool fatal = false;

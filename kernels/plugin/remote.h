@@ -27,6 +27,12 @@ void setWorkerPlugins(std::vector<std::string> paths);
 void setCallTimeout(double seconds);
 double callTimeout();
 
+/// The first call of each shape of a variant that compiles per shape
+/// (KernelInfo::compiles_per_shape: quack's CuTe DSL kernels, JIT-compiled
+/// in seconds to a minute) may take this long, whatever --case-timeout says:
+/// compile time is not a hang. Later calls of that shape get the timeout.
+inline constexpr double kCompileSeconds = 900;
+
 /// Moves a registered variant's entry points into the worker: its forward
 /// and backward become calls into it (KernelInfo::remote is set).
 void runInWorker(const std::string& op, const std::string& name);

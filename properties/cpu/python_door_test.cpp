@@ -91,6 +91,21 @@ TEST_F(PythonDoor, AKernelCompiledForSomeHiddenSizesIsTestedAtThoseOnly) {
   EXPECT_NE(other.output.find("declared hidden sizes"), std::string::npos) << other.output;
 }
 
+TEST_F(PythonDoor, CompileTimeOfAKernelThatCompilesPerShapeIsNotAHang) {
+  // The backward "compiles" for 3 s on the first call of each hidden size,
+  // the case timeout is 2 s. Declared (compiles_per_shape=True, as quack's
+  // adapter), first calls get remote::kCompileSeconds and every case passes;
+  // undeclared, the first call is a hang. The worker's start (torch's
+  // import) counts against neither.
+  const std::string run = " --cases 6 --tier smoke --seed 5 --case-timeout 2 --no-save --no-corpus --no-shrink";
+  const Result declared = cli("run --kernel py_rms_compiles_3s_per_n" + run + kFaulty);
+  EXPECT_EQ(declared.code, exit_code::kOk) << declared.output;
+  const Result undeclared = cli("run --kernel py_rms_compiles_3s_per_n_undeclared" + run + kFaulty);
+  EXPECT_EQ(undeclared.code, exit_code::kPropertyFailed) << undeclared.output;
+  EXPECT_NE(undeclared.output.find("rmsnorm_backward did not return within 2 s"), std::string::npos)
+      << undeclared.output;
+}
+
 TEST_F(PythonDoor, AFileThatCannotBeLoadedIsRefusedClearly) {
   Result r = cli("list --python /nonexistent/kernels.py");
   EXPECT_EQ(r.code, exit_code::kUsage) << r.output;

@@ -2,6 +2,7 @@
 defect a library can have, in one shape regime (N = 3, 5 or 7)."""
 
 import ctypes
+import time
 
 import torch
 
@@ -58,3 +59,21 @@ def compiled_for_5_and_33(x, w, dy, rstd, eps):
 
 ulpcheck.rmsnorm("py_rms_compiled_for_5_and_33", forward=rms_forward, backward=compiled_for_5_and_33, backend="host",
                  dtypes=("fp32",), cols=(5, 33))
+
+
+def _compiling_backward():
+    compiled = set()
+
+    def backward(x, w, dy, rstd, eps):
+        # A JIT library: the first call of each hidden size "compiles" for 3 s.
+        if x.shape[1] not in compiled:
+            compiled.add(x.shape[1])
+            time.sleep(3)
+        return rms_backward(x, w, dy, rstd, eps)
+
+    return backward
+
+
+for name, declared in [("py_rms_compiles_3s_per_n", True), ("py_rms_compiles_3s_per_n_undeclared", False)]:
+    ulpcheck.rmsnorm(name, forward=rms_forward, backward=_compiling_backward(), backend="host", dtypes=("fp32",),
+                     compiles_per_shape=declared)

@@ -53,6 +53,7 @@ class Variant:
     cols: tuple = ()                      # the hidden sizes to test (a kernel that compiles per N); () any
     saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
     two_pass_statistics: bool = False     # LayerNorm: mean, then sum (x - mean)^2 (not running means, as Welford)
+    compiles_per_shape: bool = False      # JIT-compiles per (dtype, N, M bucket): each first call gets 900 s, not --case-timeout
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
 
