@@ -56,7 +56,7 @@ ulpcheck.rmsnorm("torch_rms_norm", forward=rms_norm_forward, backward=rms_norm_b
 ulpcheck.layernorm("torch_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
                    description="PyTorch's LayerNorm on the GPU: torch.nn.functional.layer_norm, backward through autograd")
 
-# The same on the CPU, where CI can run them (fp16 LayerNorm is not implemented on the CPU before torch 2.1).
+# The same on the CPU, where CI can run them (torch before 2.1 has no fp16 LayerNorm on the CPU).
 _version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 _cpu_dtypes = ("fp32", "bf16") if _version < (2, 1) else ulpcheck.DTYPES
 ulpcheck.rmsnorm("torch_rms_norm_cpu", forward=rms_norm_forward, backward=rms_norm_backward, backend="host",
