@@ -43,7 +43,8 @@ TEST(GpuPythonDoor, AnOutputElementATorchKernelNeverWroteIsCaught) {
   // written; what the library's own allocations held before cannot be
   // controlled from outside.
   ULPCHECK_REQUIRE_GPU();
-  if (std::string(ULPCHECK_TEST_PYTHON).empty()) GTEST_SKIP() << "no Python with torch found at configure time ($ULPCHECK_PYTHON, /usr/bin/python3)";
+  if (std::string(ULPCHECK_TEST_PYTHON).empty())
+    GTEST_SKIP() << "no Python with torch found at configure time ($ULPCHECK_PYTHON, /usr/bin/python3)";
   setenv("ULPCHECK_PYTHON", ULPCHECK_TEST_PYTHON, 1);
   const testing::Result r = testing::cli(
       "repro 'op=rmsnorm kernel=py_cuda_rms_column_0_unwritten dtype=fp32 M=64 N=33' --property accuracy --python " +
