@@ -41,6 +41,24 @@ struct LayoutPreconditions {
   }
 };
 
+/// The specs a variant implements beyond the plain one (harness/core/
+/// norm_spec.h): a case asking for another is neither generated for it nor
+/// run on it (skipped, saying why). Plugins and Python variants implement the
+/// plain spec unless they declare more.
+struct SpecSupport {
+  bool fp32_weights = false;    // w (and dw) in fp32 beside 16-bit activations
+  bool llama_rounding = false;  // rounding=llama
+  bool weight_offset = false;   // offset + w
+  /// Why a case's spec is not one of these; empty if it is.
+  std::string violation(DType activations, const NormSpec& s) const {
+    if (s.weight && *s.weight != activations && !(*s.weight == DType::F32 && fp32_weights))
+      return fp32_weights ? "takes weights in fp32 or in the activation dtype" : "takes weights in the activation dtype only";
+    if (s.rounding == Rounding::Llama && !llama_rounding) return "does not implement rounding=llama";
+    if (s.weight_offset != 0.f && !weight_offset) return "does not implement a weight offset";
+    return "";
+  }
+};
+
 /// The bitwise and structural promises a variant makes; properties enforce them.
 struct Contracts {
   bool deterministic = true;     // repeated runs give identical bits
@@ -82,6 +100,7 @@ struct KernelInfo {
   std::vector<std::string> code_paths;
   std::function<std::vector<std::string>(const RowShape&, const LaunchEnv&)> paths_taken;
   LayoutPreconditions preconditions;
+  SpecSupport specs;
   // Provenance: "built-in", or the plugin or Python file (with its SHA-256
   // and library versions) it came from; plugin_path / python_file is what a
   // repro command must load again.
@@ -108,6 +127,12 @@ struct KernelInfo {
   }
   bool isMutant() const { return !bug.empty(); }
   bool supports(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }
+  /// Why a case of this dtype, layout and spec cannot run on the variant (its
+  /// preconditions, its specs); empty if it can.
+  std::string violation(DType t, int64_t N, int64_t ld, const NormSpec& spec) const {
+    if (std::string why = preconditions.violation(t, N, ld); !why.empty()) return why;
+    return specs.violation(t, spec);
+  }
 };
 
 /// Every registered variant of every op, for listing.

@@ -21,11 +21,18 @@ namespace ulpcheck::mp {
 /// budget needs (what they hold is the oracle's choice, e.g. sum |terms|).
 struct ColumnSumChunk {
   explicit ColumnSumChunk(int64_t N)
-      : sum(size_t(N), tolerance::kOracleAccumulatorBits), abs_terms(N, 0.0), gain(N, 0.0), sq_terms(N, 0.0) {}
+      : sum(size_t(N), tolerance::kOracleAccumulatorBits),
+        abs_terms(N, 0.0),
+        gain(N, 0.0),
+        sq_terms(N, 0.0),
+        spread(N, 0.0) {}
   RealArray sum;
   std::vector<double> abs_terms;
   std::vector<double> gain;
   std::vector<double> sq_terms;  // sum of squared terms: sqrt of it is the sum's size under random signs
+  // Sum of absolute (not relative) bounds on the terms' errors: a rounding
+  // point of the spec that a kernel's value may fall on the other side of.
+  std::vector<double> spread;
 };
 
 using ColumnSumChunks = std::vector<std::unique_ptr<ColumnSumChunk>>;
@@ -41,6 +48,7 @@ struct ColumnTotal {
   double abs_terms = 0;  // summed over chunks
   double gain = 0;
   double sq_terms = 0;
+  double spread = 0;
   double magnitude() const { return std::sqrt(sq_terms); }
 };
 
@@ -53,6 +61,7 @@ inline ColumnTotal combineColumn(const ColumnSumChunks& chunks, int64_t j, Real&
     t.abs_terms += chunk->abs_terms[size_t(j)];
     t.gain += chunk->gain[size_t(j)];
     t.sq_terms += chunk->sq_terms[size_t(j)];
+    t.spread += chunk->spread[size_t(j)];
   }
   t.exact = toDoubleRoundToOdd(scratch);
   return t;

@@ -54,6 +54,41 @@
 //   G_dw += adds (each add of the tree may underflow); the largest over the
 //   orders a launch may take (pointer alignment picks one).
 //
+// ---------------------------------------------------------------------------
+// Specs (harness/core/norm_spec.h): weight dtype, offset, Llama rounding.
+//
+// Weight dtype: w is read in its own dtype (an fp32 w beside 16-bit x, or
+// the same); dw is rounded to it. Every product above stays exact (24 x 24
+// bits in a double), so nothing else changes.
+//
+// Offset: the effective weight is offset + w, exact in the oracle (192
+// bits), formed by the kernel in fp32: one more rounding wherever the weight
+// enters (w_units = 1): S_y gains |y|, S_dx gains r |a| and r |xhat| m.
+// dw does not involve the weight. A kernel that forms offset + w in the
+// activation dtype (2^-9 relative in bf16) is far outside.
+//
+// Llama: y = round_T(x r) (offset + w), x-hat rounded to the activation dtype
+// T before the weight multiplies it. The exact spec rounds the exact x r; a
+// kernel rounds its own x r~, which lies within
+//   e_q = |x| B_r + u |x| (r + B_r)     (B_r: the rstd budget, then one product)
+// of x r. Where [x r - e_q, x r + e_q] holds no rounding boundary of T, every
+// correct kernel gets the very q = round_T(x r) the oracle uses; where it
+// does, the two roundings differ by `spread` (one ulp of T), which the
+// budget adds as it is (RoundingPoint). Then q (offset + w) is one fp32
+// product (and one rounding of offset + w):
+//   budget_y = K (u (1 + w_units) |q w| + eta G_y) + spread |w| + 0.5 ulp_T.
+// So a kernel that multiplies the unrounded x-hat (vLLM PR #42379's bug, the
+// plain spec) is off by up to half an ulp of T in q, which the budget does
+// not allow away from the boundaries.
+// The backward is the derivative of that forward as autograd takes it
+// through the rounding (the identity): dx is the plain dx (with x-hat
+// unrounded and a = (offset + w) dy in fp32, as Liger's llama mode computes
+// it with an fp32 weight; HF's LlamaRMSNorm under autograd rounds a to T
+// first, half an ulp of T more, which this spec does not allow); dw_j = sum_i dy_ij q_ij, the exact
+// derivative of y in w, whose leaves are one fp32 product of exact values
+// (leaf units 1 instead of delta_r + 2) plus the spread |dy| of their q.
+// The spread sums enter the column bounds in units of u (with K).
+//
 // where S carries the cancellation: at an element where dx ~ 0, |a_i| and
 // |xhat_i c| stay large, so the budget stays at the size of the terms, not of
 // the result. That is why a correct fp32-accumulating kernel may be hundreds
@@ -80,41 +115,84 @@ using mp::toDoubleRoundToOdd;
 
 constexpr mpfr_prec_t kPrec = tolerance::kOraclePrecisionBits;
 constexpr mpfr_prec_t kAccPrec = tolerance::kOracleAccumulatorBits;
+// offset + w is exact in 192 bits (|offset| <= 16 = 2^4, an fp32 w's last bit
+// >= 2^-149: 154 bits); (offset + w) dy x then in 240.
+constexpr mpfr_prec_t kWeightPrec = 192, kOffsetProductPrec = 256;
 
 /// Scratch of one worker, reused across its rows.
 struct RowScratch {
-  explicit RowScratch(int64_t N)
-      : squares(N, 53), products(N, 80), r(kPrec), c(kPrec), t(kPrec), s(kPrec), out(kPrec), acc_term(kAccPrec) {}
+  RowScratch(int64_t N, bool offset)
+      : squares(N, 53),
+        products(N, offset ? kOffsetProductPrec : 80),
+        r(kPrec),
+        c(kPrec),
+        t(kPrec),
+        s(kPrec),
+        out(kPrec),
+        acc_term(kAccPrec) {}
   RealArray squares;   // x_j^2, exact in 53 bits
-  RealArray products;  // (w_j dy_j) x_j, exact in 80 bits
+  RealArray products;  // (w_j dy_j) x_j, exact in 80 bits (with an offset: ((offset + w_j) dy_j) x_j in 256)
   Real r, c, t, s, out, acc_term;
 };
+
+/// A rounding point of the spec: v rounded to T, where v is known exactly
+/// but a kernel computes it within +-e. `spec` is the rounding of the exact
+/// v; `spread` the largest distance between two values a correct kernel may
+/// round to (0 when [v - e, v + e] holds no rounding boundary of T: every
+/// correct kernel then rounds to `spec`; one ulp of T or so when it does).
+struct RoundingPoint {
+  double spec = 0, spread = 0;
+};
+
+RoundingPoint roundingPoint(DType T, mpfr_srcptr v, double e) {
+  const double odd = toDoubleRoundToOdd(v);
+  // The interval is widened by 2^-50 |v| for the double arithmetic below.
+  const double wide = e + 0x1p-50 * std::fabs(odd);
+  return RoundingPoint{roundToFormat(T, odd), roundToFormat(T, odd + wide) - roundToFormat(T, odd - wide)};
+}
 
 }  // namespace
 
 RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
   const HostMatrix& x = in.x;
   const int64_t M = x.rows, N = x.cols;
-  const DType T = x.dtype;
+  const DType T = x.dtype, W = in.w.dtype;
   const DType acc = contract.accumulation;
   const double d_row = double(contract.depths.row), d_col = double(contract.depths.col);
   const double delta_r = (d_row + 3.0) / 2.0 + tolerance::kRsqrtUnits;
+  const bool llama = in.spec.rounding == Rounding::Llama;
+  const double offset = in.spec.weight_offset;
+  // offset + w is one more fp32 rounding wherever the weight enters.
+  const double w_units = offset != 0.0 ? 1.0 : 0.0;
+  const double u = unitRoundoff(acc);
 
   RmsNormReference ref{ReferenceTensor::zeros("y", T, M, N, true), ReferenceTensor::zeros("rstd", DType::F32, M, 1, true),
-                       ReferenceTensor::zeros("dx", T, M, N, true), ReferenceTensor::zeros("dw", T, 1, N, false)};
+                       ReferenceTensor::zeros("dx", T, M, N, true), ReferenceTensor::zeros("dw", W, 1, N, false)};
   ref.dx.withMagnitudes();  // r (|a| + |xhat c|): dx = r (a - xhat c) cancels
   ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
 
+  // The effective weight offset + w: in double for the budgets (rounded),
+  // exactly in MPFR for the values.
   std::vector<double> w(N);
-  for (int64_t j = 0; j < N; ++j) w[j] = in.w.value(0, j);
+  RealArray w_exact(size_t(N), kWeightPrec);
+  for (int64_t j = 0; j < N; ++j) {
+    mpfr_set_d(w_exact[j], in.w.value(0, j), MPFR_RNDN);
+    mpfr_add_d(w_exact[j], w_exact[j], offset, MPFR_RNDN);  // exact at 192 bits
+    w[j] = mpfr_get_d(w_exact[j], MPFR_RNDN);
+  }
 
   // Fixed chunking of rows for dW (sum |dy xhat| and sum (1 + |dy|) beside
   // the exact sum), so the 256-bit sums are reproducible.
   const int64_t chunks = mp::columnChunkCount(M, N);
   mp::ColumnSumChunks dw_chunks(chunks);
+  // Llama's dW leaves dy round_T(xhat): the rounded xhat of the exact rstd
+  // (a T value, exact in float), for the ordered column bound below.
+  const bool ordered_dw = !contract.column_reduction_ftz && !contract.depths.col_orders.empty();
+  std::vector<float> xhat_rounded(llama && ordered_dw ? size_t(M * N) : 0);
 
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
-    RowScratch sc(N);
+    RowScratch sc(N, offset != 0.0);
+    Real weighted(kOffsetProductPrec);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       auto dwc = std::make_unique<mp::ColumnSumChunk>(N);
       const int64_t row_begin = M * chunk / chunks, row_end = M * (chunk + 1) / chunks;
@@ -131,14 +209,19 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
         const double r = mpfr_get_d(sc.r, MPFR_RNDN);
         ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
         ref.rstd.budget[i] = elementBudget(DType::F32, acc, ref.rstd.exact[i], delta_r * r, 0.0);
+        const double rstd_budget = ref.rstd.budget[i];
 
         // c = r / N * sum_j (w_j dy_j) x_j, and m = r / N * sum_j |w_j dy_j x_j|
         double abs_sum = 0.0;
         for (int64_t j = 0; j < N; ++j) {
-          const double a = w[j] * in.dy.value(i, j);  // exact
-          mpfr_set_d(sc.products[j], a, MPFR_RNDN);
-          mpfr_mul_d(sc.products[j], sc.products[j], x.value(i, j), MPFR_RNDN);  // exact in 80 bits
-          abs_sum += std::fabs(a * x.value(i, j));
+          const double dyv = in.dy.value(i, j);
+          if (offset == 0.0) {
+            mpfr_set_d(sc.products[j], w[j] * dyv, MPFR_RNDN);  // exact: 48 bits
+          } else {
+            mpfr_mul_d(sc.products[j], w_exact[j], dyv, MPFR_RNDN);  // exact: 216 bits
+          }
+          mpfr_mul_d(sc.products[j], sc.products[j], x.value(i, j), MPFR_RNDN);  // exact
+          abs_sum += std::fabs(w[j] * dyv * x.value(i, j));
         }
         sc.products.sum(sc.c, N);
         mpfr_mul(sc.c, sc.c, sc.r, MPFR_RNDN);
@@ -151,27 +234,55 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
           const double a = w[j] * dyv, xhat = xv * r;
           const int64_t e = i * N + j;
 
-          mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
-          ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
-          ref.y.budget[e] = elementBudget(T, acc, ref.y.exact[e], (delta_r + 2.0) * std::fabs(xhat * w[j]),
-                                          1.0 + std::fabs(w[j]) + r);
+          mpfr_mul_d(sc.t, sc.r, xv, MPFR_RNDN);  // xhat = x r
+          if (llama) {
+            // y = round_T(x r) (offset + w): the kernel's x r~ is within
+            // |x| rstd_budget + one fp32 rounding of x r.
+            const RoundingPoint q =
+                roundingPoint(T, sc.t, std::fabs(xv) * rstd_budget + u * std::fabs(xv) * (r + rstd_budget));
+            if (!xhat_rounded.empty()) xhat_rounded[size_t(e)] = float(q.spec);
+            mpfr_mul_d(sc.out, w_exact[j], q.spec, MPFR_RNDN);
+            ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
+            // q (offset + w) in fp32: one rounding, one more for offset + w;
+            // the rounding point adds its spread times the weight.
+            const double err = tolerance::kBudgetSafety * (u * (1.0 + w_units) * std::fabs(q.spec * w[j]) +
+                                                           tolerance::kUnderflowHalfUlps * minSubnormal(acc) *
+                                                               (1.0 + std::fabs(w[j]) + r)) +
+                               q.spread * std::fabs(w[j]);
+            ref.y.budget[e] = budgetFromError(T, ref.y.exact[e], err);
+            const double term = dyv * q.spec;
+            dwc->abs_terms[j] += std::fabs(term);
+            dwc->sq_terms[j] += term * term;
+            dwc->spread[j] += q.spread * std::fabs(dyv);
+            mpfr_set_d(sc.acc_term, term, MPFR_RNDN);  // dy round_T(xhat): exact, 48 bits
+          } else {
+            if (offset == 0.0) mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
+            else mpfr_mul(sc.out, sc.t, w_exact[j], MPFR_RNDN);             // y = (x r) (offset + w)
+            ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
+            ref.y.budget[e] = elementBudget(T, acc, ref.y.exact[e], (delta_r + 2.0 + w_units) * std::fabs(xhat * w[j]),
+                                            1.0 + std::fabs(w[j]) + r);
+            dwc->abs_terms[j] += std::fabs(dyv * xhat);
+            dwc->sq_terms[j] += (dyv * xhat) * (dyv * xhat);
+            mpfr_mul_d(sc.acc_term, sc.r, dyv * xv, MPFR_RNDN);  // exact at 256 bits: 160 + 48
+          }
+          mpfr_add(dwc->sum[j], dwc->sum[j], sc.acc_term, MPFR_RNDN);
+          dwc->gain[j] += 1.0 + std::fabs(dyv) + r;
 
-          mpfr_mul_d(sc.t, sc.r, xv, MPFR_RNDN);  // t = x r c
-          mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);
-          mpfr_d_sub(sc.s, a, sc.t, MPFR_RNDN);  // a - t
+          mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);  // t = x r c
+          if (offset == 0.0) {
+            mpfr_d_sub(sc.s, a, sc.t, MPFR_RNDN);  // a - t
+          } else {
+            mpfr_mul_d(weighted, w_exact[j], dyv, MPFR_RNDN);  // a = (offset + w) dy, exact
+            mpfr_sub(sc.s, weighted, sc.t, MPFR_RNDN);
+          }
           mpfr_mul(sc.out, sc.s, sc.r, MPFR_RNDN);
           ref.dx.exact[e] = toDoubleRoundToOdd(sc.out);
-          const double scale_dx = r * ((delta_r + 3.0) * std::fabs(a) + (2.0 * delta_r + 4.0) * std::fabs(xhat * c) +
-                                       (d_row + delta_r + 4.0) * std::fabs(xhat) * m);
+          const double scale_dx =
+              r * ((delta_r + 3.0 + w_units) * std::fabs(a) + (2.0 * delta_r + 4.0) * std::fabs(xhat * c) +
+                   (d_row + delta_r + 4.0 + w_units) * std::fabs(xhat) * m);
           ref.dx.budget[e] = elementBudget(T, acc, ref.dx.exact[e], scale_dx,
                                            r * (2.0 + std::fabs(c) + std::fabs(xhat)) + 1.0);
           ref.dx.magnitude[e] = r * (std::fabs(a) + std::fabs(xhat * c));
-
-          mpfr_mul_d(sc.acc_term, sc.r, dyv * xv, MPFR_RNDN);  // exact at 256 bits: 160 + 48
-          mpfr_add(dwc->sum[j], dwc->sum[j], sc.acc_term, MPFR_RNDN);
-          dwc->abs_terms[j] += std::fabs(dyv * xhat);
-          dwc->sq_terms[j] += (dyv * xhat) * (dyv * xhat);
-          dwc->gain[j] += 1.0 + std::fabs(dyv) + r;
         }
       }
       dw_chunks[chunk] = std::move(dwc);
@@ -183,27 +294,34 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   const double ftz_gain = contract.column_reduction_ftz ? d_col * std::ldexp(1.0, formatOf(acc).emin) / eta : 0.0;
 
   // dW in each order the launch may take: sum_v |s_v| of its tree, from
-  // dy x rstd in double (rstd's double within 2^-52 of the exact value).
-  const double u = unitRoundoff(acc);
+  // dy x rstd in double (rstd's double within 2^-52 of the exact value), or
+  // Llama's dy round_T(xhat) (exact in double).
   std::vector<mp::OrderedColumnBound> ordered;
-  if (!contract.column_reduction_ftz)
+  if (ordered_dw)
     for (const ColumnOrder& order : contract.depths.col_orders)
       ordered.push_back(mp::orderedColumnBound(
           M, N, order,
           [&](int64_t i, int64_t j) {
+            if (llama) return mp::Leaf{in.dy.value(i, j) * double(xhat_rounded[size_t(i * N + j)]), 0.0};
             const double t = in.dy.value(i, j) * x.value(i, j) * ref.rstd.exact[size_t(i)];
             return mp::Leaf{t, 0x1p-51 * std::fabs(t)};
           },
           pool));
+  // A leaf's error in units of u: Llama's dy round_T(xhat) is one product
+  // rounding (plus its rounding point's spread, absolute); the plain leaf
+  // dy (x r~) carries rstd's delta_r and two products.
+  const double leaf_units = llama ? 1.0 : delta_r + 2.0;
 
   // Combine the dW chunks in chunk order.
   Real total(kAccPrec);
   for (int64_t j = 0; j < N; ++j) {
     const mp::ColumnTotal t = mp::combineColumn(dw_chunks, j, total);
     ref.dw.exact[j] = t.exact;
-    double scale = (d_col + delta_r + 2.0) * t.abs_terms, gain = 1.0 + t.gain + ftz_gain;
+    const double spread_units = t.spread / u;
+    double scale = (d_col + leaf_units) * t.abs_terms + (1.0 + d_col * u) * spread_units,
+           gain = 1.0 + t.gain + ftz_gain;
     if (!ordered.empty()) {
-      const double tau_units = (delta_r + 2.0) * t.abs_terms;  // the leaves' error, in units of u
+      const double tau_units = leaf_units * t.abs_terms + spread_units;  // the leaves' error, in units of u
       double worst = 0, adds = 0;
       for (const mp::OrderedColumnBound& b : ordered) {
         const double D = double(b.depth);
@@ -212,7 +330,7 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
       }
       if (worst < scale) scale = worst, gain += adds;
     }
-    ref.dw.budget[j] = elementBudget(T, acc, t.exact, scale, gain);
+    ref.dw.budget[j] = elementBudget(W, acc, t.exact, scale, gain);
     ref.dw.magnitude[j] = t.magnitude();
   }
   return ref;

@@ -4,6 +4,7 @@
 
 #include "harness/core/accuracy.h"
 #include "harness/core/datagen.h"
+#include "harness/core/norm_spec.h"
 #include "harness/core/parallel.h"
 #include "oracles/reference.h"
 
@@ -11,9 +12,10 @@ namespace ulpcheck {
 
 struct RmsNormInputs {
   const HostMatrix& x;   // M x N, row stride ld
-  const HostMatrix& w;   // 1 x N
+  const HostMatrix& w;   // 1 x N, in the spec's weight dtype (dw's too)
   const HostMatrix& dy;  // M x N, row stride ld
   float eps;
+  NormSpec spec;         // rounding points and weight offset (the weight dtype is w's)
 };
 
 struct RmsNormReference {

@@ -29,7 +29,8 @@ inline AllreduceRmsNormInputData generateAllreduceRmsNormInputs(const CaseSpec& 
   AllreduceRmsNormInputData in;
   for (int r = 0; r < c.ranks; ++r) in.x.push_back(generateHost(c.x, c.dtype, c.seed, rankPartialStream(r), rows, c.N, c.ld, pad));
   in.residual = generateHost(c.x, c.dtype, c.seed, TensorStream::Residual, rows, c.N, c.ld, pad);
-  in.w = generateHost(kRmsNormWeightDist, c.dtype, c.seed, TensorStream::Weight, {0}, c.N, c.N, pad);
+  const DType wt = weightDtype(c.dtype, c.spec);
+  in.w = generateHost(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, {0}, c.N, c.N, poisonBits(wt));
   return in;
 }
 

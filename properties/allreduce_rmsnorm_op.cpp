@@ -52,7 +52,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
   RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const override {
     const AllreduceRmsNormKernel& k = kernelOf(c);
     const int64_t M = static_cast<int64_t>(layout.size());
-    const RowShape shape{c.dtype, M, c.N, c.ld, c.eps};
+    const RowShape shape{c.dtype, M, c.N, c.ld, c.eps, c.spec};
     const LaunchEnv env = launchEnv(c, ctx);
     const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, layout);
 
@@ -108,7 +108,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
   std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {
     const AllreduceRmsNormKernel& k = kernelOf(c);
     const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, identityRows(c.M));
-    const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
+    const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), false};
     AllreduceRmsNormReference ref = allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps},
                                                               contract, ctx.pool ? *ctx.pool : ThreadPool::shared());
@@ -124,7 +124,8 @@ class AllreduceRmsNormOp final : public OpAdapter {
     for (int r = 0; r < c.ranks; ++r)
       partials += fmt::format("{}x{}={}", r ? " " : "", r, at(c.x, rankPartialStream(r), row, col));
     return fmt::format("{} residual={} w={}", partials, at(c.x, TensorStream::Residual, row, col),
-                       at(kRmsNormWeightDist, TensorStream::Weight, 0, col));
+                       hexFloat(sampleValue(rmsNormWeightDist(c.spec), weightDtype(c.dtype, c.spec), c.seed,
+                                            TensorStream::Weight, 0, col)));
   }
 
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {

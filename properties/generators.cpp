@@ -161,6 +161,25 @@ rc::Gen<CaseSpec> mostly(CaseSpec usual, CaseSpec rare) {
   return shrinkingWeightedOneOf<CaseSpec>({{7, just(std::move(usual))}, {1, just(std::move(rare))}});
 }
 
+rc::Gen<CaseSpec> withSpec(CaseSpec base) {
+  const SpecSupport& can = OpAdapter::findKernel(base.op, base.kernel)->specs;
+  // fp32 weights beside 16-bit activations (mixed-precision training, where
+  // production runs) in half the cases of a variant that takes them; Llama rounding and Gemma's offset
+  // in 1 of 4. Each shrinks toward the plain spec.
+  auto weight = base.dtype != DType::F32 && can.fp32_weights
+                    ? shrinkingWeightedOneOf<std::optional<DType>>(
+                          {{1, just(std::optional<DType>{})}, {1, just(std::optional<DType>{DType::F32})}})
+                    : just(std::optional<DType>{});
+  auto rounding = can.llama_rounding ? shrinkingWeightedOneOf<Rounding>({{3, just(Rounding::Plain)}, {1, just(Rounding::Llama)}})
+                                     : just(Rounding::Plain);
+  auto offset = can.weight_offset ? shrinkingWeightedOneOf<float>({{3, just(0.f)}, {1, just(1.f)}}) : just(0.f);
+  return rc::gen::map(rc::gen::tuple(weight, rounding, offset), [base](const auto& t) {
+    CaseSpec c = base;
+    c.spec = NormSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t)};
+    return c;
+  });
+}
+
 rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
   const OpAdapter* op = findOp(o.op);
   if (!op) throw std::invalid_argument("unknown op '" + o.op + "'");
@@ -206,7 +225,9 @@ rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
         c.seed = std::get<7>(t);
         return c;
       });
-  return rc::gen::mapcat(base, [op](const CaseSpec& c) { return op->refine(c); });
+  return rc::gen::mapcat(base, [op](const CaseSpec& c) {
+    return rc::gen::mapcat(withSpec(c), [op](const CaseSpec& d) { return op->refine(d); });
+  });
 }
 
 }  // namespace gen

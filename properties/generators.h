@@ -70,6 +70,10 @@ struct CaseOptions {
 /// `base` with eps drawn from `values` (shrinking toward the first).
 rc::Gen<CaseSpec> withEps(CaseSpec base, std::vector<float> values);
 
+/// `base` with a spec (weight dtype, rounding, offset) drawn from those its
+/// kernel implements, shrinking toward the plain spec.
+rc::Gen<CaseSpec> withSpec(CaseSpec base);
+
 /// `usual` seven times in eight, `rare` otherwise (shrinking toward usual):
 /// how an op spends few cases on a regime whose accuracy verdict is
 /// inconclusive by construction, without leaving it untested.

@@ -33,7 +33,7 @@ class LayerNormOp final : public OpAdapter {
   RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const override {
     const LayerNormKernel& k = kernelOf(c);
     const int64_t M = static_cast<int64_t>(layout.size());
-    const RowShape shape{c.dtype, M, c.N, c.ld, c.eps};
+    const RowShape shape{c.dtype, M, c.N, c.ld, c.eps, c.spec};
     const LaunchEnv env = launchEnv(c, ctx);
     const LayerNormInputData in = generateLayerNormInputs(c, layout);
 
@@ -67,7 +67,7 @@ class LayerNormOp final : public OpAdapter {
   std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {
     const LayerNormKernel& k = kernelOf(c);
     const LayerNormInputData in = generateLayerNormInputs(c, identityRows(c.M));
-    const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
+    const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
                                     k.info.contracts.column_reduction_ftz};
     return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {

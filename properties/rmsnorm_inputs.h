@@ -1,5 +1,5 @@
 // The inputs of an rmsnorm case, as every run and the oracle generate them:
-// x from the case's distribution, w around 1, dy normal with the case's scale;
+// x from the case's distribution, w around 1 (in the spec's weight dtype), dy normal with the case's scale;
 // padding columns hold the dtype's NaN poison so reading them shows up.
 #pragma once
 
@@ -10,8 +10,9 @@
 namespace ulpcheck {
 
 // Norm weights sit around 1 after training; sigma 1/2 also gives small and
-// negative weights.
-inline constexpr DistParams kRmsNormWeightDist{Dist::Normal, 0.5, 1.0};
+// negative weights. With a weight offset (Gemma: y = xhat (1 + w)) the stored
+// weights sit around 1 - offset, so the effective weight is still around 1.
+inline DistParams rmsNormWeightDist(const NormSpec& s) { return DistParams{Dist::Normal, 0.5, 1.0 - s.weight_offset}; }
 
 inline DistParams rmsNormGradDist(const CaseSpec& c) { return DistParams{Dist::Normal, c.dy_sigma, 0.0}; }
 
@@ -24,7 +25,8 @@ inline RmsNormInputData generateRmsNormInputs(const CaseSpec& c, const std::vect
   const uint32_t pad = poisonBits(c.dtype);
   return RmsNormInputData{
       generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
-      generateHost(kRmsNormWeightDist, c.dtype, c.seed, TensorStream::Weight, {0}, c.N, c.N, pad),
+      generateHost(rmsNormWeightDist(c.spec), weightDtype(c.dtype, c.spec), c.seed, TensorStream::Weight, {0}, c.N, c.N,
+                   poisonBits(weightDtype(c.dtype, c.spec))),
       generateHost(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad)};
 }
 

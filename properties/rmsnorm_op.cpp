@@ -32,7 +32,7 @@ class RmsNormOp final : public OpAdapter {
   RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const override {
     const RmsNormKernel& k = kernelOf(c);
     const int64_t M = static_cast<int64_t>(layout.size());
-    const RowShape shape{c.dtype, M, c.N, c.ld, c.eps};
+    const RowShape shape{c.dtype, M, c.N, c.ld, c.eps, c.spec};
     const LaunchEnv env = launchEnv(c, ctx);
     const RmsNormInputData in = generateRmsNormInputs(c, layout);
 
@@ -43,7 +43,7 @@ class RmsNormOp final : public OpAdapter {
     void* y = buf.output("y", c.dtype, M, c.N, c.ld, true);
     auto* rstd = static_cast<float*>(buf.output("rstd", DType::F32, M, 1, 1, true));
     void* dx = buf.output("dx", c.dtype, M, c.N, c.ld, true);
-    void* dw = buf.output("dw", c.dtype, 1, c.N, c.N, false);
+    void* dw = buf.output("dw", shape.wdtype(), 1, c.N, c.N, false);
     void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
 
     // Started after the inputs are in place, so the load overlaps the launches
@@ -64,11 +64,11 @@ class RmsNormOp final : public OpAdapter {
   std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {
     const RmsNormKernel& k = kernelOf(c);
     const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
-    const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
+    const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
                                     k.info.contracts.column_reduction_ftz};
     return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
-      RmsNormReference ref = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps}, at,
+      RmsNormReference ref = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec}, at,
                                               ctx.pool ? *ctx.pool : ThreadPool::shared());
       return std::vector<ReferenceTensor>{std::move(ref.y), std::move(ref.rstd), std::move(ref.dx), std::move(ref.dw)};
     });
@@ -78,7 +78,8 @@ class RmsNormOp final : public OpAdapter {
     auto at = [&](const DistParams& d, TensorStream s, int64_t r, int64_t j) {
       return hexFloat(sampleValue(d, c.dtype, c.seed, s, r, j));
     };
-    const std::string w = at(kRmsNormWeightDist, TensorStream::Weight, 0, col);
+    const std::string w = hexFloat(
+        sampleValue(rmsNormWeightDist(c.spec), weightDtype(c.dtype, c.spec), c.seed, TensorStream::Weight, 0, col));
     if (tensor == "dw") return fmt::format("w[{}]={} (sum over {} rows)", col, w, c.M);
     if (tensor == "rstd") return fmt::format("row {} of x ({} columns)", row, c.N);
     return fmt::format("x={} w={} dy={}", at(c.x, TensorStream::X, row, col), w,
@@ -91,7 +92,7 @@ class RmsNormOp final : public OpAdapter {
     // A dW summed in an order no one fixes (atomics: arrival order) has only
     // the depth bound, ~ D u sum|dy xhat|, which past a few thousand rows is
     // beyond 1/64 of dW: such cases are inconclusive by construction.
-    const RowShape shape{base.dtype, base.M, base.N, base.ld, base.eps};
+    const RowShape shape{base.dtype, base.M, base.N, base.ld, base.eps, base.spec};
     if (base.M > 2048 && kernelOf(base).depths(shape, LaunchEnv{132, base.ctas, nullptr}).col_orders.empty()) {
       CaseSpec usual = base;
       usual.M = base.M % 2048 + 1;

@@ -107,6 +107,29 @@ const std::vector<Field>& fields() {
       {"ctas", false, [](const CaseSpec& c) { return std::to_string(c.ctas); },
        [](CaseSpec& c, const std::string& v) { c.ctas = static_cast<int>(parseInt("ctas", v)); },
        [](const CaseSpec& c) { return c.ctas == d.ctas; }},
+      // The spec (harness/core/norm_spec.h): printed only where it is not plain.
+      {"wdtype", false, [](const CaseSpec& c) { return std::string(dtypeName(weightDtype(c.dtype, c.spec))); },
+       [](CaseSpec& c, const std::string& v) {
+         auto t = parseDType(v);
+         if (!t) throw CaseParseError(fmt::format("'wdtype': '{}' is not one of fp32, fp16, bf16", v));
+         c.spec.weight = *t;
+       },
+       [](const CaseSpec& c) { return !c.spec.weight; }},
+      {"rounding", false, [](const CaseSpec& c) { return std::string(roundingName(c.spec.rounding)); },
+       [](CaseSpec& c, const std::string& v) {
+         auto r = parseRounding(v);
+         if (!r) throw CaseParseError(fmt::format("'rounding': '{}' is not one of plain, llama", v));
+         c.spec.rounding = *r;
+       },
+       [](const CaseSpec& c) { return c.spec.rounding == d.spec.rounding; }},
+      {"offset", false, [](const CaseSpec& c) { return hexFloat(c.spec.weight_offset); },
+       [](CaseSpec& c, const std::string& v) {
+         const double o = parseReal("offset", v);
+         if (static_cast<double>(static_cast<float>(o)) != o)
+           throw CaseParseError(fmt::format("'offset': {} is not exactly representable in fp32", v));
+         c.spec.weight_offset = static_cast<float>(o);
+       },
+       [](const CaseSpec& c) { return c.spec.weight_offset == d.spec.weight_offset; }},
   };
   return table;
 }
@@ -127,6 +150,7 @@ CaseSpec fromPairs(const std::vector<std::pair<std::string, std::string>>& pairs
   for (const Field& f : fields())
     if (f.required && !seen.count(f.key)) throw CaseParseError(fmt::format("missing required key '{}'", f.key));
   if (!ld_given) c.ld = c.N;
+  if (c.spec.weight == c.dtype) c.spec.weight.reset();  // one spelling per case: "same as the activations"
   validateCase(c);
   return c;
 }
@@ -142,6 +166,16 @@ std::optional<Dist> parseDist(std::string_view name) {
   for (size_t i = 0; i < static_cast<size_t>(Dist::kCount); ++i)
     if (name == kDistNames[i]) return static_cast<Dist>(i);
   return std::nullopt;
+}
+
+std::string specLabel(const NormSpec& s) {
+  if (s.plain()) return "plain";
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
+  if (s.weight) add(fmt::format("w={}", dtypeName(*s.weight)));
+  if (s.rounding != Rounding::Plain) add(roundingName(s.rounding));
+  if (s.weight_offset != 0.f) add(fmt::format("offset={:g}", s.weight_offset));
+  return out;
 }
 
 bool CaseSpec::operator==(const CaseSpec& o) const { return toCaseString(*this) == toCaseString(o); }
@@ -181,6 +215,10 @@ void validateCase(const CaseSpec& c) {
                      hexFloat(c.x.sigma), hexFloat(c.x.mean), maxAbsInput(c.x), dtypeName(c.dtype),
                      maxFinite(c.dtype)));
   if (3.4642 * c.dy_sigma >= maxFinite(c.dtype)) fail("'dy_sigma' overflows the dtype");
+  // Offsets in use are 0 and 1 (Gemma); a large one would make offset + w
+  // the weight's whole value and its rounding in fp32 the whole test.
+  if (!(std::fabs(c.spec.weight_offset) <= 16.f))
+    fail(fmt::format("'offset' must be in [-16, 16], got {}", hexFloat(c.spec.weight_offset)));
 }
 
 std::string toCaseString(const CaseSpec& c) {

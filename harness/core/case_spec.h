@@ -12,6 +12,7 @@
 
 #include "harness/core/distribution.h"
 #include "harness/core/dtype.h"
+#include "harness/core/norm_spec.h"
 
 namespace ulpcheck {
 
@@ -28,6 +29,7 @@ struct CaseSpec {
   uint64_t seed = 0;              // data seed of the counter-based generator
   int ranks = 1;                  // rank count R of allreduce ops
   int ctas = 0;                   // launch override: CTA count of the reduction grid (0: kernel's choice)
+  NormSpec spec;                  // weight dtype, rounding points, weight offset (harness/core/norm_spec.h)
 
   bool operator==(const CaseSpec& o) const;
   bool operator!=(const CaseSpec& o) const { return !(*this == o); }

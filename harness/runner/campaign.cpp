@@ -139,10 +139,10 @@ struct Selection {
   bool applies(const Property& p, const CaseSpec& c) const {
     return p.appliesTo(*op, *OpAdapter::findKernel(c.op, c.kernel)) && p.appliesTo(c);
   }
-  /// The case fits the kernel's dtypes and layout preconditions.
+  /// The case fits the kernel's dtypes, layout preconditions and specs.
   static bool fits(const CaseSpec& c) {
     const KernelInfo& k = *OpAdapter::findKernel(c.op, c.kernel);
-    return k.supports(c.dtype) && k.preconditions.violation(c.dtype, c.N, c.ld).empty();
+    return k.supports(c.dtype) && k.violation(c.dtype, c.N, c.ld, c.spec).empty();
   }
 };
 
@@ -231,6 +231,8 @@ std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::s
   CaseContext ctx(spec, *op, exec);
   if (const std::string why = ctx.kernel().preconditions.violation(spec.dtype, spec.N, spec.ld); !why.empty())
     throw CaseNotRunnableHere(fmt::format("{} {}: the case has N={} ld={}", spec.kernel, why, spec.N, spec.ld));
+  if (const std::string why = ctx.kernel().specs.violation(spec.dtype, spec.spec); !why.empty())
+    throw CaseNotRunnableHere(fmt::format("{} {}: the case's spec is {}", spec.kernel, why, specLabel(spec.spec)));
   std::vector<ReplayResult> out;
   for (const Property& p : propertyRegistry()) {
     const bool named = std::find(properties.begin(), properties.end(), p.name) != properties.end();
@@ -279,7 +281,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   auto cover = [&](const CaseSpec& spec) {
     const KernelInfo& k = *OpAdapter::findKernel(spec.op, spec.kernel);
     if (k.paths_taken)
-      for (const auto& path : k.paths_taken(RowShape{spec.dtype, spec.M, spec.N, spec.ld, spec.eps},
+      for (const auto& path : k.paths_taken(RowShape{spec.dtype, spec.M, spec.N, spec.ld, spec.eps, spec.spec},
                                             LaunchEnv{exec.sm_count, spec.ctas, nullptr}))
         ++result.paths[spec.kernel][path];
   };

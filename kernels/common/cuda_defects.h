@@ -57,6 +57,13 @@ enum KernelDefect : unsigned {
   // large grids): a missing partial among thousands, which a budget of
   // depth * u * sum|terms| at that depth (~9% of |dW|) does not see.
   kLastBlockDropsPartialOnLargeGrid = 1u << 8,
+  // RMSNorm under rounding=llama multiplies the weight by x-hat as computed
+  // in fp32, not rounded to the activation dtype first (vLLM PR #42379: its
+  // kernel multiplied in fp32 where its spec rounds first).
+  kLlamaXhatUnrounded = 1u << 9,
+  // RMSNorm forms offset + w in the activation dtype, not in fp32 (the
+  // Gemma weight bug shown on vLLM PR #29810: bf16 1 + 15.8125 = 16.75).
+  kOffsetInActivationDtype = 1u << 10,
 };
 
 /// Host-side launch defects; all false is the correct launch code.

@@ -44,6 +44,32 @@ __device__ __forceinline__ void storeVec(T* p, const VecT<T, VEC>& v) {
   *reinterpret_cast<VecT<T, VEC>*>(p) = v;
 }
 
+/// VEC weights of type W (the activation type T, or float beside 16-bit
+/// activations): T's one 128-bit load, or two of them for VEC = 8 floats,
+/// or scalar loads on the scalar path. p is 16-byte aligned on the vector path.
+template <typename W, int VEC>
+struct WeightVec {
+  W v[VEC];
+};
+
+template <typename W, int VEC>
+__device__ __forceinline__ WeightVec<W, VEC> loadWeights(const W* p) {
+  WeightVec<W, VEC> out;
+  constexpr int kPer = 16 / int(sizeof(W));
+  if constexpr (VEC >= kPer && VEC % kPer == 0) {
+#pragma unroll
+    for (int i = 0; i < VEC; i += kPer) {
+      const VecT<W, kPer> chunk = loadVec<W, kPer>(p + i);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) out.v[i + k] = chunk.v[k];
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out.v[k] = p[k];
+  }
+  return out;
+}
+
 template <int VEC>
 __device__ __forceinline__ void storeFloats(float* p, const float (&v)[VEC]) {
   if constexpr (VEC % 4 == 0) {
@@ -103,6 +129,15 @@ void withStorageType(DType t, Fn&& fn) {
     case DType::F16: fn(__half{}); return;
     case DType::BF16: fn(__nv_bfloat16{}); return;
   }
+}
+
+/// Calls fn(weight_tag) with a value of the weights' storage type: T's, or
+/// float (fp32 weights beside 16-bit activations; the caller checked the
+/// spec is one of these).
+template <typename T, typename Fn>
+void withWeightType(DType weights, Fn&& fn) {
+  if (weights == DType::F32) fn(float{});
+  else fn(T{});
 }
 
 /// Calls fn(IntC<VEC>, IntC<VPT>) for the plan; VPT 0 selects the path that

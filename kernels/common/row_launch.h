@@ -5,13 +5,16 @@
 #include <cstdint>
 
 #include "harness/core/dtype.h"
+#include "harness/core/norm_spec.h"
 
 namespace ulpcheck {
 
 struct RowShape {
-  DType dtype = DType::F32;
+  DType dtype = DType::F32;  // activations: x, dy, y, dx
   int64_t M = 1, N = 1, ld = 1;
   float eps = 1e-6f;
+  NormSpec spec;  // weight dtype (w, dw), rounding points, weight offset
+  DType wdtype() const { return weightDtype(dtype, spec); }
 };
 
 /// Where a variant runs: the device's multiprocessor count (the host port

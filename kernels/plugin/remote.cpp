@@ -237,6 +237,8 @@ class Request {
     j_ = {{"entry", entry},
           {"variant", variant},
           {"shape", {int(s.dtype), s.M, s.N, s.ld, s.eps}},
+          // The spec beside the shape (whose list a Python worker unpacks as is).
+          {"spec", {{"wdtype", int(s.wdtype())}, {"rounding", roundingName(s.spec.rounding)}, {"offset", s.spec.weight_offset}}},
           {"env", {e.sm_count, e.ctas_override, e.perturb_schedule}}};
   }
   Request& ptr(const char* name, const void* p) {
@@ -317,8 +319,16 @@ const auto& variantNamed(const std::string& name) {
 std::string execute(const json& req) {
   const std::string entry = req.at("entry"), name = req.at("variant");
   const json& sh = req.at("shape");
-  const RowShape s{DType(sh.at(0).get<int>()), sh.at(1).get<int64_t>(), sh.at(2).get<int64_t>(), sh.at(3).get<int64_t>(),
-                   sh.at(4).get<float>()};
+  RowShape s{DType(sh.at(0).get<int>()), sh.at(1).get<int64_t>(), sh.at(2).get<int64_t>(), sh.at(3).get<int64_t>(),
+             sh.at(4).get<float>()};
+  if (const auto spec = req.find("spec"); spec != req.end()) {
+    const auto wdtype = DType(spec->at("wdtype").get<int>());
+    if (wdtype != s.dtype) s.spec.weight = wdtype;
+    const auto rounding = parseRounding(spec->at("rounding").get<std::string>());
+    if (!rounding) throw std::invalid_argument("unknown rounding in a call's spec");
+    s.spec.rounding = *rounding;
+    s.spec.weight_offset = spec->at("offset").get<float>();
+  }
   const json& ev = req.at("env");
   const LaunchEnv env{ev.at(0).get<int>(), ev.at(1).get<int>(), nullptr, ev.at(2).get<bool>()};
   const json& ptrs = req.at("ptrs");
@@ -511,6 +521,7 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       info.origin = v.at("origin");
       info.black_box = true;
       info.compiles_per_shape = v.value("compiles_per_shape", false);
+      info.specs.fp32_weights = v.value("fp32_weights", false);
       info.python_file = pythonFiles().front();
       for (const auto& f : pythonFiles())
         if (info.origin.find(f) != std::string::npos) info.python_file = f;

@@ -30,13 +30,16 @@ using namespace row_cuda;
 // D: cuda_defects bits (kNoFenceBeforeTicket drops LastBlock's fences,
 // kLastBlockDropsPartialOnLargeGrid one of its partials; kAtomicEpilogue-
 // ReadsPeersPartials makes Atomic's workspace path add partials other
-// threads wrote, with no barrier).
-template <typename T, int VEC, int VPT, DwStrategy S, unsigned D>
+// threads wrote, with no barrier; kLlamaXhatUnrounded and
+// kOffsetInActivationDtype as in the forward). Weights and dW are W: T, or
+// float beside 16-bit activations; dx uses offset + w, and dW sums dy times
+// what the forward's weight multiplied (x-hat rounded to T under llama).
+template <typename T, typename W, int VEC, int VPT, DwStrategy S, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
-    backwardKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ dy,
-                   const float* __restrict__ rstd, T* __restrict__ dx, T* __restrict__ dw, float* __restrict__ partial,
+    backwardKernel(const T* __restrict__ x, const W* __restrict__ w, const T* __restrict__ dy,
+                   const float* __restrict__ rstd, T* __restrict__ dx, W* __restrict__ dw, float* __restrict__ partial,
                    unsigned* __restrict__ ticket, float* __restrict__ dw_fp32, int64_t M, int64_t N, int64_t ld,
-                   int64_t partial_ld, int64_t nvec, int tail, int vpt_dynamic) {
+                   int64_t partial_ld, int64_t nvec, int tail, int vpt_dynamic, WeightSpec spec) {
   __shared__ float red[2 * 32];
   int parity = 0;
   const int t = threadIdx.x;
@@ -44,15 +47,15 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int64_t tail_col = nvec * VEC + t;
 
   constexpr int R = VPT > 0 ? VPT : 1;
-  VecT<T, VEC> ws[R];
+  WeightVec<W, VEC> ws[R];
   float dw_acc[R][VEC];
   float dw_tail = 0.f;
-  const float w_tail = t < tail ? toFloat(w[tail_col]) : 0.f;
+  const float w_tail = t < tail ? effectiveWeight<T, D>(w[tail_col], spec) : 0.f;
   if constexpr (VPT > 0) {
 #pragma unroll
     for (int v = 0; v < VPT; ++v) {
       const int64_t vi = int64_t(v) * blockDim.x + t;
-      if (vi < nvec) ws[v] = loadVec<T, VEC>(w + vi * VEC);
+      if (vi < nvec) ws[v] = loadWeights<W, VEC>(w + vi * VEC);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) dw_acc[v][k] = 0.f;
     }
@@ -71,18 +74,18 @@ __global__ void __launch_bounds__(kMaxThreads)
       if (vi >= nvec) continue;
       const VecT<T, VEC> xv = loadVec<T, VEC>(xr + vi * VEC);
       const VecT<T, VEC> gv = loadVec<T, VEC>(gr + vi * VEC);
-      VecT<T, VEC> wv;
+      WeightVec<W, VEC> wv;
       if constexpr (VPT > 0) {
         xs[v] = xv;
         gs[v] = gv;
         wv = ws[v];
       } else {
-        wv = loadVec<T, VEC>(w + vi * VEC);
+        wv = loadWeights<W, VEC>(w + vi * VEC);
       }
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         const float xhat = __fmul_rn(toFloat(xv.v[k]), r);
-        const float a = __fmul_rn(toFloat(gv.v[k]), toFloat(wv.v[k]));
+        const float a = __fmul_rn(toFloat(gv.v[k]), effectiveWeight<T, D>(wv.v[k], spec));
         acc = __fmaf_rn(a, xhat, acc);
       }
     }
@@ -99,7 +102,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int v = 0; v < (VPT > 0 ? VPT : vpt_dynamic); ++v) {
       const int64_t vi = int64_t(v) * blockDim.x + t;
       if (vi >= nvec) continue;
-      VecT<T, VEC> xv, gv, wv;
+      VecT<T, VEC> xv, gv;
+      WeightVec<W, VEC> wv;
       if constexpr (VPT > 0) {
         xv = xs[v];
         gv = gs[v];
@@ -107,20 +111,21 @@ __global__ void __launch_bounds__(kMaxThreads)
       } else {
         xv = loadVec<T, VEC>(xr + vi * VEC);
         gv = loadVec<T, VEC>(gr + vi * VEC);
-        wv = loadVec<T, VEC>(w + vi * VEC);
+        wv = loadWeights<W, VEC>(w + vi * VEC);
       }
       VecT<T, VEC> out;
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         const float g = toFloat(gv.v[k]);
         const float xhat = __fmul_rn(toFloat(xv.v[k]), r);
-        const float a = __fmul_rn(g, toFloat(wv.v[k]));
+        const float a = __fmul_rn(g, effectiveWeight<T, D>(wv.v[k], spec));
         out.v[k] = fromFloat<T>(__fmul_rn(r, __fmaf_rn(-xhat, c, a)));
+        const float weighted = weightedXhat<T, D>(xhat, spec);
         if constexpr (VPT > 0) {
-          dw_acc[v][k] = __fmaf_rn(g, xhat, dw_acc[v][k]);
+          dw_acc[v][k] = __fmaf_rn(g, weighted, dw_acc[v][k]);
         } else {
           float* p = my_partial + vi * VEC + k;
-          *p = __fmaf_rn(g, xhat, first_row ? 0.f : *p);
+          *p = __fmaf_rn(g, weighted, first_row ? 0.f : *p);
         }
       }
       storeVec<T, VEC>(dxr + vi * VEC, out);
@@ -128,7 +133,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (t < tail) {
       const float xhat = __fmul_rn(xt, r);
       dxr[tail_col] = fromFloat<T>(__fmul_rn(r, __fmaf_rn(-xhat, c, __fmul_rn(gt, w_tail))));
-      dw_tail = __fmaf_rn(gt, xhat, dw_tail);
+      dw_tail = __fmaf_rn(gt, weightedXhat<T, D>(xhat, spec), dw_tail);
     }
     first_row = false;
   }
@@ -185,7 +190,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int64_t col = t; col < N; col += blockDim.x) {
       float total = 0.f;
       for (int64_t c = 0; c < partials; ++c) total = __fadd_rn(total, __ldcg(partial + c * partial_ld + col));
-      dw[col] = fromFloat<T>(total);
+      dw[col] = fromFloat<W>(total);
     }
     if (t == 0) *ticket = 0u;  // ready for the next launch
   }
@@ -235,24 +240,27 @@ void launchBackward(const RmsNormBackwardArgs& b, const LaunchEnv& env, const cu
   if constexpr (S == DwStrategy::Atomic) ULPCHECK_CUDA(cudaMemsetAsync(dw_fp32, 0, size_t(s.N) * sizeof(float), stream));
   withStorageType(s.dtype, [&](auto tag) {
     using T = decltype(tag);
-    withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
-      backwardKernel<T, vec(), vpt(), S, D><<<unsigned(ctas), p.threads, 0, stream>>>(
-          static_cast<const T*>(b.x), static_cast<const T*>(b.w), static_cast<const T*>(b.dy), b.rstd,
-          static_cast<T*>(b.dx), static_cast<T*>(b.dw), partial, ticket, dw_fp32, s.M, s.N, s.ld, partialLd(s.N),
-          p.nvec, p.tail, p.vpt);
+    withWeightType<T>(s.wdtype(), [&](auto wtag) {
+      using W = decltype(wtag);
+      withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
+        backwardKernel<T, W, vec(), vpt(), S, D><<<unsigned(ctas), p.threads, 0, stream>>>(
+            static_cast<const T*>(b.x), static_cast<const W*>(b.w), static_cast<const T*>(b.dy), b.rstd,
+            static_cast<T*>(b.dx), static_cast<W*>(b.dw), partial, ticket, dw_fp32, s.M, s.N, s.ld, partialLd(s.N),
+            p.nvec, p.tail, p.vpt, weightSpecOf(s));
+      });
+      checkLaunch(defects, "rmsnorm backwardKernel");
+      if constexpr (S == DwStrategy::Separate) {
+        if (defects.dw_bf16_at_large_m && s.M >= cuda_defects::kLargeMPath)
+          launchSumPartials<W, true>(partial, ctas, s.N, partialLd(s.N), static_cast<W*>(b.dw), stream);
+        else
+          launchSumPartials<W>(partial, ctas, s.N, partialLd(s.N), static_cast<W*>(b.dw), stream);
+        checkLaunch(defects, "rmsnorm sumPartialsKernel");
+      } else if constexpr (S == DwStrategy::Atomic) {
+        dwRoundKernel<W><<<unsigned(std::min<int64_t>((s.N + 255) / 256, 1024)), 256, 0, stream>>>(
+            dw_fp32, s.N, static_cast<W*>(b.dw));
+        checkLaunch(defects, "rmsnorm dwRoundKernel");
+      }
     });
-    checkLaunch(defects, "rmsnorm backwardKernel");
-    if constexpr (S == DwStrategy::Separate) {
-      if (defects.dw_bf16_at_large_m && s.M >= cuda_defects::kLargeMPath)
-        launchSumPartials<T, true>(partial, ctas, s.N, partialLd(s.N), static_cast<T*>(b.dw), stream);
-      else
-        launchSumPartials<T>(partial, ctas, s.N, partialLd(s.N), static_cast<T*>(b.dw), stream);
-      checkLaunch(defects, "rmsnorm sumPartialsKernel");
-    } else if constexpr (S == DwStrategy::Atomic) {
-      dwRoundKernel<T><<<unsigned(std::min<int64_t>((s.N + 255) / 256, 1024)), 256, 0, stream>>>(
-          dw_fp32, s.N, static_cast<T*>(b.dw));
-      checkLaunch(defects, "rmsnorm dwRoundKernel");
-    }
   });
 }
 
@@ -273,17 +281,22 @@ extern template void launchBackward<DwStrategy::Atomic, cuda_defects::kNone>(con
 /// the rest in `mutant`.
 template <DwStrategy S, unsigned D = cuda_defects::kNone>
 bool registerVariant(const char* name, const char* description, Contracts contracts, cuda_defects::MutantSpec mutant = {}) {
-  constexpr unsigned kForwardDefects = D & (cuda_defects::kXSquaredInFp16 | cuda_defects::kRstdInBf16);
+  // The spec defects are in both passes.
+  constexpr unsigned kSpecDefects = D & (cuda_defects::kLlamaXhatUnrounded | cuda_defects::kOffsetInActivationDtype);
+  constexpr unsigned kForwardDefects = D & (cuda_defects::kXSquaredInFp16 | cuda_defects::kRstdInBf16) | kSpecDefects;
   constexpr unsigned kBackwardDefects = D & (cuda_defects::kNoFenceBeforeTicket |
                                              cuda_defects::kAtomicEpilogueReadsPeersPartials |
-                                             cuda_defects::kLastBlockDropsPartialOnLargeGrid);
+                                             cuda_defects::kLastBlockDropsPartialOnLargeGrid) |
+                                        kSpecDefects;
   static_assert(D == (kForwardDefects | kBackwardDefects), "a defect bit the RMSNorm kernels do not implement");
   const cuda_defects::LaunchDefects launch = mutant.launch;
   const RowPathModel paths{true, 1, true, launch.dw_bf16_at_large_m ? cuda_defects::kLargeMPath : 0};
+  KernelInfo info = withRowPaths(KernelInfo{"rmsnorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
+                                            contracts, description, mutant.bug, mutant.caught_by},
+                                 paths);
+  info.specs = SpecSupport{.fp32_weights = true, .llama_rounding = true, .weight_offset = true};
   return RmsNormRegistry::add(RmsNormKernel{
-      withRowPaths(KernelInfo{"rmsnorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16}, contracts,
-                              description, mutant.bug, mutant.caught_by},
-                   paths),
+      std::move(info),
       [launch](const RowShape& s, const LaunchEnv& e) { return variantWorkspaceLayout(s, e, launch).bytes; },
       [launch](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward<kForwardDefects>(f, e, launch); },
       [launch](const RmsNormBackwardArgs& b, const LaunchEnv& e) { launchBackward<S, kBackwardDefects>(b, e, launch); },

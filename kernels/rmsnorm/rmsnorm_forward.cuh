@@ -22,16 +22,48 @@ __device__ __forceinline__ float accumulateSquare(float x, float acc) {
   return __fmaf_rn(x, x, acc);
 }
 
+/// The spec's weight handling (harness/core/norm_spec.h): offset + w formed
+/// in fp32, and x-hat rounded to the activation dtype before the weight
+/// multiplies it under rounding=llama.
+struct WeightSpec {
+  float offset = 0.f;
+  bool llama = false;
+};
+
+inline WeightSpec weightSpecOf(const RowShape& s) {
+  return WeightSpec{s.spec.weight_offset, s.spec.rounding == Rounding::Llama};
+}
+
+/// offset + w in fp32; kOffsetInActivationDtype rounds it to T.
+template <typename T, unsigned D, typename W>
+__device__ __forceinline__ float effectiveWeight(W w, const WeightSpec& spec) {
+  if (spec.offset == 0.f) return toFloat(w);
+  const float e = __fadd_rn(spec.offset, toFloat(w));
+  if constexpr (D & cuda_defects::kOffsetInActivationDtype) return toFloat(fromFloat<T>(e));
+  return e;
+}
+
+/// What the weight multiplies: x-hat, rounded to T under rounding=llama
+/// (kLlamaXhatUnrounded: never).
+template <typename T, unsigned D>
+__device__ __forceinline__ float weightedXhat(float xhat, const WeightSpec& spec) {
+  if constexpr (D & cuda_defects::kLlamaXhatUnrounded) return xhat;
+  return spec.llama ? toFloat(fromFloat<T>(xhat)) : xhat;
+}
+
 /// Normalises one row. The caller provides the row's input: load(vi) returns
 /// vector vi for the first pass (VPT > 0 keeps it in registers), reload(vi)
 /// returns it again for the second pass when VPT == 0, and x_tail is this
 /// thread's tail element (column nvec * VEC + threadIdx.x, 0 when it has
-/// none). Writes y and, when rstd is not null, thread 0 stores rstd.
-/// D: cuda_defects bits (kXSquaredInFp16, kRstdInBf16).
-template <typename T, int VEC, int VPT, unsigned D = cuda_defects::kNone, typename Load, typename Reload>
-__device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x_tail, const T* __restrict__ w,
+/// none). Writes y and, when rstd is not null, thread 0 stores rstd. The
+/// weights w are T or float (W).
+/// D: cuda_defects bits (kXSquaredInFp16, kRstdInBf16, kLlamaXhatUnrounded,
+/// kOffsetInActivationDtype).
+template <typename T, int VEC, int VPT, unsigned D = cuda_defects::kNone, typename Load, typename Reload, typename W>
+__device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x_tail, const W* __restrict__ w,
                                            T* __restrict__ yr, float* rstd, int64_t N, float eps, int64_t nvec,
-                                           int tail, int vpt_dynamic, float* red, int& parity) {
+                                           int tail, int vpt_dynamic, float* red, int& parity,
+                                           WeightSpec spec = {}) {
   const int t = threadIdx.x;
   VecT<T, VEC> xs[VPT > 0 ? VPT : 1];
   float acc = 0.f;
@@ -56,25 +88,29 @@ __device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x
     VecT<T, VEC> xv;
     if constexpr (VPT > 0) xv = xs[v];
     else xv = reload(vi);
-    const VecT<T, VEC> wv = loadVec<T, VEC>(w + vi * VEC);
+    const WeightVec<W, VEC> wv = loadWeights<W, VEC>(w + vi * VEC);
     VecT<T, VEC> out;
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) out.v[k] = fromFloat<T>(__fmul_rn(__fmul_rn(toFloat(xv.v[k]), r), toFloat(wv.v[k])));
+    for (int k = 0; k < VEC; ++k)
+      out.v[k] = fromFloat<T>(__fmul_rn(weightedXhat<T, D>(__fmul_rn(toFloat(xv.v[k]), r), spec),
+                                        effectiveWeight<T, D>(wv.v[k], spec)));
     storeVec<T, VEC>(yr + vi * VEC, out);
   }
   if (t < tail) {
     const int64_t col = nvec * VEC + t;
-    yr[col] = fromFloat<T>(__fmul_rn(__fmul_rn(x_tail, r), toFloat(w[col])));
+    yr[col] = fromFloat<T>(
+        __fmul_rn(weightedXhat<T, D>(__fmul_rn(x_tail, r), spec), effectiveWeight<T, D>(w[col], spec)));
   }
 }
 
 // ---------------------------------------------------------------------------
 // Forward: one row per CTA iteration (grid-stride over rows). With VPT > 0 the
 // row stays in registers between the two passes; VPT == 0 re-reads it.
-template <typename T, int VEC, int VPT, unsigned D>
+template <typename T, typename W, int VEC, int VPT, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
-    forwardKernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float* __restrict__ rstd,
-                  int64_t M, int64_t N, int64_t ld, float eps, int64_t nvec, int tail, int vpt_dynamic) {
+    forwardKernel(const T* __restrict__ x, const W* __restrict__ w, T* __restrict__ y, float* __restrict__ rstd,
+                  int64_t M, int64_t N, int64_t ld, float eps, int64_t nvec, int tail, int vpt_dynamic,
+                  WeightSpec spec) {
   __shared__ float red[2 * 32];
   int parity = 0;
   const int t = threadIdx.x;
@@ -83,7 +119,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     auto load = [&](int64_t vi) { return loadVec<T, VEC>(xr + vi * VEC); };
     const float x_tail = t < tail ? toFloat(xr[nvec * VEC + t]) : 0.f;
     rmsnormRow<T, VEC, VPT, D>(load, load, x_tail, w, y + row * ld, rstd + row, N, eps, nvec, tail, vpt_dynamic, red,
-                               parity);
+                               parity, spec);
   }
 }
 
@@ -99,10 +135,13 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv& env, const cuda_defec
   const int64_t grid = std::min<int64_t>(s.M, int64_t(env.sm_count) * (2048 / p.threads));
   withStorageType(s.dtype, [&](auto tag) {
     using T = decltype(tag);
-    withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
-      forwardKernel<T, vec(), vpt(), D><<<unsigned(grid), p.threads, 0, cudaStream_t(env.stream)>>>(
-          static_cast<const T*>(f.x), static_cast<const T*>(f.w), static_cast<T*>(f.y), f.rstd, s.M, s.N, s.ld, s.eps,
-          p.nvec, p.tail, p.vpt);
+    withWeightType<T>(s.wdtype(), [&](auto wtag) {
+      using W = decltype(wtag);
+      withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
+        forwardKernel<T, W, vec(), vpt(), D><<<unsigned(grid), p.threads, 0, cudaStream_t(env.stream)>>>(
+            static_cast<const T*>(f.x), static_cast<const W*>(f.w), static_cast<T*>(f.y), f.rstd, s.M, s.N, s.ld,
+            s.eps, p.nvec, p.tail, p.vpt, weightSpecOf(s));
+      });
     });
   });
   ULPCHECK_CUDA_LAUNCH("rmsnorm forwardKernel");

@@ -15,6 +15,26 @@ using namespace row_host;
 
 float roundToBf16(float v) { return static_cast<float>(roundToFormat(DType::BF16, v)); }
 
+/// offset + w of every column, in fp32 (or, with the defect, in the activation dtype).
+std::vector<float> effectiveWeights(const void* w, const RowShape& s, const Defects& defects) {
+  std::vector<float> out(size_t(s.N));
+  const float offset = s.spec.weight_offset;
+  for (int64_t col = 0; col < s.N; ++col) {
+    const float v = load(w, s.wdtype(), col);
+    out[size_t(col)] = offset == 0.f                         ? v
+                       : defects.offset_in_activation_dtype ? float(roundToFormat(s.dtype, double(offset + v)))
+                                                            : offset + v;
+  }
+  return out;
+}
+
+/// The factor the weight multiplies: x-hat, rounded to the activation dtype
+/// under rounding=llama.
+float weightedXhat(float xhat, const RowShape& s, const Defects& defects) {
+  const bool llama = s.spec.rounding == Rounding::Llama && !defects.llama_xhat_unrounded;
+  return llama ? float(roundToFormat(s.dtype, xhat)) : xhat;
+}
+
 }  // namespace
 
 /// The row stride the port addresses rows with: ld, or N with the defect.
@@ -24,6 +44,7 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defec
   const auto& s = f.shape;
   const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(f.x) && aligned16(f.w) && aligned16(f.y));
   std::vector<float> acc(p.threads);
+  const std::vector<float> w = effectiveWeights(f.w, s, defects);
   for (int64_t row = 0; row < s.M; ++row) {
     const int64_t base = row * rowStride(s, defects);
     for (int t = 0; t < p.threads; ++t) {
@@ -39,7 +60,7 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defec
     if (defects.rstd_in_bf16) r = roundToBf16(r);
     f.rstd[row] = r;
     for (int64_t col = 0; col < s.N; ++col)
-      store(f.y, s.dtype, base + col, (load(f.x, s.dtype, base + col) * r) * load(f.w, s.dtype, col));
+      store(f.y, s.dtype, base + col, weightedXhat(load(f.x, s.dtype, base + col) * r, s, defects) * w[size_t(col)]);
   }
 }
 
@@ -56,8 +77,8 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
   }
   const int64_t pld = partialLd(s.N);
   auto* partial = static_cast<float*>(b.workspace);
-  std::vector<float> w(s.N), acc(p.threads), dw_acc(s.N);
-  for (int64_t col = 0; col < s.N; ++col) w[col] = load(b.w, s.dtype, col);
+  const std::vector<float> w = effectiveWeights(b.w, s, defects);
+  std::vector<float> acc(p.threads), dw_acc(s.N);
   const bool tail = !defects.drop_tail;
   // Liger PR #950: the large-M dispatch path summed the dW partials in bf16.
   const bool large_m_bf16_dw = defects.dw_in_bf16_at_large_m && s.M >= 32768;
@@ -89,7 +110,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
           const float g = load(b.dy, s.dtype, base + col);
           const float xhat = load(b.x, s.dtype, base + col) * r;
           store(b.dx, s.dtype, base + col, r * std::fma(-xhat, c, g * w[col]));
-          dw_acc[col] = std::fma(g, xhat, dw_acc[col]);
+          dw_acc[col] = std::fma(g, weightedXhat(xhat, s, defects), dw_acc[col]);
         });
       }
     }
@@ -113,7 +134,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
       total = sumPartials(partial, pld, ctas - 1, col, strategy, first);
     else
       total = sumPartials(partial, pld, ctas, col, strategy, first);
-    store(b.dw, s.dtype, col, total);
+    store(b.dw, s.wdtype(), col, total);
   }
 }
 
@@ -121,14 +142,16 @@ namespace {
 bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by,
                   bool deterministic, Defects defects, DwStrategy strategy, int64_t row_depth_factor) {
   const RowPathModel paths{.backward = true, .large_m_from = defects.dw_in_bf16_at_large_m ? 32768 : 0};
+  KernelInfo info = withRowPaths(KernelInfo{"rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
+                                            Contracts{.deterministic = deterministic,
+                                                      .batch_invariant = true,
+                                                      .accumulation = DType::F32,
+                                                      .column_reduction_ftz = strategy == DwStrategy::Atomic},
+                                            description, bug, caught_by},
+                                 paths);
+  info.specs = specSupport();
   return RmsNormRegistry::add(RmsNormKernel{
-      withRowPaths(KernelInfo{"rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
-                              Contracts{.deterministic = deterministic,
-                                        .batch_invariant = true,
-                                        .accumulation = DType::F32,
-                                        .column_reduction_ftz = strategy == DwStrategy::Atomic},
-                              description, bug, caught_by},
-                   paths),
+      std::move(info),
       workspaceBytes, [defects](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },
       [defects, strategy](const RmsNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, strategy, defects); },
       [strategy, row_depth_factor](const RowShape& s, const LaunchEnv& e) {
@@ -147,6 +170,8 @@ const bool registered =
                  "host port of cuda_atomic: dW partials summed in an order that changes per call, subnormals flushed",
                  "", "", false, {}, DwStrategy::Atomic, 1);
 }  // namespace
+
+SpecSupport specSupport() { return SpecSupport{.fp32_weights = true, .llama_rounding = true, .weight_offset = true}; }
 
 bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
                     Defects defects, DwStrategy strategy, int64_t row_depth_factor, bool deterministic) {

@@ -27,6 +27,12 @@ struct Defects {
   // The last-CTA sum of a grid of more than 1024 CTAs leaves the last CTA's
   // partial out (an off-by-one only the large-grid path reaches).
   bool lastblock_drops_partial_on_large_grid = false;
+  // rounding=llama ignored: x-hat multiplied by the weight unrounded (vLLM
+  // PR #42379 fixed the kernel doing so where its spec rounds first).
+  bool llama_xhat_unrounded = false;
+  // offset + w formed in the activation dtype, not fp32 (the Gemma weight
+  // bug a vLLM reviewer showed on PR #29810: 1 + 15.8125 in bf16).
+  bool offset_in_activation_dtype = false;
 };
 
 using rmsnorm_plan::DwStrategy;
@@ -43,5 +49,9 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
 bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
                     Defects defects, DwStrategy strategy = DwStrategy::Separate, int64_t row_depth_factor = 1,
                     bool deterministic = true);
+
+/// The specs the port implements (every one), for mutants that register
+/// another way.
+SpecSupport specSupport();
 
 }  // namespace ulpcheck::rmsnorm_host

@@ -71,5 +71,82 @@ TEST(CaseSpec, MalformedInputsNameTheProblem) {
                CaseParseError);
 }
 
+TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
+  const CaseSpec c = parseCaseString("op=rmsnorm kernel=k dtype=bf16 M=2 N=8 wdtype=fp32 rounding=llama offset=1");
+  EXPECT_EQ(c.spec.weight, DType::F32);
+  EXPECT_EQ(c.spec.rounding, Rounding::Llama);
+  EXPECT_EQ(c.spec.weight_offset, 1.f);
+  EXPECT_EQ(specLabel(c.spec), "w=fp32 llama offset=1");
+  EXPECT_EQ(parseCaseString(toCaseString(c)), c);
+  EXPECT_EQ(caseFromJson(toJson(c)), c);
+  // The plain spec prints nothing, and weights in the activation dtype have one spelling.
+  const CaseSpec plain = parseCaseString("op=rmsnorm kernel=k dtype=bf16 M=2 N=8 wdtype=bf16 rounding=plain offset=0");
+  EXPECT_TRUE(plain.spec.plain());
+  EXPECT_EQ(specLabel(plain.spec), "plain");
+  EXPECT_EQ(toCaseString(plain).find("wdtype"), std::string::npos) << toCaseString(plain);
+  EXPECT_EQ(toCaseString(plain).find("rounding"), std::string::npos) << toCaseString(plain);
+  EXPECT_EQ(toCaseString(plain).find("offset"), std::string::npos) << toCaseString(plain);
+  const std::string base = "op=rmsnorm kernel=k dtype=bf16 M=1 N=2 ";
+  expectError(base + "wdtype=fp64", "'wdtype'");
+  expectError(base + "rounding=gemma", "'rounding'");
+  expectError(base + "offset=0.1", "not exactly representable");
+  expectError(base + "offset=100", "'offset'");
+}
+
+/// Counts, over generated cases of one kernel, the 16-bit ones and the specs drawn.
+struct SpecCounts {
+  int cases = 0, sixteen_bit = 0, fp32_weights = 0, llama = 0, offset = 0;
+};
+
+SpecCounts drawSpecs(const std::string& op, const std::string& kernel, int n) {
+  SpecCounts k;
+  const auto g = gen::caseSpec(gen::CaseOptions{op, {kernel}, {DType::F32, DType::F16, DType::BF16}, Tier::Smoke});
+  rc::Random random(0x5bec);
+  for (int i = 0; i < n; ++i) {
+    const CaseSpec c = g(random.split(), rc::kNominalSize).value();
+    ++k.cases;
+    k.sixteen_bit += c.dtype != DType::F32;
+    k.fp32_weights += c.dtype != DType::F32 && c.spec.weight == DType::F32;
+    k.llama += c.spec.rounding == Rounding::Llama;
+    k.offset += c.spec.weight_offset != 0.f;
+  }
+  return k;
+}
+
+TEST(Generators, SpecsAreDrawnWhereProductionRunsAndOnlyForVariantsThatImplementThem) {
+  // The floor: at least 30% of 16-bit cases with fp32 weights (the
+  // generator aims at half); Llama rounding and Gemma's offset in 1 of 4.
+  const SpecCounts rms = drawSpecs("rmsnorm", "host_separate", 1200);
+  EXPECT_GE(rms.fp32_weights * 10, rms.sixteen_bit * 4) << rms.fp32_weights << " of " << rms.sixteen_bit;
+  EXPECT_GE(rms.llama * 5, rms.cases) << rms.llama << " of " << rms.cases;
+  EXPECT_GE(rms.offset * 5, rms.cases) << rms.offset << " of " << rms.cases;
+  // host_twopass implements the plain spec only: nothing else is generated for it.
+  const SpecCounts ln = drawSpecs("layernorm", "host_twopass", 300);
+  EXPECT_EQ(ln.fp32_weights + ln.llama + ln.offset, 0);
+}
+
+TEST(Generators, SpecShrinksTowardPlain) {
+  CaseSpec base = parseCaseString("op=rmsnorm kernel=host_separate dtype=bf16 M=2 N=8");
+  rc::Random random(0x5b);
+  for (int tries = 0; tries < 1000; ++tries) {
+    const rc::Shrinkable<CaseSpec> s = gen::withSpec(base)(random.split(), rc::kNominalSize);
+    if (s.value().spec.weight != DType::F32 || s.value().spec.rounding != Rounding::Llama ||
+        s.value().spec.weight_offset == 0.f)
+      continue;
+    // Greedy shrinking (the campaign's driver takes the first shrink that
+    // still fails): with every shrink accepted it must end at the plain spec.
+    rc::Shrinkable<CaseSpec> at = s;
+    for (;;) {
+      auto shrinks = at.shrinks();
+      auto first = shrinks.next();
+      if (!first) break;
+      at = *first;
+    }
+    EXPECT_TRUE(at.value().spec.plain()) << toCaseString(at.value());
+    return;
+  }
+  FAIL() << "withSpec never drew fp32 weights, llama and an offset together";
+}
+
 }  // namespace
 }  // namespace ulpcheck

@@ -94,7 +94,7 @@ TEST(Power, OnePartialAmongThousandsIsCaughtWhereTheDepthBoundAdmitsIt) {
   // budget was: the dropped partial fits inside it, and that budget is too
   // wide to call the case judged.
   const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
-  const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
+  const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
   ReductionDepths depths = row_plan::reductionDepths(shape, LaunchEnv{132, 0, nullptr}, row_plan::DwStrategy::LastBlock);
   ASSERT_GE(depths.col, 1000);
   depths.col_orders.clear();

@@ -27,7 +27,7 @@ DescribeInputs noInputs() {
 std::vector<ReferenceTensor> blackBoxReference(const CaseSpec& c, bool statistical, bool two_pass = false) {
   KernelInfo info;
   info.black_box = statistical;
-  const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps};
+  const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
   const AccuracyContract contract{DType::F32, blackBoxDepths(0, 0, shape, two_pass)};
   if (c.op == "rmsnorm") {
     const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));

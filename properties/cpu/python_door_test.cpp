@@ -42,6 +42,20 @@ TEST_F(PythonDoor, PyTorchsCpuNormsPassEveryProperty) {
   }
 }
 
+TEST_F(PythonDoor, AVariantDeclaringFp32WeightsIsJudgedOnThemAndOneThatDoesNotIsNot) {
+  // torch's RMSNorm with an fp32 weight beside bf16 x: fp32 math, one
+  // rounding to bf16, w.grad in fp32 (the plain spec, wdtype=fp32).
+  Result r = cli("repro 'op=rmsnorm kernel=torch_rms_norm_cpu dtype=bf16 M=5 N=33 wdtype=fp32' --property accuracy" +
+                 kTorchOps);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("dw"), std::string::npos) << r.output;
+  // torch_layer_norm_cpu declares nothing but the plain spec: the case is not run on it.
+  r = cli("repro 'op=layernorm kernel=torch_layer_norm_cpu dtype=bf16 M=5 N=33 wdtype=fp32' --property accuracy" +
+          kTorchOps);
+  EXPECT_NE(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("takes weights in the activation dtype only"), std::string::npos) << r.output;
+}
+
 TEST_F(PythonDoor, OldTorchsBf16CpuLayerNormBackwardIsCaught) {
   // torch 1.13 (Debian bookworm's) computes the CPU bf16 LayerNorm backward
   // with too little precision (docs/external-kernels.md): dx off by several

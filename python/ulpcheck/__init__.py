@@ -54,6 +54,7 @@ class Variant:
     saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
     two_pass_statistics: bool = False     # LayerNorm: mean, then sum (x - mean)^2 (not running means, as Welford)
     compiles_per_shape: bool = False      # JIT-compiles per (dtype, N, M bucket): each first call gets 900 s, not --case-timeout
+    fp32_weights: bool = False            # takes w (gamma) in fp32 beside 16-bit x, returning dw in fp32 (the spec's wdtype=fp32)
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
 

@@ -228,6 +228,8 @@ def execute(req):
         raise ValueError(f"this worker has no variant {req['variant']!r}")
     dtype_code, M, N, ld, eps = req["shape"]
     dt = DTYPE_CODES[dtype_code]
+    # The spec's weight dtype (w, gamma, beta and their gradients); older coordinators send none.
+    wdt = DTYPE_CODES[req["spec"]["wdtype"]] if "spec" in req else dt
     sm_count, ctas, perturb = req["env"]
     entry, ptrs = req["entry"], req["ptrs"]
     regions = Regions(req["regions"])
@@ -236,7 +238,7 @@ def execute(req):
             return regions.tensor(ptrs[name], dt, rows, cols, stride)
 
         def vec(name):
-            return regions.tensor(ptrs[name], dt, 1, N, N)[0]
+            return regions.tensor(ptrs[name], wdt, 1, N, N)[0]
 
         def stat(name):
             return regions.tensor(ptrs[name], "fp32", M, 1, 1)[:, 0]

@@ -51,7 +51,11 @@ def layer_norm_backward(x, gamma, dy, mean, rstd, eps):
 
 _rms = "torch.nn.functional.rms_norm" if hasattr(F, "rms_norm") else "a composite of torch ops (this torch has no F.rms_norm)"
 
+# An fp32 weight beside 16-bit x takes F.rms_norm's composite path (upcast,
+# x rstd w in fp32, one rounding to x's dtype): the plain spec with
+# wdtype=fp32, w.grad in fp32.
 ulpcheck.rmsnorm("torch_rms_norm", forward=rms_norm_forward, backward=rms_norm_backward, backend="cuda",
+                 fp32_weights=True,
                  description=f"PyTorch's RMSNorm on the GPU: {_rms}, backward through autograd")
 ulpcheck.layernorm("torch_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
                    description="PyTorch's LayerNorm on the GPU: torch.nn.functional.layer_norm, backward through autograd")
@@ -60,6 +64,6 @@ ulpcheck.layernorm("torch_layer_norm", forward=layer_norm_forward, backward=laye
 _version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 _cpu_dtypes = ("fp32", "bf16") if _version < (2, 1) else ulpcheck.DTYPES
 ulpcheck.rmsnorm("torch_rms_norm_cpu", forward=rms_norm_forward, backward=rms_norm_backward, backend="host",
-                 dtypes=_cpu_dtypes, description=f"PyTorch's RMSNorm on the CPU: {_rms}")
+                 dtypes=_cpu_dtypes, fp32_weights=True, description=f"PyTorch's RMSNorm on the CPU: {_rms}")
 ulpcheck.layernorm("torch_layer_norm_cpu", forward=layer_norm_forward, backward=layer_norm_backward, backend="host",
                    dtypes=_cpu_dtypes, description="PyTorch's LayerNorm on the CPU: torch.nn.functional.layer_norm")

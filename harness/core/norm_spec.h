@@ -1,0 +1,51 @@
+// The spec a norm kernel implements, beyond its op's formula: the dtype of
+// its weights, where it rounds, and a weight offset. Production norms differ
+// exactly here (../docs/ARCHITECTURE.md, "Specs"):
+//   plain  y = round_T(x rstd (offset + w)), all in fp32, one rounding
+//          (PyTorch's F.rms_norm, quack, Liger's gemma mode; with offset 1
+//          and w kept near 0 it is HF's GemmaRMSNorm)
+//   llama  y = round_T(round_T(x rstd) (offset + w)): x-hat rounded to the
+//          activation dtype T before the weight multiplies it (HF
+//          LlamaRMSNorm, vLLM's rms_norm spec, Liger's llama mode)
+// The weights w (gamma, beta) and their gradients are in `weight`'s dtype,
+// the activation dtype when unset; an fp32 weight beside 16-bit activations
+// is the common training setup (AMP). offset + w is formed in fp32.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "harness/core/dtype.h"
+
+namespace ulpcheck {
+
+enum class Rounding : uint8_t { Plain = 0, Llama = 1 };
+
+struct NormSpec {
+  std::optional<DType> weight;  // unset: the activation dtype
+  Rounding rounding = Rounding::Plain;
+  float weight_offset = 0.f;  // y = xhat (offset + w); Gemma's 1
+
+  bool operator==(const NormSpec& o) const {
+    return weight == o.weight && rounding == o.rounding && weight_offset == o.weight_offset;
+  }
+  bool plain() const { return !weight && rounding == Rounding::Plain && weight_offset == 0.f; }
+};
+
+inline DType weightDtype(DType activations, const NormSpec& s) { return s.weight.value_or(activations); }
+
+inline const char* roundingName(Rounding r) { return r == Rounding::Llama ? "llama" : "plain"; }
+
+inline std::optional<Rounding> parseRounding(std::string_view name) {
+  if (name == "plain") return Rounding::Plain;
+  if (name == "llama") return Rounding::Llama;
+  return std::nullopt;
+}
+
+/// "plain", or the parts that differ from it, e.g. "w=fp32 llama offset=1":
+/// how tables and reports name a case's spec.
+std::string specLabel(const NormSpec& s);
+
+}  // namespace ulpcheck
