@@ -31,13 +31,19 @@
 //
 // y: the RMSNorm oracle's budget for the kernel's declared row depth, on the
 // spec's residual_out, plus what an error d_ro in residual_out can move y by.
-// RMSNorm's Jacobian dy_j/dro_k = w_j r (delta_jk - xhat_j xhat_k / N) gives,
-// to first order (safety K),
-//   |dy_j| <= K |w_j| r (d_ro_j + |xhat_j| mean_k(|xhat_k| d_ro_k)).
+// RMSNorm's Jacobian dy_j/dro_k = g_j r (delta_jk - xhat_j xhat_k / N), with
+// g_j = offset + w_j the effective weight (w in its own dtype, fp32 beside
+// 16-bit activations in the AMP setup), gives, to first order (safety K),
+//   |dy_j| <= K |g_j| r (d_ro_j + |xhat_j| mean_k(|xhat_k| d_ro_k)).
+// The spec's weight dtype and offset reach y through the RMSNorm oracle. Its
+// rounding=llama point is not modelled here: a residual_out off by d_ro moves
+// x-hat across T's rounding boundaries by more than that oracle's spreads
+// allow for, so the fused variants do not declare it.
 #include "oracles/allreduce_rmsnorm.h"
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "oracles/mpfr_util.h"
 #include "oracles/rmsnorm.h"
@@ -62,6 +68,8 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   const DType T = r0.dtype;
   const int R = static_cast<int>(in.x.size());
   const double K = tolerance::kBudgetSafety, u32 = unitRoundoff(DType::F32);
+  if (in.spec.rounding != Rounding::Plain)
+    throw std::invalid_argument("the allreduce_rmsnorm oracle models rounding=plain only");
 
   AllreduceRmsNormReference ref{ReferenceTensor::zeros("residual_out", T, M, N, true),
                                 ReferenceTensor::zeros("y", T, M, N, true)};
@@ -102,7 +110,7 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   });
 
   const HostMatrix no_grad{T, M, N, N, std::vector<uint32_t>(size_t(M * N), 0u)};
-  RmsNormReference norm = rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps}, contract, pool);
+  RmsNormReference norm = rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps, in.spec}, contract, pool);
   ref.y.exact = std::move(norm.y.exact);
   ref.y.budget = std::move(norm.y.budget);
 
@@ -123,8 +131,8 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
     for (int64_t j = 0; j < N; ++j) {
       const int64_t e = i * N + j;
       const double xhat = std::fabs(ro.value(i, j) * r);
-      ref.y.budget[size_t(e)] +=
-          K * std::fabs(in.w.value(0, j)) * r * (ref.residual_out.budget[size_t(e)] + xhat * coupled);
+      const double g = double(in.spec.weight_offset) + in.w.value(0, j);
+      ref.y.budget[size_t(e)] += K * std::fabs(g) * r * (ref.residual_out.budget[size_t(e)] + xhat * coupled);
     }
   }
   return ref;

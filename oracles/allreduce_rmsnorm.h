@@ -7,6 +7,7 @@
 
 #include "harness/core/accuracy.h"
 #include "harness/core/datagen.h"
+#include "harness/core/norm_spec.h"
 #include "harness/core/parallel.h"
 #include "oracles/reference.h"
 
@@ -15,8 +16,9 @@ namespace ulpcheck {
 struct AllreduceRmsNormInputs {
   const std::vector<HostMatrix>& x;  // one M x N partial per rank, row stride ld
   const HostMatrix& residual;        // M x N, row stride ld
-  const HostMatrix& w;               // 1 x N
+  const HostMatrix& w;               // 1 x N, in the spec's weight dtype
   float eps;
+  NormSpec spec;                     // weight offset (rounding=llama is not modelled here)
 };
 
 struct AllreduceRmsNormReference {

@@ -97,7 +97,9 @@
 //   dbeta error  <= K F sum_v |s_v|                                  (exact leaves, no underflow)
 //
 // Each output's budget is then budgetFromError(e) = e + 0.5 ulp_T(|exact| + e)
-// (oracles/reference.h): the final rounding to T comes on top. The terms in Dx
+// (oracles/reference.h): the final rounding to T comes on top (to gamma's
+// dtype W for dgamma and dbeta: fp32 beside 16-bit x in mixed precision;
+// gamma and beta enter the products above exactly whatever their dtype). The terms in Dx
 // that carry Dm (the mean's error) make the budget condition-aware: y, dx and
 // dgamma of a row with |mean| >> std may be far from the correctly rounded
 // value and still be as right as fp32 statistics allow; a kernel whose mean
@@ -142,6 +144,7 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
   const HostMatrix& x = in.x;
   const int64_t M = x.rows, N = x.cols;
   const DType T = x.dtype;
+  const DType W = in.gamma.dtype;  // gamma, beta, dgamma, dbeta: T, or fp32 beside 16-bit x
   const DType acc = contract.accumulation;
   const double u = unitRoundoff(acc), K = tolerance::kBudgetSafety;
   const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(acc);
@@ -152,8 +155,8 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
                          ReferenceTensor::zeros("mean", DType::F32, M, 1, true),
                          ReferenceTensor::zeros("rstd", DType::F32, M, 1, true),
                          ReferenceTensor::zeros("dx", T, M, N, true),
-                         ReferenceTensor::zeros("dgamma", T, 1, N, false),
-                         ReferenceTensor::zeros("dbeta", T, 1, N, false)};
+                         ReferenceTensor::zeros("dgamma", W, 1, N, false),
+                         ReferenceTensor::zeros("dbeta", W, 1, N, false)};
   // Magnitudes (the sizes of the terms; see ReferenceTensor::magnitude):
   // y = xhat gamma + beta: |xhat gamma| + |beta|; dx = r (a - c1 - xhat c2):
   // r (|a| + |c1| + |xhat c2|); the column sums sqrt(sum of squared terms).
@@ -356,12 +359,12 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
     ref.dgamma.exact[j] = g.exact;
     ref.dgamma.magnitude[j] = g.magnitude();
     ref.dgamma.budget[j] = budgetFromError(
-        T, g.exact,
+        W, g.exact,
         orderedError(dgamma_ordered, j, g.gain, g.gain + K * (Dc * u * g.abs_terms + (double(M) + Dc) * eta) + ftz));
     const mp::ColumnTotal b = mp::combineColumn(dbeta_chunks, j, total);
     ref.dbeta.exact[j] = b.exact;
     ref.dbeta.magnitude[j] = b.magnitude();
-    ref.dbeta.budget[j] = budgetFromError(T, b.exact, orderedError(dbeta_ordered, j, 0.0, K * Dc * u * b.abs_terms + ftz));
+    ref.dbeta.budget[j] = budgetFromError(W, b.exact, orderedError(dbeta_ordered, j, 0.0, K * Dc * u * b.abs_terms + ftz));
   }
   return ref;
 }

@@ -12,8 +12,8 @@ namespace ulpcheck {
 
 struct LayerNormInputs {
   const HostMatrix& x;      // M x N, row stride ld
-  const HostMatrix& gamma;  // 1 x N
-  const HostMatrix& beta;   // 1 x N
+  const HostMatrix& gamma;  // 1 x N, in the weight dtype (dgamma's and dbeta's too)
+  const HostMatrix& beta;   // 1 x N, gamma's dtype
   const HostMatrix& dy;     // M x N, row stride ld
   float eps;
 };

@@ -110,7 +110,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
     const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, identityRows(c.M));
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), false};
-    AllreduceRmsNormReference ref = allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps},
+    AllreduceRmsNormReference ref = allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec},
                                                               contract, ctx.pool ? *ctx.pool : ThreadPool::shared());
     return {std::move(ref.residual_out), std::move(ref.y)};
   }
@@ -130,8 +130,10 @@ class AllreduceRmsNormOp final : public OpAdapter {
 
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {
     // Tensor-parallel degrees in use, shrinking toward 2; 3 is a non-power of
-    // two. Real ranks take only as many as there are GPUs.
-    std::vector<int> degrees{2, 4, 8, 3};
+    // two; 1 is the fused residual add + RMSNorm of one GPU (vLLM's
+    // fused_add_rms_norm, quack's rmsnorm with residual and prenorm). Real
+    // ranks take only as many as there are GPUs.
+    std::vector<int> degrees{2, 4, 8, 3, 1};
     const KernelInfo* k = findKernel(base.op, base.kernel);
     if (k && k->one_rank_per_gpu) {
       std::erase_if(degrees, [](int r) { return r > queryDevice().count; });

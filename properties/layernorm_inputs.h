@@ -1,5 +1,6 @@
 // The inputs of a layernorm case, as every run and the oracle generate them:
-// x from the case's distribution, gamma around 1, beta around 0, dy normal
+// x from the case's distribution, gamma around 1, beta around 0 (in the
+// spec's weight dtype), dy normal
 // with the case's scale; padding columns hold the dtype's NaN poison.
 #pragma once
 
@@ -21,12 +22,15 @@ struct LayerNormInputData {
 };
 
 /// Rows at the logical ids of `rows` (identityRows(c.M) for the case itself).
+/// gamma and beta are in the spec's weight dtype (fp32 beside 16-bit x in
+/// mixed-precision training), x and dy in the case's.
 inline LayerNormInputData generateLayerNormInputs(const CaseSpec& c, const std::vector<int64_t>& rows) {
   const uint32_t pad = poisonBits(c.dtype);
+  const DType wt = weightDtype(c.dtype, c.spec);
   return LayerNormInputData{
       generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
-      generateHost(kLayerNormGammaDist, c.dtype, c.seed, TensorStream::Weight, {0}, c.N, c.N, pad),
-      generateHost(kLayerNormBetaDist, c.dtype, c.seed, TensorStream::Bias, {0}, c.N, c.N, pad),
+      generateHost(kLayerNormGammaDist, wt, c.seed, TensorStream::Weight, {0}, c.N, c.N, poisonBits(wt)),
+      generateHost(kLayerNormBetaDist, wt, c.seed, TensorStream::Bias, {0}, c.N, c.N, poisonBits(wt)),
       generateHost(layerNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad)};
 }
 

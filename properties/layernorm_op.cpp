@@ -46,8 +46,9 @@ class LayerNormOp final : public OpAdapter {
     auto* mean = static_cast<float*>(buf.output("mean", DType::F32, M, 1, 1, true));
     auto* rstd = static_cast<float*>(buf.output("rstd", DType::F32, M, 1, 1, true));
     void* dx = buf.output("dx", c.dtype, M, c.N, c.ld, true);
-    void* dgamma = buf.output("dgamma", c.dtype, 1, c.N, c.N, false);
-    void* dbeta = buf.output("dbeta", c.dtype, 1, c.N, c.N, false);
+    const DType wt = weightDtype(c.dtype, c.spec);  // gamma, beta and their gradients
+    void* dgamma = buf.output("dgamma", wt, 1, c.N, c.N, false);
+    void* dbeta = buf.output("dbeta", wt, 1, c.N, c.N, false);
     void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
 
     // Started after the inputs are in place, so the load overlaps the launches.
@@ -79,15 +80,16 @@ class LayerNormOp final : public OpAdapter {
   }
 
   std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {
-    auto at = [&](const DistParams& d, TensorStream s, int64_t r, int64_t j) {
-      return hexFloat(sampleValue(d, c.dtype, c.seed, s, r, j));
+    const DType wt = weightDtype(c.dtype, c.spec);
+    auto at = [&](const DistParams& d, TensorStream s, int64_t r, int64_t j, DType t) {
+      return hexFloat(sampleValue(d, t, c.seed, s, r, j));
     };
-    const std::string gamma = at(kLayerNormGammaDist, TensorStream::Weight, 0, col);
+    const std::string gamma = at(kLayerNormGammaDist, TensorStream::Weight, 0, col, wt);
     if (tensor == "dgamma" || tensor == "dbeta") return fmt::format("gamma[{}]={} (sum over {} rows)", col, gamma, c.M);
     if (tensor == "mean" || tensor == "rstd") return fmt::format("row {} of x ({} columns)", row, c.N);
-    return fmt::format("x={} gamma={} beta={} dy={}", at(c.x, TensorStream::X, row, col), gamma,
-                       at(kLayerNormBetaDist, TensorStream::Bias, 0, col),
-                       at(layerNormGradDist(c), TensorStream::GradOut, row, col));
+    return fmt::format("x={} gamma={} beta={} dy={}", at(c.x, TensorStream::X, row, col, c.dtype), gamma,
+                       at(kLayerNormBetaDist, TensorStream::Bias, 0, col, wt),
+                       at(layerNormGradDist(c), TensorStream::GradOut, row, col, c.dtype));
   }
 
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {

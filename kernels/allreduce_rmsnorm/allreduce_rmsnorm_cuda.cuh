@@ -91,12 +91,13 @@ __device__ __forceinline__ VecT<T, VEC> fusedResidualOut(const RankInputs<T>& in
 /// The rows [row_begin, row_end) of one rank: allreduce, residual add and
 /// RMSNorm fused. residual_out is written as it is formed; with VPT == 0 the
 /// second pass reads it back (plain loads: it was written by this kernel).
+/// The weights w are T or float (W), under the case's WeightSpec.
 /// D: cuda_defects bits (kNoRoundTripBeforeResidual).
-template <typename T, int VEC, int VPT, unsigned D>
+template <typename T, typename W, int VEC, int VPT, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
-    fusedKernel(RankInputs<T> in, const T* __restrict__ residual, const T* __restrict__ w, T* __restrict__ residual_out,
+    fusedKernel(RankInputs<T> in, const T* __restrict__ residual, const W* __restrict__ w, T* __restrict__ residual_out,
                 T* __restrict__ y, int64_t row_begin, int64_t row_end, int64_t N, int64_t ld, float eps, int64_t nvec,
-                int tail, int vpt_dynamic) {
+                int tail, int vpt_dynamic, rmsnorm_cuda::WeightSpec spec) {
   __shared__ float red[2 * 32];
   int parity = 0;
   const int t = threadIdx.x;
@@ -117,7 +118,8 @@ __global__ void __launch_bounds__(kMaxThreads)
       ro[col] = v;
       x_tail = toFloat(v);
     }
-    rmsnormRow<T, VEC, VPT>(form, reread, x_tail, w, y + base, nullptr, N, eps, nvec, tail, vpt_dynamic, red, parity);
+    rmsnormRow<T, VEC, VPT>(form, reread, x_tail, w, y + base, nullptr, N, eps, nvec, tail, vpt_dynamic, red, parity,
+                            spec);
   }
 }
 
@@ -195,20 +197,28 @@ inline size_t unfusedRstdOffset(const RowShape& s) {
 inline size_t unfusedWorkspace(const RowShape& s, int) { return unfusedRstdOffset(s) + size_t(s.M) * sizeof(float); }
 inline size_t noWorkspace(const RowShape&, int) { return 0; }
 
+/// The launch's reading of the weights: in the case's weight dtype, or (the
+/// vLLM #48324 mutant) always in the activation dtype, as FlashInfer's
+/// allreduce_fusion does.
+enum class GammaRead { AsDeclared, AsInputDtype };
+
 /// Rows [begin, end) of rank r, fused; a mutant's kernel defects D.
 template <unsigned D = cuda_defects::kNone>
 void launchFused(const AllreduceRmsNormArgs& a, const RowPlan& p, int r, int64_t begin, int64_t end,
-                 const LaunchEnv& env) {
+                 const LaunchEnv& env, GammaRead gamma = GammaRead::AsDeclared) {
   if (end <= begin) return;
   const RowShape& s = a.shape;
   const int64_t grid = std::min<int64_t>(end - begin, int64_t(env.sm_count) * (2048 / p.threads));
   withStorageType(s.dtype, [&](auto tag) {
     using T = decltype(tag);
-    withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
-      fusedKernel<T, vec(), vpt(), D><<<unsigned(grid), p.threads, 0, cudaStream_t(env.stream)>>>(
-          rankInputs<T>(a), static_cast<const T*>(a.residual[r]), static_cast<const T*>(a.w[r]),
-          static_cast<T*>(a.residual_out[r]), static_cast<T*>(a.y[r]), begin, end, s.N, s.ld, s.eps, p.nvec, p.tail,
-          p.vpt);
+    withWeightType<T>(gamma == GammaRead::AsDeclared ? s.wdtype() : s.dtype, [&](auto wtag) {
+      using W = decltype(wtag);
+      withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
+        fusedKernel<T, W, vec(), vpt(), D><<<unsigned(grid), p.threads, 0, cudaStream_t(env.stream)>>>(
+            rankInputs<T>(a), static_cast<const T*>(a.residual[r]), static_cast<const W*>(a.w[r]),
+            static_cast<T*>(a.residual_out[r]), static_cast<T*>(a.y[r]), begin, end, s.N, s.ld, s.eps, p.nvec, p.tail,
+            p.vpt, rmsnorm_cuda::weightSpecOf(s));
+      });
     });
   });
   ULPCHECK_CUDA_LAUNCH("allreduce_rmsnorm fusedKernel");
@@ -241,10 +251,10 @@ inline void allGatherStage(const AllreduceRmsNormArgs& a, const RowPlan& p, int 
 }
 
 /// One-shot: each rank fuses every row itself, reading every peer's partial.
-template <unsigned D = cuda_defects::kNone>
+template <unsigned D = cuda_defects::kNone, GammaRead kGamma = GammaRead::AsDeclared>
 void runFusedOneshot(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
   const RowPlan p = planOf(a);
-  for (int r = 0; r < a.ranks; ++r) launchFused<D>(a, p, r, 0, a.shape.M, env);
+  for (int r = 0; r < a.ranks; ++r) launchFused<D>(a, p, r, 0, a.shape.M, env, kGamma);
 }
 
 inline ReductionDepths rmsnormDepths(const RowShape& s, const LaunchEnv& env) {
@@ -253,7 +263,12 @@ inline ReductionDepths rmsnormDepths(const RowShape& s, const LaunchEnv& env) {
 
 inline const std::vector<DType> kDTypes{DType::F32, DType::F16, DType::BF16};
 
-/// The CUDA variants' code paths: their row kernels' (no backward).
-inline KernelInfo withCudaPaths(KernelInfo info) { return withRowPaths(std::move(info), {true, 1, false, 0}); }
+/// The CUDA variants' code paths (their row kernels', no backward) and
+/// specs: weights in fp32 or T, with an offset (the rounding=llama point
+/// after an allreduce is not modelled by the oracle).
+inline KernelInfo withCudaPaths(KernelInfo info) {
+  info.specs = SpecSupport{.fp32_weights = true, .llama_rounding = false, .weight_offset = true};
+  return withRowPaths(std::move(info), {true, 1, false, 0});
+}
 
 }  // namespace ulpcheck::allreduce_rmsnorm_cuda

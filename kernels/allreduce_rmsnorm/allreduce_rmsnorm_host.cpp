@@ -50,6 +50,7 @@ void fusedRows(const AllreduceRmsNormArgs& a, int r, int64_t begin, int64_t end,
   const size_t offset = size_t(begin * s.ld) * storageBytes(s.dtype);
   RowShape rows = s;
   rows.M = end - begin;
+  if (defects.gamma_as_input_dtype) rows.spec.weight.reset();  // w's bytes read as T
   rstd.resize(size_t(rows.M));
   rmsnorm_host::forward(RmsNormForwardArgs{rows, static_cast<const char*>(a.residual_out[r]) + offset, a.w[r],
                                            static_cast<char*>(a.y[r]) + offset, rstd.data()},
@@ -108,11 +109,13 @@ bool registerPort(const char* name, const char* description, const char* bug, co
     contracts.unfused_pipeline = unfused;
     contracts.bitwise_with_unfused = {"residual_out", "y"};
   }
-  return AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
-      withRowPaths(KernelInfo{"allreduce_rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
-                              contracts, description, bug, caught_by},
-                   {.backward = false}),
-      noWorkspace, std::move(run), rmsnormDepths});
+  KernelInfo info{"allreduce_rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
+                  contracts, description, bug, caught_by};
+  // rmsnorm's host forward implements every spec; the oracle does not model
+  // rounding=llama after an allreduce.
+  info.specs = SpecSupport{.fp32_weights = true, .llama_rounding = false, .weight_offset = true};
+  return AllreduceRmsNormRegistry::add(
+      AllreduceRmsNormKernel{withRowPaths(std::move(info), {.backward = false}), noWorkspace, std::move(run), rmsnormDepths});
 }
 
 const bool registered =

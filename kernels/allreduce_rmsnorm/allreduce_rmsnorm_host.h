@@ -14,6 +14,9 @@ struct Defects {
   // Each rank starts the sum from its own partial, so ranks add in different
   // orders and may disagree in the last bit (caught by rank_consistency).
   bool sum_from_own_rank = false;
+  // The norm weight gamma is read in the activation dtype whatever its dtype
+  // (vLLM #48324: FlashInfer's allreduce_fusion misreads an fp32 gamma).
+  bool gamma_as_input_dtype = false;
 };
 
 /// Registers a host mutant: the fused one-shot port with `defects` switched

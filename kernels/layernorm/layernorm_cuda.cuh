@@ -35,10 +35,11 @@ using namespace layernorm_plan;
 template <typename T>
 constexpr int kBackwardRegisterElements = maxRegisterElements<T>() / 2;
 
+/// gamma and beta are T or float (W).
 /// D: cuda_defects bits (kVarianceCountsMaskedLanes, kOnePassVariance).
-template <typename T, int VEC, int VPT, unsigned D>
+template <typename T, typename W, int VEC, int VPT, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
-    forwardKernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta, T* __restrict__ y,
+    forwardKernel(const T* __restrict__ x, const W* __restrict__ gamma, const W* __restrict__ beta, T* __restrict__ y,
                   float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t M, int64_t N, int64_t ld,
                   float eps, int64_t nvec, int tail, int vpt_dynamic) {
   __shared__ float red[2 * 32];
@@ -113,8 +114,8 @@ __global__ void __launch_bounds__(kMaxThreads)
       VecT<T, VEC> xv;
       if constexpr (VPT > 0) xv = xs[v];
       else xv = loadVec<T, VEC>(xr + vi * VEC);
-      const VecT<T, VEC> gv = loadVec<T, VEC>(gamma + vi * VEC);
-      const VecT<T, VEC> bv = loadVec<T, VEC>(beta + vi * VEC);
+      const WeightVec<W, VEC> gv = loadWeights<W, VEC>(gamma + vi * VEC);
+      const WeightVec<W, VEC> bv = loadWeights<W, VEC>(beta + vi * VEC);
       VecT<T, VEC> out;
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
@@ -132,10 +133,11 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 /// Row-parallel dx; this CTA's dgamma and dbeta partial sums over its rows
 /// kept in registers (VPT > 0) or in its own workspace row (VPT == 0).
+/// gamma is T or float (W).
 /// D: cuda_defects bits (kReductionSlotReusedWithoutBarrier).
-template <typename T, int VEC, int VPT, unsigned D>
+template <typename T, typename W, int VEC, int VPT, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
-    backwardKernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ dy,
+    backwardKernel(const T* __restrict__ x, const W* __restrict__ gamma, const T* __restrict__ dy,
                    const float* __restrict__ mean, const float* __restrict__ rstd, T* __restrict__ dx,
                    float* __restrict__ partial, int64_t M, int64_t N, int64_t ld, int64_t pld, int64_t nvec, int tail,
                    int vpt_dynamic) {
@@ -147,7 +149,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int64_t tail_col = nvec * VEC + t;
 
   constexpr int R = VPT > 0 ? VPT : 1;
-  VecT<T, VEC> gammas[R];
+  WeightVec<W, VEC> gammas[R];
   float dgamma_acc[R][VEC], dbeta_acc[R][VEC];
   float dgamma_tail = 0.f, dbeta_tail = 0.f;
   const float gamma_tail = t < tail ? toFloat(gamma[tail_col]) : 0.f;
@@ -155,7 +157,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
     for (int v = 0; v < VPT; ++v) {
       const int64_t vi = int64_t(v) * blockDim.x + t;
-      if (vi < nvec) gammas[v] = loadVec<T, VEC>(gamma + vi * VEC);
+      if (vi < nvec) gammas[v] = loadWeights<W, VEC>(gamma + vi * VEC);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) dgamma_acc[v][k] = dbeta_acc[v][k] = 0.f;
     }
@@ -174,13 +176,13 @@ __global__ void __launch_bounds__(kMaxThreads)
       if (vi >= nvec) continue;
       const VecT<T, VEC> xv = loadVec<T, VEC>(xr + vi * VEC);
       const VecT<T, VEC> gv = loadVec<T, VEC>(gr + vi * VEC);
-      VecT<T, VEC> wv;
+      WeightVec<W, VEC> wv;
       if constexpr (VPT > 0) {
         xs[v] = xv;
         gs[v] = gv;
         wv = gammas[v];
       } else {
-        wv = loadVec<T, VEC>(gamma + vi * VEC);
+        wv = loadWeights<W, VEC>(gamma + vi * VEC);
       }
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
@@ -207,7 +209,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int v = 0; v < (VPT > 0 ? VPT : vpt_dynamic); ++v) {
       const int64_t vi = int64_t(v) * blockDim.x + t;
       if (vi >= nvec) continue;
-      VecT<T, VEC> xv, gv, wv;
+      VecT<T, VEC> xv, gv;
+      WeightVec<W, VEC> wv;
       if constexpr (VPT > 0) {
         xv = xs[v];
         gv = gs[v];
@@ -215,7 +218,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       } else {
         xv = loadVec<T, VEC>(xr + vi * VEC);
         gv = loadVec<T, VEC>(gr + vi * VEC);
-        wv = loadVec<T, VEC>(gamma + vi * VEC);
+        wv = loadWeights<W, VEC>(gamma + vi * VEC);
       }
       VecT<T, VEC> out;
 #pragma unroll
@@ -268,10 +271,13 @@ void forward(const LayerNormForwardArgs& f, const LaunchEnv& env) {
   const int64_t grid = std::min<int64_t>(s.M, int64_t(env.sm_count) * (2048 / p.threads));
   withStorageType(s.dtype, [&](auto tag) {
     using T = decltype(tag);
-    withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
-      forwardKernel<T, vec(), vpt(), D><<<unsigned(grid), p.threads, 0, cudaStream_t(env.stream)>>>(
-          static_cast<const T*>(f.x), static_cast<const T*>(f.gamma), static_cast<const T*>(f.beta),
-          static_cast<T*>(f.y), f.mean, f.rstd, s.M, s.N, s.ld, s.eps, p.nvec, p.tail, p.vpt);
+    withWeightType<T>(s.wdtype(), [&](auto wtag) {
+      using W = decltype(wtag);
+      withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
+        forwardKernel<T, W, vec(), vpt(), D><<<unsigned(grid), p.threads, 0, cudaStream_t(env.stream)>>>(
+            static_cast<const T*>(f.x), static_cast<const W*>(f.gamma), static_cast<const W*>(f.beta),
+            static_cast<T*>(f.y), f.mean, f.rstd, s.M, s.N, s.ld, s.eps, p.nvec, p.tail, p.vpt);
+      });
     });
   });
   ULPCHECK_CUDA_LAUNCH("layernorm forwardKernel");
@@ -288,20 +294,23 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const cuda_d
   const cudaStream_t stream = cudaStream_t(env.stream);
   withStorageType(s.dtype, [&](auto tag) {
     using T = decltype(tag);
-    withVecAndVpt<T, kBackwardRegisterElements<T>>(p, [&](auto vec, auto vpt) {
-      backwardKernel<T, vec(), vpt(), D><<<unsigned(ctas), p.threads, 0, stream>>>(
-          static_cast<const T*>(b.x), static_cast<const T*>(b.gamma), static_cast<const T*>(b.dy), b.mean, b.rstd,
-          static_cast<T*>(b.dx), partial, s.M, s.N, s.ld, pld, p.nvec, p.tail, p.vpt);
+    withWeightType<T>(s.wdtype(), [&](auto wtag) {
+      using W = decltype(wtag);
+      withVecAndVpt<T, kBackwardRegisterElements<T>>(p, [&](auto vec, auto vpt) {
+        backwardKernel<T, W, vec(), vpt(), D><<<unsigned(ctas), p.threads, 0, stream>>>(
+            static_cast<const T*>(b.x), static_cast<const W*>(b.gamma), static_cast<const T*>(b.dy), b.mean, b.rstd,
+            static_cast<T*>(b.dx), partial, s.M, s.N, s.ld, pld, p.nvec, p.tail, p.vpt);
+      });
+      ULPCHECK_CUDA_LAUNCH("layernorm backwardKernel");
+      // torch-xpu-ops PR #4790: one shape regime's kernel wrote each sum to the other's output.
+      const bool swapped = defects.swap_dgamma_dbeta_at_large_m && s.M >= 256;
+      auto* dgamma = static_cast<W*>(swapped ? b.dbeta : b.dgamma);
+      auto* dbeta = static_cast<W*>(swapped ? b.dgamma : b.dbeta);
+      launchSumPartials<W>(partial, ctas, s.N, workspaceLd(s.N), dgamma, stream);
+      ULPCHECK_CUDA_LAUNCH("layernorm sumPartialsKernel (dgamma)");
+      launchSumPartials<W>(partial + pld, ctas, s.N, workspaceLd(s.N), dbeta, stream);
+      ULPCHECK_CUDA_LAUNCH("layernorm sumPartialsKernel (dbeta)");
     });
-    ULPCHECK_CUDA_LAUNCH("layernorm backwardKernel");
-    // torch-xpu-ops PR #4790: one shape regime's kernel wrote each sum to the other's output.
-    const bool swapped = defects.swap_dgamma_dbeta_at_large_m && s.M >= 256;
-    auto* dgamma = static_cast<T*>(swapped ? b.dbeta : b.dgamma);
-    auto* dbeta = static_cast<T*>(swapped ? b.dgamma : b.dbeta);
-    launchSumPartials<T>(partial, ctas, s.N, workspaceLd(s.N), dgamma, stream);
-    ULPCHECK_CUDA_LAUNCH("layernorm sumPartialsKernel (dgamma)");
-    launchSumPartials<T>(partial + pld, ctas, s.N, workspaceLd(s.N), dbeta, stream);
-    ULPCHECK_CUDA_LAUNCH("layernorm sumPartialsKernel (dbeta)");
   });
 }
 
@@ -321,10 +330,11 @@ bool registerVariant(const char* name, const char* description, cuda_defects::Mu
   const cuda_defects::LaunchDefects launch = mutant.launch;
   // The backward holds half as many row elements in registers (kBackwardRegisterElements).
   const RowPathModel paths{true, 2, true, launch.swap_dgamma_dbeta_at_large_m ? 256 : 0};
+  KernelInfo info{"layernorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
+                  Contracts{true, true, DType::F32}, description, mutant.bug, mutant.caught_by};
+  info.specs = SpecSupport{.fp32_weights = true};  // gamma, beta (and their gradients) in fp32 or T
   return LayerNormRegistry::add(LayerNormKernel{
-      withRowPaths(KernelInfo{"layernorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
-                              Contracts{true, true, DType::F32}, description, mutant.bug, mutant.caught_by},
-                   paths),
+      withRowPaths(std::move(info), paths),
       workspaceBytes, forward<kForwardDefects>,
       [launch](const LayerNormBackwardArgs& b, const LaunchEnv& e) { backward<kBackwardDefects>(b, e, launch); },
       depths});

@@ -49,7 +49,7 @@ void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& def
     f.rstd[row] = r;
     for (int64_t col = 0; col < s.N; ++col) {
       const float xhat = (x(col) - mean) * r;
-      store(f.y, s.dtype, base + col, std::fma(xhat, load(f.gamma, s.dtype, col), load(f.beta, s.dtype, col)));
+      store(f.y, s.dtype, base + col, std::fma(xhat, load(f.gamma, s.wdtype(), col), load(f.beta, s.wdtype(), col)));
     }
   }
 }
@@ -61,7 +61,7 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defect
   const int64_t pld = partialLd(s.N), wld = workspaceLd(s.N);
   auto* partial = static_cast<float*>(b.workspace);
   std::vector<float> gamma(s.N), acc(p.threads), dgamma_acc(s.N), dbeta_acc(s.N);
-  for (int64_t col = 0; col < s.N; ++col) gamma[col] = load(b.gamma, s.dtype, col);
+  for (int64_t col = 0; col < s.N; ++col) gamma[col] = load(b.gamma, s.wdtype(), col);
 
   for (int64_t cta = 0; cta < ctas; ++cta) {
     std::fill(dgamma_acc.begin(), dgamma_acc.end(), 0.f);
@@ -90,19 +90,20 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defect
   void* dgamma = swapped ? b.dbeta : b.dgamma;
   void* dbeta = swapped ? b.dgamma : b.dbeta;
   for (int64_t col = 0; col < s.N; ++col) {
-    store(dgamma, s.dtype, col, sumPartials(partial, wld, ctas, col, DwStrategy::Separate));
-    store(dbeta, s.dtype, col, sumPartials(partial + pld, wld, ctas, col, DwStrategy::Separate));
+    store(dgamma, s.wdtype(), col, sumPartials(partial, wld, ctas, col, DwStrategy::Separate));
+    store(dbeta, s.wdtype(), col, sumPartials(partial + pld, wld, ctas, col, DwStrategy::Separate));
   }
 }
 
 namespace {
 bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects) {
   const RowPathModel paths{.backward = true, .large_m_from = defects.swap_dgamma_dbeta_at_large_m ? 256 : 0};
+  KernelInfo info{"layernorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
+                  Contracts{.deterministic = true, .batch_invariant = true, .accumulation = DType::F32},
+                  description, bug, caught_by};
+  info.specs = SpecSupport{.fp32_weights = true};  // gamma, beta (and their gradients) in fp32 or T
   return LayerNormRegistry::add(LayerNormKernel{
-      withRowPaths(KernelInfo{"layernorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
-                              Contracts{.deterministic = true, .batch_invariant = true, .accumulation = DType::F32},
-                              description, bug, caught_by},
-                   paths),
+      withRowPaths(std::move(info), paths),
       workspaceBytes,
       [defects](const LayerNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },
       [defects](const LayerNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, defects); }, depths});

@@ -120,9 +120,16 @@ TEST(Generators, SpecsAreDrawnWhereProductionRunsAndOnlyForVariantsThatImplement
   EXPECT_GE(rms.fp32_weights * 10, rms.sixteen_bit * 4) << rms.fp32_weights << " of " << rms.sixteen_bit;
   EXPECT_GE(rms.llama * 5, rms.cases) << rms.llama << " of " << rms.cases;
   EXPECT_GE(rms.offset * 5, rms.cases) << rms.offset << " of " << rms.cases;
-  // host_twopass implements the plain spec only: nothing else is generated for it.
-  const SpecCounts ln = drawSpecs("layernorm", "host_twopass", 300);
-  EXPECT_EQ(ln.fp32_weights + ln.llama + ln.offset, 0);
+  // host_twopass implements fp32 gamma and beta, and neither rounding=llama
+  // nor an offset: those are never generated for it.
+  const SpecCounts ln = drawSpecs("layernorm", "host_twopass", 600);
+  EXPECT_GE(ln.fp32_weights * 10, ln.sixteen_bit * 4) << ln.fp32_weights << " of " << ln.sixteen_bit;
+  EXPECT_EQ(ln.llama + ln.offset, 0);
+  // The fused allreduce implements fp32 weights and an offset, not llama.
+  const SpecCounts ar = drawSpecs("allreduce_rmsnorm", "host_fused_oneshot", 600);
+  EXPECT_GE(ar.fp32_weights * 10, ar.sixteen_bit * 4) << ar.fp32_weights << " of " << ar.sixteen_bit;
+  EXPECT_GE(ar.offset * 5, ar.cases) << ar.offset << " of " << ar.cases;
+  EXPECT_EQ(ar.llama, 0);
 }
 
 TEST(Generators, SpecShrinksTowardPlain) {

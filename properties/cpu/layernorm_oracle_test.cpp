@@ -126,8 +126,11 @@ std::vector<DistParams> largeMeanDistributions() {
 
 /// `per_combination` cases for every dtype x every distribution, plus the
 /// large-mean ones for every dtype: the coverage is guaranteed rather than
-/// left to chance. Shapes cycle through `shapes`; eps, dy_sigma and the data
-/// seed come from a fixed-seed engine, so the suite is reproducible.
+/// left to chance. Every 16-bit case comes twice: with gamma and beta in its
+/// dtype and in fp32 (the spec's wdtype=fp32: fp32 gamma, beta, dgamma and
+/// dbeta beside 16-bit x, as mixed-precision training keeps them). Shapes
+/// cycle through `shapes`; eps, dy_sigma and the data seed come from a
+/// fixed-seed engine, so the suite is reproducible.
 std::vector<CaseSpec> coverageCases(uint64_t seed, int per_combination, const std::vector<Shape>& shapes) {
   rc::Random random(seed);
   std::mt19937_64 rng(seed);
@@ -138,6 +141,11 @@ std::vector<CaseSpec> coverageCases(uint64_t seed, int per_combination, const st
     const float eps = kEpsChoices[rng() % std::size(kEpsChoices)];
     const double dy_sigma = kDySigmas[rng() % std::size(kDySigmas)];
     cases.push_back(makeCase(t, s, d, eps, dy_sigma, rng()));
+    if (t == DType::F32) return;
+    CaseSpec fp32_weights = cases.back();
+    fp32_weights.spec.weight = DType::F32;
+    validateCase(fp32_weights);
+    cases.push_back(fp32_weights);
   };
   for (DType t : kAllDTypes) {
     for (int d = 0; d < static_cast<int>(Dist::kCount); ++d)
@@ -156,7 +164,8 @@ std::string layoutProblem(const CaseSpec& c, const LayerNormReference& ref) {
     bool per_row;
   } want[] = {{&ref.y, c.dtype, c.M, c.N, true},         {&ref.mean, DType::F32, c.M, 1, true},
               {&ref.rstd, DType::F32, c.M, 1, true},     {&ref.dx, c.dtype, c.M, c.N, true},
-              {&ref.dgamma, c.dtype, 1, c.N, false},     {&ref.dbeta, c.dtype, 1, c.N, false}};
+              {&ref.dgamma, weightDtype(c.dtype, c.spec), 1, c.N, false},
+              {&ref.dbeta, weightDtype(c.dtype, c.spec), 1, c.N, false}};
   for (const auto& w : want) {
     const ReferenceTensor& r = *w.r;
     const size_t n = size_t(w.rows * w.cols);
@@ -348,7 +357,7 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const L
   return failures;
 }
 
-TEST(LayerNormOracleCrossCheck, MatchesBoostForEveryDTypeAndDistribution) {
+TEST(LayerNormOracleCrossCheck, MatchesBoostForEveryDTypeDistributionAndWeightDtype) {
   // N = 1 (var = 0 always), N % 8 != 0, powers of two, N past 256; padding
   // ld > N in half of them (the poisoned columns must never be read).
   const std::vector<Shape> shapes = {{1, 1, 0},  {2, 3, 1},  {3, 5, 0},  {4, 8, 0},   {2, 13, 3},  {5, 17, 8},
@@ -356,13 +365,17 @@ TEST(LayerNormOracleCrossCheck, MatchesBoostForEveryDTypeAndDistribution) {
   const std::vector<CaseSpec> cases = coverageCases(0x1a7e5c0aac1eULL, 10, shapes);
   CrossCheckStats stats;
   ThreadPool pool(2);
+  int64_t fp32_weight_cases = 0;
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
     const std::optional<LayerNormReference> oracle = wellFormedOracle(c, in, pool);
     if (!oracle) continue;
     const LayerNormReference& ref = *oracle;
+    fp32_weight_cases += c.spec.weight == DType::F32;
     for (const auto& f : crossCheck(c, in, ref, stats)) ADD_FAILURE() << toCaseString(c) << "\n  " << f;
   }
+  RecordProperty("fp32_weight_cases", std::to_string(fp32_weight_cases));
+  EXPECT_GE(fp32_weight_cases, 2 * 10 * static_cast<int>(Dist::kCount));  // every 16-bit case, again with fp32 weights
   const Agreement& a = stats.agreement;
   RecordProperty("cases", std::to_string(cases.size()));
   RecordProperty("nonzero_elements", std::to_string(a.nonzero));

@@ -57,7 +57,25 @@ _rms = "torch.nn.functional.rms_norm" if hasattr(F, "rms_norm") else "a composit
 ulpcheck.rmsnorm("torch_rms_norm", forward=rms_norm_forward, backward=rms_norm_backward, backend="cuda",
                  fp32_weights=True,
                  description=f"PyTorch's RMSNorm on the GPU: {_rms}, backward through autograd")
+
+
+def _layer_norm_takes_fp32_gamma(device):
+    # fp32 gamma and beta beside bf16 x: torch 2.11 takes them on the CPU (its
+    # mixed-type path: fp32 math, y in x's dtype, dgamma and dbeta in fp32) and
+    # refuses them on CUDA, as torch 1.13 does on the CPU ("expected scalar
+    # type BFloat16 but found Float"). Ask this torch, on this device.
+    if device == "cuda" and not torch.cuda.is_available():
+        return False
+    try:
+        F.layer_norm(torch.zeros(1, 2, dtype=torch.bfloat16, device=device), (2,),
+                     torch.ones(2, device=device), torch.zeros(2, device=device))
+        return True
+    except RuntimeError:
+        return False
+
+
 ulpcheck.layernorm("torch_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
+                   fp32_weights=_layer_norm_takes_fp32_gamma("cuda"),
                    description="PyTorch's LayerNorm on the GPU: torch.nn.functional.layer_norm, backward through autograd")
 
 # The same on the CPU, where CI can run them (torch before 2.1 has no fp16 LayerNorm on the CPU).
@@ -66,4 +84,5 @@ _cpu_dtypes = ("fp32", "bf16") if _version < (2, 1) else ulpcheck.DTYPES
 ulpcheck.rmsnorm("torch_rms_norm_cpu", forward=rms_norm_forward, backward=rms_norm_backward, backend="host",
                  dtypes=_cpu_dtypes, fp32_weights=True, description=f"PyTorch's RMSNorm on the CPU: {_rms}")
 ulpcheck.layernorm("torch_layer_norm_cpu", forward=layer_norm_forward, backward=layer_norm_backward, backend="host",
-                   dtypes=_cpu_dtypes, description="PyTorch's LayerNorm on the CPU: torch.nn.functional.layer_norm")
+                   dtypes=_cpu_dtypes, fp32_weights=_layer_norm_takes_fp32_gamma("cpu"),
+                   description="PyTorch's LayerNorm on the CPU: torch.nn.functional.layer_norm")
