@@ -49,12 +49,14 @@ struct SpecSupport {
   bool fp32_weights = false;    // w (and dw) in fp32 beside 16-bit activations
   bool llama_rounding = false;  // rounding=llama
   bool weight_offset = false;   // offset + w
+  bool affine_variants = false; // LayerNorm without beta (affine=nobias) and without either (affine=none)
   /// Why a case's spec is not one of these; empty if it is.
   std::string violation(DType activations, const NormSpec& s) const {
     if (s.weight && *s.weight != activations && !(*s.weight == DType::F32 && fp32_weights))
       return fp32_weights ? "takes weights in fp32 or in the activation dtype" : "takes weights in the activation dtype only";
     if (s.rounding == Rounding::Llama && !llama_rounding) return "does not implement rounding=llama";
     if (s.weight_offset != 0.f && !weight_offset) return "does not implement a weight offset";
+    if (s.affine != Affine::Full && !affine_variants) return "implements LayerNorm with gamma and beta only";
     return "";
   }
 };

@@ -173,9 +173,14 @@ rc::Gen<CaseSpec> withSpec(CaseSpec base) {
   auto rounding = can.llama_rounding ? shrinkingWeightedOneOf<Rounding>({{3, just(Rounding::Plain)}, {1, just(Rounding::Llama)}})
                                      : just(Rounding::Plain);
   auto offset = can.weight_offset ? shrinkingWeightedOneOf<float>({{3, just(0.f)}, {1, just(1.f)}}) : just(0.f);
-  return rc::gen::map(rc::gen::tuple(weight, rounding, offset), [base](const auto& t) {
+  // LayerNorm without beta (bias=False) and without either parameter, 1 in 4 each.
+  auto affine = can.affine_variants ? shrinkingWeightedOneOf<Affine>(
+                                          {{2, just(Affine::Full)}, {1, just(Affine::NoBias)}, {1, just(Affine::None)}})
+                                    : just(Affine::Full);
+  return rc::gen::map(rc::gen::tuple(weight, rounding, offset, affine), [base](const auto& t) {
     CaseSpec c = base;
-    c.spec = NormSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t)};
+    c.spec = NormSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t)};
+    if (c.spec.affine == Affine::None) c.spec.weight.reset();  // no weights to give a dtype
     return c;
   });
 }

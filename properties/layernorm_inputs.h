@@ -4,6 +4,8 @@
 // with the case's scale; padding columns hold the dtype's NaN poison.
 #pragma once
 
+#include <algorithm>
+
 #include "harness/core/buffer.h"
 #include "harness/core/case_spec.h"
 #include "harness/core/datagen.h"
@@ -27,11 +29,16 @@ struct LayerNormInputData {
 inline LayerNormInputData generateLayerNormInputs(const CaseSpec& c, const std::vector<int64_t>& rows) {
   const uint32_t pad = poisonBits(c.dtype);
   const DType wt = weightDtype(c.dtype, c.spec);
-  return LayerNormInputData{
+  LayerNormInputData in{
       generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
       generateHost(kLayerNormGammaDist, wt, c.seed, TensorStream::Weight, {0}, c.N, c.N, poisonBits(wt)),
       generateHost(kLayerNormBetaDist, wt, c.seed, TensorStream::Bias, {0}, c.N, c.N, poisonBits(wt)),
       generateHost(layerNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad)};
+  // A spec without gamma or beta (affine=nobias, none) is the spec with
+  // gamma = 1 and beta = 0: what the oracle computes; kernels get no pointer.
+  if (!c.spec.hasGamma()) std::fill(in.gamma.bits.begin(), in.gamma.bits.end(), doubleToBits(wt, 1.0));
+  if (!c.spec.hasBeta()) std::fill(in.beta.bits.begin(), in.beta.bits.end(), doubleToBits(wt, 0.0));
+  return in;
 }
 
 }  // namespace ulpcheck

@@ -39,16 +39,17 @@ class LayerNormOp final : public OpAdapter {
 
     RunBuffers buf(k.info.backend, k.info.unprovided_outputs);
     const void* x = buf.input("x", in.x);
-    const void* gamma = buf.input("gamma", in.gamma);
-    const void* beta = buf.input("beta", in.beta);
+    // Parameters and gradients the spec lacks (affine=nobias, none) are null.
+    const void* gamma = c.spec.hasGamma() ? buf.input("gamma", in.gamma) : nullptr;
+    const void* beta = c.spec.hasBeta() ? buf.input("beta", in.beta) : nullptr;
     const void* dy = buf.input("dy", in.dy);
     void* y = buf.output("y", c.dtype, M, c.N, c.ld, true);
     auto* mean = static_cast<float*>(buf.output("mean", DType::F32, M, 1, 1, true));
     auto* rstd = static_cast<float*>(buf.output("rstd", DType::F32, M, 1, 1, true));
     void* dx = buf.output("dx", c.dtype, M, c.N, c.ld, true);
     const DType wt = weightDtype(c.dtype, c.spec);  // gamma, beta and their gradients
-    void* dgamma = buf.output("dgamma", wt, 1, c.N, c.N, false);
-    void* dbeta = buf.output("dbeta", wt, 1, c.N, c.N, false);
+    void* dgamma = c.spec.hasGamma() ? buf.output("dgamma", wt, 1, c.N, c.N, false) : nullptr;
+    void* dbeta = c.spec.hasBeta() ? buf.output("dbeta", wt, 1, c.N, c.N, false) : nullptr;
     void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
 
     // Started after the inputs are in place, so the load overlaps the launches.
@@ -74,8 +75,10 @@ class LayerNormOp final : public OpAdapter {
     return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
       LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps}, at,
                                                   ctx.pool ? *ctx.pool : ThreadPool::shared());
-      return std::vector<ReferenceTensor>{std::move(ref.y),  std::move(ref.mean),   std::move(ref.rstd),
-                                          std::move(ref.dx), std::move(ref.dgamma), std::move(ref.dbeta)};
+      std::vector<ReferenceTensor> out{std::move(ref.y), std::move(ref.mean), std::move(ref.rstd), std::move(ref.dx)};
+      if (c.spec.hasGamma()) out.push_back(std::move(ref.dgamma));
+      if (c.spec.hasBeta()) out.push_back(std::move(ref.dbeta));
+      return out;
     });
   }
 
@@ -84,11 +87,11 @@ class LayerNormOp final : public OpAdapter {
     auto at = [&](const DistParams& d, TensorStream s, int64_t r, int64_t j, DType t) {
       return hexFloat(sampleValue(d, t, c.seed, s, r, j));
     };
-    const std::string gamma = at(kLayerNormGammaDist, TensorStream::Weight, 0, col, wt);
+    const std::string gamma = c.spec.hasGamma() ? at(kLayerNormGammaDist, TensorStream::Weight, 0, col, wt) : "1 (none)";
+    const std::string beta = c.spec.hasBeta() ? at(kLayerNormBetaDist, TensorStream::Bias, 0, col, wt) : "0 (none)";
     if (tensor == "dgamma" || tensor == "dbeta") return fmt::format("gamma[{}]={} (sum over {} rows)", col, gamma, c.M);
     if (tensor == "mean" || tensor == "rstd") return fmt::format("row {} of x ({} columns)", row, c.N);
-    return fmt::format("x={} gamma={} beta={} dy={}", at(c.x, TensorStream::X, row, col, c.dtype), gamma,
-                       at(kLayerNormBetaDist, TensorStream::Bias, 0, col, wt),
+    return fmt::format("x={} gamma={} beta={} dy={}", at(c.x, TensorStream::X, row, col, c.dtype), gamma, beta,
                        at(layerNormGradDist(c), TensorStream::GradOut, row, col, c.dtype));
   }
 

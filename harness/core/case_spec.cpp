@@ -130,6 +130,13 @@ const std::vector<Field>& fields() {
          c.spec.weight_offset = static_cast<float>(o);
        },
        [](const CaseSpec& c) { return c.spec.weight_offset == d.spec.weight_offset; }},
+      {"affine", false, [](const CaseSpec& c) { return std::string(affineName(c.spec.affine)); },
+       [](CaseSpec& c, const std::string& v) {
+         auto a = parseAffine(v);
+         if (!a) throw CaseParseError(fmt::format("'affine': '{}' is not one of full, nobias, none", v));
+         c.spec.affine = *a;
+       },
+       [](const CaseSpec& c) { return c.spec.affine == d.spec.affine; }},
   };
   return table;
 }
@@ -175,6 +182,7 @@ std::string specLabel(const NormSpec& s) {
   if (s.weight) add(fmt::format("w={}", dtypeName(*s.weight)));
   if (s.rounding != Rounding::Plain) add(roundingName(s.rounding));
   if (s.weight_offset != 0.f) add(fmt::format("offset={:g}", s.weight_offset));
+  if (s.affine != Affine::Full) add(fmt::format("affine={}", affineName(s.affine)));
   return out;
 }
 
@@ -219,6 +227,10 @@ void validateCase(const CaseSpec& c) {
   // the weight's whole value and its rounding in fp32 the whole test.
   if (!(std::fabs(c.spec.weight_offset) <= 16.f))
     fail(fmt::format("'offset' must be in [-16, 16], got {}", hexFloat(c.spec.weight_offset)));
+  if (c.spec.affine != Affine::Full && c.op != "layernorm")
+    fail(fmt::format("'affine={}' is a LayerNorm spec; op={} has none", affineName(c.spec.affine), c.op));
+  if (c.spec.affine == Affine::None && c.spec.weight)
+    fail("'wdtype' with affine=none: there are no weights to give a dtype");
 }
 
 std::string toCaseString(const CaseSpec& c) {

@@ -23,15 +23,26 @@ namespace ulpcheck {
 
 enum class Rounding : uint8_t { Plain = 0, Llama = 1 };
 
+/// LayerNorm's affine parameters: gamma and beta (torch.nn.LayerNorm's
+/// default), gamma only (bias=False: y = xhat gamma, no dbeta), or neither
+/// (elementwise_affine=False: y = xhat, no dgamma and no dbeta). A kernel is
+/// given null pointers for the parameters and gradients the spec lacks.
+enum class Affine : uint8_t { Full = 0, NoBias = 1, None = 2 };
+
 struct NormSpec {
   std::optional<DType> weight;  // unset: the activation dtype
   Rounding rounding = Rounding::Plain;
   float weight_offset = 0.f;  // y = xhat (offset + w); Gemma's 1
+  Affine affine = Affine::Full;  // LayerNorm only
 
   bool operator==(const NormSpec& o) const {
-    return weight == o.weight && rounding == o.rounding && weight_offset == o.weight_offset;
+    return weight == o.weight && rounding == o.rounding && weight_offset == o.weight_offset && affine == o.affine;
   }
-  bool plain() const { return !weight && rounding == Rounding::Plain && weight_offset == 0.f; }
+  bool plain() const {
+    return !weight && rounding == Rounding::Plain && weight_offset == 0.f && affine == Affine::Full;
+  }
+  bool hasGamma() const { return affine != Affine::None; }
+  bool hasBeta() const { return affine == Affine::Full; }
 };
 
 inline DType weightDtype(DType activations, const NormSpec& s) { return s.weight.value_or(activations); }
@@ -41,6 +52,17 @@ inline const char* roundingName(Rounding r) { return r == Rounding::Llama ? "lla
 inline std::optional<Rounding> parseRounding(std::string_view name) {
   if (name == "plain") return Rounding::Plain;
   if (name == "llama") return Rounding::Llama;
+  return std::nullopt;
+}
+
+inline const char* affineName(Affine a) {
+  return a == Affine::NoBias ? "nobias" : a == Affine::None ? "none" : "full";
+}
+
+inline std::optional<Affine> parseAffine(std::string_view name) {
+  if (name == "full") return Affine::Full;
+  if (name == "nobias") return Affine::NoBias;
+  if (name == "none") return Affine::None;
   return std::nullopt;
 }
 

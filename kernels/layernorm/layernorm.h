@@ -9,7 +9,10 @@
 //   dgamma_j = sum_i dy_ij xhat_ij,   dbeta_j = sum_i dy_ij
 //
 // x, dy, y, dx share the row stride ld (elements); gamma, beta, dgamma, dbeta
-// are contiguous. The backward uses the mean and rstd its forward saved.
+// are contiguous, in the spec's weight dtype (RowShape::wdtype()). Under
+// affine=nobias beta and dbeta are null (beta = 0), under affine=none gamma
+// and dgamma too (gamma = 1). The backward uses the mean and rstd its
+// forward saved.
 #pragma once
 
 #include <cstddef>

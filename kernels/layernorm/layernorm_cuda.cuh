@@ -35,7 +35,23 @@ using namespace layernorm_plan;
 template <typename T>
 constexpr int kBackwardRegisterElements = maxRegisterElements<T>() / 2;
 
-/// gamma and beta are T or float (W).
+/// gamma (or beta) at column offset `offset`, or `absent` in every lane
+/// where the spec has no such parameter (a null pointer: affine=nobias, none).
+template <typename W, int VEC>
+__device__ __forceinline__ WeightVec<W, VEC> loadAffine(const W* p, int64_t offset, float absent) {
+  if (p) return loadWeights<W, VEC>(p + offset);
+  WeightVec<W, VEC> v;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) v.v[k] = fromFloat<W>(absent);
+  return v;
+}
+
+template <typename W>
+__device__ __forceinline__ float affineAt(const W* p, int64_t col, float absent) {
+  return p ? toFloat(p[col]) : absent;
+}
+
+/// gamma and beta are T or float (W); null where the spec has none.
 /// D: cuda_defects bits (kVarianceCountsMaskedLanes, kOnePassVariance).
 template <typename T, typename W, int VEC, int VPT, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
@@ -114,8 +130,8 @@ __global__ void __launch_bounds__(kMaxThreads)
       VecT<T, VEC> xv;
       if constexpr (VPT > 0) xv = xs[v];
       else xv = loadVec<T, VEC>(xr + vi * VEC);
-      const WeightVec<W, VEC> gv = loadWeights<W, VEC>(gamma + vi * VEC);
-      const WeightVec<W, VEC> bv = loadWeights<W, VEC>(beta + vi * VEC);
+      const WeightVec<W, VEC> gv = loadAffine<W, VEC>(gamma, vi * VEC, 1.f);
+      const WeightVec<W, VEC> bv = loadAffine<W, VEC>(beta, vi * VEC, 0.f);
       VecT<T, VEC> out;
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
@@ -126,14 +142,14 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
     if (t < tail) {
       const float xhat = __fmul_rn(__fsub_rn(xt, mean), r);
-      yr[tail_col] = fromFloat<T>(__fmaf_rn(xhat, toFloat(gamma[tail_col]), toFloat(beta[tail_col])));
+      yr[tail_col] = fromFloat<T>(__fmaf_rn(xhat, affineAt(gamma, tail_col, 1.f), affineAt(beta, tail_col, 0.f)));
     }
   }
 }
 
 /// Row-parallel dx; this CTA's dgamma and dbeta partial sums over its rows
 /// kept in registers (VPT > 0) or in its own workspace row (VPT == 0).
-/// gamma is T or float (W).
+/// gamma is T or float (W), null where the spec has none (gamma = 1).
 /// D: cuda_defects bits (kReductionSlotReusedWithoutBarrier).
 template <typename T, typename W, int VEC, int VPT, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
@@ -152,12 +168,12 @@ __global__ void __launch_bounds__(kMaxThreads)
   WeightVec<W, VEC> gammas[R];
   float dgamma_acc[R][VEC], dbeta_acc[R][VEC];
   float dgamma_tail = 0.f, dbeta_tail = 0.f;
-  const float gamma_tail = t < tail ? toFloat(gamma[tail_col]) : 0.f;
+  const float gamma_tail = t < tail ? affineAt(gamma, tail_col, 1.f) : 0.f;
   if constexpr (VPT > 0) {
 #pragma unroll
     for (int v = 0; v < VPT; ++v) {
       const int64_t vi = int64_t(v) * blockDim.x + t;
-      if (vi < nvec) gammas[v] = loadWeights<W, VEC>(gamma + vi * VEC);
+      if (vi < nvec) gammas[v] = loadAffine<W, VEC>(gamma, vi * VEC, 1.f);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) dgamma_acc[v][k] = dbeta_acc[v][k] = 0.f;
     }
@@ -182,7 +198,7 @@ __global__ void __launch_bounds__(kMaxThreads)
         gs[v] = gv;
         wv = gammas[v];
       } else {
-        wv = loadWeights<W, VEC>(gamma + vi * VEC);
+        wv = loadAffine<W, VEC>(gamma, vi * VEC, 1.f);
       }
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
@@ -218,7 +234,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       } else {
         xv = loadVec<T, VEC>(xr + vi * VEC);
         gv = loadVec<T, VEC>(gr + vi * VEC);
-        wv = loadWeights<W, VEC>(gamma + vi * VEC);
+        wv = loadAffine<W, VEC>(gamma, vi * VEC, 1.f);
       }
       VecT<T, VEC> out;
 #pragma unroll
@@ -306,10 +322,14 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const cuda_d
       const bool swapped = defects.swap_dgamma_dbeta_at_large_m && s.M >= 256;
       auto* dgamma = static_cast<W*>(swapped ? b.dbeta : b.dgamma);
       auto* dbeta = static_cast<W*>(swapped ? b.dgamma : b.dbeta);
-      launchSumPartials<W>(partial, ctas, s.N, workspaceLd(s.N), dgamma, stream);
-      ULPCHECK_CUDA_LAUNCH("layernorm sumPartialsKernel (dgamma)");
-      launchSumPartials<W>(partial + pld, ctas, s.N, workspaceLd(s.N), dbeta, stream);
-      ULPCHECK_CUDA_LAUNCH("layernorm sumPartialsKernel (dbeta)");
+      if (dgamma) {  // null where the spec has no such parameter (affine=nobias, none)
+        launchSumPartials<W>(partial, ctas, s.N, workspaceLd(s.N), dgamma, stream);
+        ULPCHECK_CUDA_LAUNCH("layernorm sumPartialsKernel (dgamma)");
+      }
+      if (dbeta) {
+        launchSumPartials<W>(partial + pld, ctas, s.N, workspaceLd(s.N), dbeta, stream);
+        ULPCHECK_CUDA_LAUNCH("layernorm sumPartialsKernel (dbeta)");
+      }
     });
   });
 }
@@ -332,7 +352,8 @@ bool registerVariant(const char* name, const char* description, cuda_defects::Mu
   const RowPathModel paths{true, 2, true, launch.swap_dgamma_dbeta_at_large_m ? 256 : 0};
   KernelInfo info{"layernorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
                   Contracts{true, true, DType::F32}, description, mutant.bug, mutant.caught_by};
-  info.specs = SpecSupport{.fp32_weights = true};  // gamma, beta (and their gradients) in fp32 or T
+  // gamma, beta (and their gradients) in fp32 or T; without beta, without either.
+  info.specs = SpecSupport{.fp32_weights = true, .affine_variants = true};
   return LayerNormRegistry::add(LayerNormKernel{
       withRowPaths(std::move(info), paths),
       workspaceBytes, forward<kForwardDefects>,

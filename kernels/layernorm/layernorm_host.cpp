@@ -23,6 +23,8 @@ float rowSum(const RowPlan& p, std::vector<float>& acc, Term&& term) {
   }
   return blockAllReduce(acc);
 }
+/// gamma_j or beta_j, or `absent` where the spec has no such parameter (null).
+float affineParameter(const void* p, DType t, int64_t col, float absent) { return p ? load(p, t, col) : absent; }
 }  // namespace
 
 void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& defects) {
@@ -49,7 +51,8 @@ void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& def
     f.rstd[row] = r;
     for (int64_t col = 0; col < s.N; ++col) {
       const float xhat = (x(col) - mean) * r;
-      store(f.y, s.dtype, base + col, std::fma(xhat, load(f.gamma, s.wdtype(), col), load(f.beta, s.wdtype(), col)));
+      store(f.y, s.dtype, base + col,
+            std::fma(xhat, affineParameter(f.gamma, s.wdtype(), col, 1.f), affineParameter(f.beta, s.wdtype(), col, 0.f)));
     }
   }
 }
@@ -61,7 +64,7 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defect
   const int64_t pld = partialLd(s.N), wld = workspaceLd(s.N);
   auto* partial = static_cast<float*>(b.workspace);
   std::vector<float> gamma(s.N), acc(p.threads), dgamma_acc(s.N), dbeta_acc(s.N);
-  for (int64_t col = 0; col < s.N; ++col) gamma[col] = load(b.gamma, s.wdtype(), col);
+  for (int64_t col = 0; col < s.N; ++col) gamma[col] = affineParameter(b.gamma, s.wdtype(), col, 1.f);
 
   for (int64_t cta = 0; cta < ctas; ++cta) {
     std::fill(dgamma_acc.begin(), dgamma_acc.end(), 0.f);
@@ -89,9 +92,9 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defect
   const bool swapped = defects.swap_dgamma_dbeta_at_large_m && s.M >= 256;
   void* dgamma = swapped ? b.dbeta : b.dgamma;
   void* dbeta = swapped ? b.dgamma : b.dbeta;
-  for (int64_t col = 0; col < s.N; ++col) {
-    store(dgamma, s.wdtype(), col, sumPartials(partial, wld, ctas, col, DwStrategy::Separate));
-    store(dbeta, s.wdtype(), col, sumPartials(partial + pld, wld, ctas, col, DwStrategy::Separate));
+  for (int64_t col = 0; col < s.N; ++col) {  // null where the spec has no such parameter
+    if (dgamma) store(dgamma, s.wdtype(), col, sumPartials(partial, wld, ctas, col, DwStrategy::Separate));
+    if (dbeta) store(dbeta, s.wdtype(), col, sumPartials(partial + pld, wld, ctas, col, DwStrategy::Separate));
   }
 }
 
@@ -101,7 +104,8 @@ bool registerPort(const char* name, const char* description, const char* bug, co
   KernelInfo info{"layernorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
                   Contracts{.deterministic = true, .batch_invariant = true, .accumulation = DType::F32},
                   description, bug, caught_by};
-  info.specs = SpecSupport{.fp32_weights = true};  // gamma, beta (and their gradients) in fp32 or T
+  // gamma, beta (and their gradients) in fp32 or T; without beta, without either.
+  info.specs = SpecSupport{.fp32_weights = true, .affine_variants = true};
   return LayerNormRegistry::add(LayerNormKernel{
       withRowPaths(std::move(info), paths),
       workspaceBytes,

@@ -238,10 +238,18 @@ class Request {
           {"variant", variant},
           {"shape", {int(s.dtype), s.M, s.N, s.ld, s.eps}},
           // The spec beside the shape (whose list a Python worker unpacks as is).
-          {"spec", {{"wdtype", int(s.wdtype())}, {"rounding", roundingName(s.spec.rounding)}, {"offset", s.spec.weight_offset}}},
+          {"spec",
+           {{"wdtype", int(s.wdtype())},
+            {"rounding", roundingName(s.spec.rounding)},
+            {"offset", s.spec.weight_offset},
+            {"affine", affineName(s.spec.affine)}}},
           {"env", {e.sm_count, e.ctas_override, e.perturb_schedule}}};
   }
   Request& ptr(const char* name, const void* p) {
+    if (!p) {  // a tensor the spec lacks (LayerNorm's beta under affine=nobias): null in the worker too
+      j_["ptrs"][name] = nullptr;
+      return *this;
+    }
     const auto found = findRegion(p);
     if (!found) throw std::logic_error(fmt::format("tensor '{}' is not in a shared region", name));
     const auto& [region, offset] = *found;
@@ -294,6 +302,7 @@ class Mapped {
   }
   void* at(const json& ptrs, const char* name) const {
     const json& p = ptrs.at(name);
+    if (p.is_null()) return nullptr;
     const Region& m = by_id_.at(p.at(0).get<uint64_t>());
     return static_cast<char*>(m.base) + p.at(1).get<size_t>();
   }
@@ -328,6 +337,11 @@ std::string execute(const json& req) {
     if (!rounding) throw std::invalid_argument("unknown rounding in a call's spec");
     s.spec.rounding = *rounding;
     s.spec.weight_offset = spec->at("offset").get<float>();
+    if (const auto affine = spec->find("affine"); affine != spec->end()) {
+      const auto a = parseAffine(affine->get<std::string>());
+      if (!a) throw std::invalid_argument("unknown affine in a call's spec");
+      s.spec.affine = *a;
+    }
   }
   const json& ev = req.at("env");
   const LaunchEnv env{ev.at(0).get<int>(), ev.at(1).get<int>(), nullptr, ev.at(2).get<bool>()};

@@ -91,11 +91,25 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   expectError(base + "rounding=gemma", "'rounding'");
   expectError(base + "offset=0.1", "not exactly representable");
   expectError(base + "offset=100", "'offset'");
+  // LayerNorm without beta / without either parameter: a LayerNorm spec only,
+  // with no weight dtype when there are no weights.
+  const CaseSpec nobias = parseCaseString("op=layernorm kernel=k dtype=bf16 M=2 N=8 wdtype=fp32 affine=nobias");
+  EXPECT_EQ(nobias.spec.affine, Affine::NoBias);
+  EXPECT_TRUE(nobias.spec.hasGamma());
+  EXPECT_FALSE(nobias.spec.hasBeta());
+  EXPECT_EQ(specLabel(nobias.spec), "w=fp32 affine=nobias");
+  EXPECT_EQ(parseCaseString(toCaseString(nobias)), nobias);
+  EXPECT_EQ(caseFromJson(toJson(nobias)), nobias);
+  EXPECT_EQ(toCaseString(parseCaseString("op=layernorm kernel=k dtype=bf16 M=2 N=8 affine=full")).find("affine"),
+            std::string::npos);
+  expectError(base + "affine=nobias", "LayerNorm spec");
+  expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 affine=none wdtype=fp32", "no weights");
+  expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 affine=bias", "'affine'");
 }
 
 /// Counts, over generated cases of one kernel, the 16-bit ones and the specs drawn.
 struct SpecCounts {
-  int cases = 0, sixteen_bit = 0, fp32_weights = 0, llama = 0, offset = 0;
+  int cases = 0, sixteen_bit = 0, fp32_weights = 0, llama = 0, offset = 0, no_bias = 0, no_affine = 0;
 };
 
 SpecCounts drawSpecs(const std::string& op, const std::string& kernel, int n) {
@@ -109,6 +123,8 @@ SpecCounts drawSpecs(const std::string& op, const std::string& kernel, int n) {
     k.fp32_weights += c.dtype != DType::F32 && c.spec.weight == DType::F32;
     k.llama += c.spec.rounding == Rounding::Llama;
     k.offset += c.spec.weight_offset != 0.f;
+    k.no_bias += c.spec.affine == Affine::NoBias;
+    k.no_affine += c.spec.affine == Affine::None;
   }
   return k;
 }
@@ -120,16 +136,20 @@ TEST(Generators, SpecsAreDrawnWhereProductionRunsAndOnlyForVariantsThatImplement
   EXPECT_GE(rms.fp32_weights * 10, rms.sixteen_bit * 4) << rms.fp32_weights << " of " << rms.sixteen_bit;
   EXPECT_GE(rms.llama * 5, rms.cases) << rms.llama << " of " << rms.cases;
   EXPECT_GE(rms.offset * 5, rms.cases) << rms.offset << " of " << rms.cases;
-  // host_twopass implements fp32 gamma and beta, and neither rounding=llama
-  // nor an offset: those are never generated for it.
+  EXPECT_EQ(rms.no_bias + rms.no_affine, 0);  // LayerNorm specs
+  // host_twopass implements fp32 gamma and beta and LayerNorm without beta or
+  // without either, and neither rounding=llama nor an offset: those are never
+  // generated for it. Without gamma there is no weight dtype.
   const SpecCounts ln = drawSpecs("layernorm", "host_twopass", 600);
-  EXPECT_GE(ln.fp32_weights * 10, ln.sixteen_bit * 4) << ln.fp32_weights << " of " << ln.sixteen_bit;
+  EXPECT_GE(ln.fp32_weights * 10, (ln.sixteen_bit - ln.no_affine) * 4) << ln.fp32_weights << " of " << ln.sixteen_bit;
+  EXPECT_GE(ln.no_bias * 6, ln.cases) << ln.no_bias << " of " << ln.cases;
+  EXPECT_GE(ln.no_affine * 6, ln.cases) << ln.no_affine << " of " << ln.cases;
   EXPECT_EQ(ln.llama + ln.offset, 0);
   // The fused allreduce implements fp32 weights and an offset, not llama.
   const SpecCounts ar = drawSpecs("allreduce_rmsnorm", "host_fused_oneshot", 600);
   EXPECT_GE(ar.fp32_weights * 10, ar.sixteen_bit * 4) << ar.fp32_weights << " of " << ar.sixteen_bit;
   EXPECT_GE(ar.offset * 5, ar.cases) << ar.offset << " of " << ar.cases;
-  EXPECT_EQ(ar.llama, 0);
+  EXPECT_EQ(ar.llama + ar.no_bias + ar.no_affine, 0);
 }
 
 TEST(Generators, SpecShrinksTowardPlain) {
