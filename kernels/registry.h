@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "harness/core/buffer.h"
 #include "harness/core/dtype.h"
 #include "kernels/common/row_launch.h"
@@ -41,22 +43,37 @@ struct LayoutPreconditions {
   }
 };
 
-/// The specs a variant implements beyond the plain one (harness/core/
-/// norm_spec.h): a case asking for another is neither generated for it nor
-/// run on it (skipped, saying why). Plugins and Python variants implement the
-/// plain spec unless they declare more.
+/// The specs a variant implements (harness/core/norm_spec.h): a case asking
+/// for another is neither generated for it nor run on it (skipped, saying
+/// why). The defaults are the plain spec; a variant may implement more
+/// (ulpcheck's own kernels take every rounding point and offset) or only
+/// another (Liger's llama mode rounds x-hat to the activation dtype, never
+/// implementing the plain spec in 16 bits). Shrinking goes toward the first
+/// rounding and offset listed.
 struct SpecSupport {
-  bool fp32_weights = false;    // w (and dw) in fp32 beside 16-bit activations
-  bool llama_rounding = false;  // rounding=llama
-  bool weight_offset = false;   // offset + w
-  bool affine_variants = false; // LayerNorm without beta (affine=nobias) and without either (affine=none)
+  bool fp32_weights = false;                          // w (and dw) in fp32 beside 16-bit activations, too
+  std::vector<Rounding> roundings{Rounding::Plain};   // the rounding points it implements
+  std::vector<float> offsets{0.f};                    // the weight offsets it implements
+  bool affine_variants = false;  // LayerNorm without beta (affine=nobias) and without either (affine=none), too
+  bool fp32_stats = true;        // saves its statistics in fp32
+  bool activation_stats = false; // saves them rounded to the activation dtype (stats=T)
+
+  bool implements(Rounding r) const { return std::find(roundings.begin(), roundings.end(), r) != roundings.end(); }
+  bool implementsOffset(float o) const { return std::find(offsets.begin(), offsets.end(), o) != offsets.end(); }
   /// Why a case's spec is not one of these; empty if it is.
   std::string violation(DType activations, const NormSpec& s) const {
     if (s.weight && *s.weight != activations && !(*s.weight == DType::F32 && fp32_weights))
       return fp32_weights ? "takes weights in fp32 or in the activation dtype" : "takes weights in the activation dtype only";
-    if (s.rounding == Rounding::Llama && !llama_rounding) return "does not implement rounding=llama";
-    if (s.weight_offset != 0.f && !weight_offset) return "does not implement a weight offset";
+    if (!implements(s.rounding))
+      return roundings.size() == 1 ? fmt::format("implements rounding={} only", roundingName(roundings[0]))
+                                   : fmt::format("does not implement rounding={}", roundingName(s.rounding));
+    if (!implementsOffset(s.weight_offset)) return fmt::format("does not implement weight offset {:g}", s.weight_offset);
     if (s.affine != Affine::Full && !affine_variants) return "implements LayerNorm with gamma and beta only";
+    // In fp32 both are the same spec.
+    if (activations != DType::F32 && s.stats && !activation_stats)
+      return "saves its statistics in fp32 only";
+    if (activations != DType::F32 && !s.stats && !fp32_stats)
+      return fmt::format("saves its statistics in the activation dtype ({}) only", dtypeName(activations));
     return "";
   }
 };

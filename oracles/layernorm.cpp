@@ -96,6 +96,19 @@
 //   dgamma error <= K F (sum_v |s_v| + D_c tau) + tau + K adds eta,   tau = sum_i |dy_ij| Dx_ij
 //   dbeta error  <= K F sum_v |s_v|                                  (exact leaves, no underflow)
 //
+// Saved statistics in the activation dtype (stats=T, Liger's LayerNorm
+// before 0.8): the forward computes y with its fp32 mean~ and rstd~ as above
+// but saves round_T of each, judged against the exact mean and rstd with
+// that rounding on top. The backward's spec is the one above taken at the
+// saved values: mean_b = round_T(mean), r_b = round_T(rstd), x-hat rebuilt as
+// (x - mean_b) r_b, dx = r_b (a - c1 - xhat_b c2_b), dgamma = sum dy xhat_b.
+// A correct kernel's mean~ (within Dm) and rstd~ (within Dr) may round to a
+// neighbour of mean_b or r_b where that interval holds a rounding boundary
+// of T; the distances (the rounding points' spreads S_m and S_r) take the
+// place of Dm and Dr in the backward's terms, and r_hi becomes r_b + S_r.
+// Where neither straddles a boundary (almost every row) the kernel consumes
+// mean_b and r_b exactly and only its own backward arithmetic is budgeted.
+//
 // Each output's budget is then budgetFromError(e) = e + 0.5 ulp_T(|exact| + e)
 // (oracles/reference.h): the final rounding to T comes on top (to gamma's
 // dtype W for dgamma and dbeta: fp32 beside 16-bit x in mixed precision;
@@ -120,6 +133,8 @@ namespace {
 
 using mp::Real;
 using mp::RealArray;
+using mp::roundingPoint;
+using mp::RoundingPoint;
 using mp::toDoubleRoundToOdd;
 
 constexpr mpfr_prec_t kPrec = tolerance::kOraclePrecisionBits;
@@ -151,9 +166,12 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
   const double D = double(contract.depths.row), Dc = double(contract.depths.col);
   const double eps = double(in.eps);
 
+  // stats=T: mean and rstd saved in T, the backward taken at the saved values.
+  const DType S = statsDtype(in.spec);
+  const bool stats_in_T = S != DType::F32;
   LayerNormReference ref{ReferenceTensor::zeros("y", T, M, N, true),
-                         ReferenceTensor::zeros("mean", DType::F32, M, 1, true),
-                         ReferenceTensor::zeros("rstd", DType::F32, M, 1, true),
+                         ReferenceTensor::zeros("mean", S, M, 1, true),
+                         ReferenceTensor::zeros("rstd", S, M, 1, true),
                          ReferenceTensor::zeros("dx", T, M, N, true),
                          ReferenceTensor::zeros("dgamma", W, 1, N, false),
                          ReferenceTensor::zeros("dbeta", W, 1, N, false)};
@@ -173,6 +191,9 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
   // propagated xhat error sum |dy| Dx) and dbeta (abs_terms = sum |dy|).
   const int64_t chunks = mp::columnChunkCount(M, N);
   mp::ColumnSumChunks dgamma_chunks(chunks), dbeta_chunks(chunks);
+  // The mean and rstd the backward consumes, as doubles (exact ones rounded
+  // to odd, or the saved T values), for the ordered column bounds.
+  std::vector<double> mean_backward(static_cast<size_t>(M)), rstd_backward(static_cast<size_t>(M));
 
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     RowScratch sc(N);
@@ -209,7 +230,7 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
         mpfr_add_d(sc.t, sc.t, eps, MPFR_RNDN);  // V = var + eps
         const double V = mpfr_get_d(sc.t, MPFR_RNDN);
         mpfr_rec_sqrt(sc.r, sc.t, MPFR_RNDN);
-        const double r = mpfr_get_d(sc.r, MPFR_RNDN);
+        double r = mpfr_get_d(sc.r, MPFR_RNDN);
 
         ref.mean.exact[i] = toDoubleRoundToOdd(sc.mean);
         ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
@@ -242,20 +263,19 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
           DV += K * Dm_run * (2.0 * A_d + (2.0 + std::ceil(std::log2(double(N)))) * max_d);
         }
         const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
-        const double r_hi = (1.0 + rsqrt_rel) / std::sqrt(std::max(V - DV, eps));
+        double r_hi = (1.0 + rsqrt_rel) / std::sqrt(std::max(V - DV, eps));
         const double r_lo = (1.0 - rsqrt_rel) / std::sqrt(V + DV);
-        const double Dr = std::max(r_hi - r, r - r_lo);
-        ref.mean.budget[i] = budgetFromError(DType::F32, ref.mean.exact[i], Dm);
-        ref.rstd.budget[i] = budgetFromError(DType::F32, ref.rstd.exact[i], Dr);
+        double Dr = std::max(r_hi - r, r - r_lo);
+        ref.mean.budget[i] = budgetFromError(S, ref.mean.exact[i], Dm);
+        ref.rstd.budget[i] = budgetFromError(S, ref.rstd.exact[i], Dr);
 
-        // xhat and y; a = g dy and the backward's row sums c1, c2.
-        double p1 = 0.0, p2 = 0.0, a_dx = 0.0, da_sum = 0.0, dc2_prop = 0.0;
-        for (int64_t j = 0; j < N; ++j) {
+        // x-hat_j = d_j r with its error bound Dx_j, and y_j from it.
+        auto xhatAndY = [&](int64_t j, bool with_y) {
           const double ad = std::fabs(sc.d[j]);
           sc.dxh[j] = r_hi * sc.dd[j] + ad * Dr + K * u * (ad + sc.dd[j]) * r_hi;
           mpfr_mul(sc.products[j], sc.dev[j], sc.r, MPFR_RNDN);  // xhat
           sc.xhat[j] = mpfr_get_d(sc.products[j], MPFR_RNDN);
-
+          if (!with_y) return;
           const int64_t e = i * N + j;
           mpfr_mul_d(sc.out, sc.products[j], gamma[j], MPFR_RNDN);
           mpfr_add_d(sc.out, sc.out, beta[j], MPFR_RNDN);
@@ -265,7 +285,32 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
               T, ref.y.exact[e],
               ag * sc.dxh[j] + K * (u * (std::fabs(ref.y.exact[e]) + ag * sc.dxh[j]) + eta * (1.0 + r)));
           ref.y.magnitude[e] = std::fabs(sc.xhat[j] * gamma[j]) + std::fabs(beta[j]);
+        };
+        mean_backward[size_t(i)] = ref.mean.exact[i];
+        rstd_backward[size_t(i)] = ref.rstd.exact[i];
+        if (stats_in_T) {
+          // y from the fp32 statistics, then the row rebased on the saved
+          // round_T(mean), round_T(rstd) with their spreads (see above).
+          for (int64_t j = 0; j < N; ++j) xhatAndY(j, true);
+          const RoundingPoint mean_b = roundingPoint(T, sc.mean, Dm), rstd_b = roundingPoint(T, sc.r, Dr);
+          mpfr_set_d(sc.mean, mean_b.spec, MPFR_RNDN);
+          mpfr_set_d(sc.r, rstd_b.spec, MPFR_RNDN);
+          r = rstd_b.spec;
+          Dr = rstd_b.spread;
+          r_hi = r + Dr;
+          for (int64_t j = 0; j < N; ++j) {
+            mpfr_d_sub(sc.dev[j], x.value(i, j), sc.mean, MPFR_RNDN);  // exact: two T values
+            sc.d[j] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
+            sc.dd[j] = mean_b.spread + K * u * (std::fabs(sc.d[j]) + mean_b.spread);
+          }
+          mean_backward[size_t(i)] = mean_b.spec;
+          rstd_backward[size_t(i)] = rstd_b.spec;
+        }
 
+        // The backward's xhat (and y, unless done above); a = g dy and the row sums c1, c2.
+        double p1 = 0.0, p2 = 0.0, a_dx = 0.0, da_sum = 0.0, dc2_prop = 0.0;
+        for (int64_t j = 0; j < N; ++j) {
+          xhatAndY(j, !stats_in_T);
           const double a = gamma[j] * in.dy.value(i, j);  // exact
           const double da = K * (u * std::fabs(a) + eta);
           p1 += std::fabs(a);
@@ -333,10 +378,10 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
       dgamma_ordered.push_back(mp::orderedColumnBound(
           M, N, order,
           [&](int64_t i, int64_t j) {
-            const double xv = x.value(i, j), mu = ref.mean.exact[size_t(i)], dyv = in.dy.value(i, j);
-            const double t = dyv * (xv - mu) * ref.rstd.exact[size_t(i)];
+            const double xv = x.value(i, j), mu = mean_backward[size_t(i)], dyv = in.dy.value(i, j);
+            const double t = dyv * (xv - mu) * rstd_backward[size_t(i)];
             // x - mean in double: the mean's double error and the subtraction's rounding.
-            return mp::Leaf{t, std::fabs(dyv) * ref.rstd.exact[size_t(i)] * 0x1p-50 * (std::fabs(xv) + std::fabs(mu)) +
+            return mp::Leaf{t, std::fabs(dyv) * rstd_backward[size_t(i)] * 0x1p-50 * (std::fabs(xv) + std::fabs(mu)) +
                                    0x1p-51 * std::fabs(t)};
           },
           pool));
@@ -366,6 +411,8 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
     ref.dbeta.magnitude[j] = b.magnitude();
     ref.dbeta.budget[j] = budgetFromError(W, b.exact, orderedError(dbeta_ordered, j, 0.0, K * Dc * u * b.abs_terms + ftz));
   }
+  if (stats_in_T)
+    for (ReferenceTensor* t : {&ref.dx, &ref.dgamma}) exactOnlyWhereNotFinite(*t);
   return ref;
 }
 

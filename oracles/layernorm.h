@@ -5,6 +5,7 @@
 
 #include "harness/core/accuracy.h"
 #include "harness/core/datagen.h"
+#include "harness/core/norm_spec.h"
 #include "harness/core/parallel.h"
 #include "oracles/reference.h"
 
@@ -16,10 +17,11 @@ struct LayerNormInputs {
   const HostMatrix& beta;   // 1 x N, gamma's dtype
   const HostMatrix& dy;     // M x N, row stride ld
   float eps;
+  NormSpec spec{};          // its stats: the dtype of the saved mean and rstd (the weight dtype is gamma's)
 };
 
 struct LayerNormReference {
-  ReferenceTensor y, mean, rstd, dx, dgamma, dbeta;  // mean and rstd are fp32 tensors of M x 1
+  ReferenceTensor y, mean, rstd, dx, dgamma, dbeta;  // mean and rstd: M x 1, fp32 (or T under stats=T)
 };
 
 /// Exact values of the spec, each as a round-to-odd double, with budgets for

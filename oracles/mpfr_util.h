@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "harness/core/dtype.h"
+
 namespace ulpcheck::mp {
 
 /// An mpfr_t that frees itself.
@@ -66,6 +68,22 @@ inline double toDoubleRoundToOdd(mpfr_srcptr x) {
   double odd;
   std::memcpy(&odd, &bits, sizeof odd);
   return odd;
+}
+
+/// A rounding point of the spec: v rounded to T, where v is known exactly
+/// but a kernel computes it within +-e. `spec` is the rounding of the exact
+/// v; `spread` the largest distance between two values a correct kernel may
+/// round to (0 when [v - e, v + e] holds no rounding boundary of T: every
+/// correct kernel then rounds to `spec`; one ulp of T or so when it does).
+struct RoundingPoint {
+  double spec = 0, spread = 0;
+};
+
+inline RoundingPoint roundingPoint(DType T, mpfr_srcptr v, double e) {
+  const double odd = toDoubleRoundToOdd(v);
+  // The interval is widened by 2^-50 |v| for the double arithmetic below.
+  const double wide = e + 0x1p-50 * std::fabs(odd);
+  return RoundingPoint{roundToFormat(T, odd), roundToFormat(T, odd + wide) - roundToFormat(T, odd - wide)};
 }
 
 }  // namespace ulpcheck::mp

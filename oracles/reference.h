@@ -58,6 +58,14 @@ struct ReferenceTensor {
   }
 };
 
+/// An element whose exact value is not finite (under stats=T in fp16, a saved
+/// rstd beyond 65504 is inf, and so the backward taken at it: the spec's own
+/// result) admits only that value: budget 0, never the NaN of inf - inf.
+inline void exactOnlyWhereNotFinite(ReferenceTensor& t) {
+  for (size_t i = 0; i < t.exact.size(); ++i)
+    if (!std::isfinite(t.exact[i])) t.budget[i] = 0.0;
+}
+
 /// The budget of an element whose computed value, before its final rounding
 /// to the output dtype, is within e of the exact value: e plus half an ulp,
 /// taken at |exact| + e so that a value across a binade boundary from the
@@ -68,9 +76,11 @@ inline double budgetFromError(DType out, double exact, double e) { return e + 0.
 ///   e = K * (u_acc * S + eta_acc * G),   budget = e + 0.5 ulp_T(|exact| + e)
 /// S is the element's scale in units of u_acc (the forward error analysis of
 /// the op), G its gain on underflowed products.
-inline double elementBudget(DType out, DType accumulation, double exact, double scale_units, double gain) {
+/// `absolute`: an error known as it is (a rounding point's spread), added without the safety factor.
+inline double elementBudget(DType out, DType accumulation, double exact, double scale_units, double gain,
+                            double absolute = 0.0) {
   const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(accumulation);
-  const double e = tolerance::kBudgetSafety * (unitRoundoff(accumulation) * scale_units + eta * gain);
+  const double e = tolerance::kBudgetSafety * (unitRoundoff(accumulation) * scale_units + eta * gain) + absolute;
   return budgetFromError(out, exact, e);
 }
 

@@ -89,6 +89,19 @@
 // (leaf units 1 instead of delta_r + 2) plus the spread |dy| of their q.
 // The spread sums enter the column bounds in units of u (with K).
 //
+// Saved statistics in the activation dtype (stats=T, plain rounding only):
+// the forward computes y with its fp32 r~ as above but saves rb~ =
+// round_T(r~), judged against the exact r with that rounding on top; the
+// backward's spec is the plain backward taken at the saved rb = round_T(r)
+// instead of r (x-hat rebuilt as x rb). As with Llama's x-hat, a correct
+// kernel's r~ may round to a neighbour of rb where [r - B_r, r + B_r] holds
+// a rounding boundary of T; `spread` s is the distance. The backward then
+// uses its rb~ exactly (delta_r = 0 in the terms above) and the spread
+// enters as it is: dx = rb a - rb^3 x C with C = (1/N) sum_k a_k x_k (xhat c =
+// x rb rb C) moves by at most s |a| + |x C| ((rb + s)^3 - rb^3)
+// = s (|a| + |x c| (3 rb + 3 s + s^2 / rb)) (c = rb C), and each leaf
+// dy x rb of dw by s |dy x|.
+//
 // where S carries the cancellation: at an element where dx ~ 0, |a_i| and
 // |xhat_i c| stay large, so the budget stays at the size of the terms, not of
 // the result. That is why a correct fp32-accumulating kernel may be hundreds
@@ -101,6 +114,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <stdexcept>
 
 #include "oracles/column_sum.h"
 #include "oracles/mpfr_util.h"
@@ -111,6 +125,8 @@ namespace {
 
 using mp::Real;
 using mp::RealArray;
+using mp::roundingPoint;
+using mp::RoundingPoint;
 using mp::toDoubleRoundToOdd;
 
 constexpr mpfr_prec_t kPrec = tolerance::kOraclePrecisionBits;
@@ -129,27 +145,12 @@ struct RowScratch {
         t(kPrec),
         s(kPrec),
         out(kPrec),
+        rb(kPrec),
         acc_term(kAccPrec) {}
   RealArray squares;   // x_j^2, exact in 53 bits
   RealArray products;  // (w_j dy_j) x_j, exact in 80 bits (with an offset: ((offset + w_j) dy_j) x_j in 256)
-  Real r, c, t, s, out, acc_term;
+  Real r, c, t, s, out, rb, acc_term;  // rb: the rstd the backward consumes
 };
-
-/// A rounding point of the spec: v rounded to T, where v is known exactly
-/// but a kernel computes it within +-e. `spec` is the rounding of the exact
-/// v; `spread` the largest distance between two values a correct kernel may
-/// round to (0 when [v - e, v + e] holds no rounding boundary of T: every
-/// correct kernel then rounds to `spec`; one ulp of T or so when it does).
-struct RoundingPoint {
-  double spec = 0, spread = 0;
-};
-
-RoundingPoint roundingPoint(DType T, mpfr_srcptr v, double e) {
-  const double odd = toDoubleRoundToOdd(v);
-  // The interval is widened by 2^-50 |v| for the double arithmetic below.
-  const double wide = e + 0x1p-50 * std::fabs(odd);
-  return RoundingPoint{roundToFormat(T, odd), roundToFormat(T, odd + wide) - roundToFormat(T, odd - wide)};
-}
 
 }  // namespace
 
@@ -165,8 +166,14 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   // offset + w is one more fp32 rounding wherever the weight enters.
   const double w_units = offset != 0.0 ? 1.0 : 0.0;
   const double u = unitRoundoff(acc);
+  // stats=T: rstd saved in T, and the backward taken at the saved value.
+  const bool stats_in_T = in.spec.stats && T != DType::F32;
+  if (stats_in_T && llama) throw std::invalid_argument("rmsnorm oracle: stats=T with rounding=llama is not modelled");
+  // rstd's relative error in the backward, in units of u: none where it consumes a saved T value exactly.
+  const double delta_b = stats_in_T ? 0.0 : delta_r;
 
-  RmsNormReference ref{ReferenceTensor::zeros("y", T, M, N, true), ReferenceTensor::zeros("rstd", DType::F32, M, 1, true),
+  RmsNormReference ref{ReferenceTensor::zeros("y", T, M, N, true),
+                       ReferenceTensor::zeros("rstd", statsDtype(in.spec), M, 1, true),
                        ReferenceTensor::zeros("dx", T, M, N, true), ReferenceTensor::zeros("dw", W, 1, N, false)};
   ref.dx.withMagnitudes();  // r (|a| + |xhat c|): dx = r (a - xhat c) cancels
   ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
@@ -189,6 +196,7 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   // (a T value, exact in float), for the ordered column bound below.
   const bool ordered_dw = !contract.column_reduction_ftz && !contract.depths.col_orders.empty();
   std::vector<float> xhat_rounded(llama && ordered_dw ? size_t(M * N) : 0);
+  std::vector<double> rstd_backward(static_cast<size_t>(M));  // as a double (a T value under stats=T), for the ordered bound
 
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     RowScratch sc(N, offset != 0.0);
@@ -208,8 +216,20 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
         mpfr_rec_sqrt(sc.r, sc.s, MPFR_RNDN);
         const double r = mpfr_get_d(sc.r, MPFR_RNDN);
         ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
-        ref.rstd.budget[i] = elementBudget(DType::F32, acc, ref.rstd.exact[i], delta_r * r, 0.0);
-        const double rstd_budget = ref.rstd.budget[i];
+        // The fp32 r~'s error bound, then saved in fp32 or rounded to T.
+        const double rstd_budget = elementBudget(DType::F32, acc, ref.rstd.exact[i], delta_r * r, 0.0);
+        ref.rstd.budget[i] = elementBudget(ref.rstd.dtype, acc, ref.rstd.exact[i], delta_r * r, 0.0);
+        // The rstd the backward consumes: r, or the saved round_T(r) with its spread.
+        double rb = r, spread_r = 0.0;
+        if (stats_in_T) {
+          const RoundingPoint saved = roundingPoint(T, sc.r, rstd_budget);
+          rb = saved.spec;
+          spread_r = saved.spread;
+          mpfr_set_d(sc.rb, rb, MPFR_RNDN);
+        } else {
+          mpfr_set(sc.rb, sc.r, MPFR_RNDN);
+        }
+        rstd_backward[size_t(i)] = stats_in_T ? rb : ref.rstd.exact[size_t(i)];
 
         // c = r / N * sum_j (w_j dy_j) x_j, and m = r / N * sum_j |w_j dy_j x_j|
         double abs_sum = 0.0;
@@ -224,14 +244,15 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
           abs_sum += std::fabs(w[j] * dyv * x.value(i, j));
         }
         sc.products.sum(sc.c, N);
-        mpfr_mul(sc.c, sc.c, sc.r, MPFR_RNDN);
+        mpfr_mul(sc.c, sc.c, sc.rb, MPFR_RNDN);
         mpfr_div_si(sc.c, sc.c, long(N), MPFR_RNDN);
         const double c = mpfr_get_d(sc.c, MPFR_RNDN);
-        const double m = abs_sum * r / double(N);
+        const double m = abs_sum * rb / double(N);
 
         for (int64_t j = 0; j < N; ++j) {
           const double xv = x.value(i, j), dyv = in.dy.value(i, j);
-          const double a = w[j] * dyv, xhat = xv * r;
+          // xhat: the forward's x r; xhat_b: the backward's x rb (the same unless stats=T)
+          const double a = w[j] * dyv, xhat = xv * r, xhat_b = xv * rb;
           const int64_t e = i * N + j;
 
           mpfr_mul_d(sc.t, sc.r, xv, MPFR_RNDN);  // xhat = x r
@@ -261,28 +282,32 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
             ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
             ref.y.budget[e] = elementBudget(T, acc, ref.y.exact[e], (delta_r + 2.0 + w_units) * std::fabs(xhat * w[j]),
                                             1.0 + std::fabs(w[j]) + r);
-            dwc->abs_terms[j] += std::fabs(dyv * xhat);
-            dwc->sq_terms[j] += (dyv * xhat) * (dyv * xhat);
-            mpfr_mul_d(sc.acc_term, sc.r, dyv * xv, MPFR_RNDN);  // exact at 256 bits: 160 + 48
+            dwc->abs_terms[j] += std::fabs(dyv * xhat_b);
+            dwc->sq_terms[j] += (dyv * xhat_b) * (dyv * xhat_b);
+            dwc->spread[j] += spread_r * std::fabs(dyv * xv);
+            mpfr_mul_d(sc.acc_term, sc.rb, dyv * xv, MPFR_RNDN);  // exact at 256 bits: 160 + 48
           }
           mpfr_add(dwc->sum[j], dwc->sum[j], sc.acc_term, MPFR_RNDN);
-          dwc->gain[j] += 1.0 + std::fabs(dyv) + r;
+          dwc->gain[j] += 1.0 + std::fabs(dyv) + rb;
 
-          mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);  // t = x r c
+          if (stats_in_T) mpfr_mul_d(sc.t, sc.rb, xv, MPFR_RNDN);  // the backward's x rb
+          mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);  // t = x rb c
           if (offset == 0.0) {
             mpfr_d_sub(sc.s, a, sc.t, MPFR_RNDN);  // a - t
           } else {
             mpfr_mul_d(weighted, w_exact[j], dyv, MPFR_RNDN);  // a = (offset + w) dy, exact
             mpfr_sub(sc.s, weighted, sc.t, MPFR_RNDN);
           }
-          mpfr_mul(sc.out, sc.s, sc.r, MPFR_RNDN);
+          mpfr_mul(sc.out, sc.s, sc.rb, MPFR_RNDN);
           ref.dx.exact[e] = toDoubleRoundToOdd(sc.out);
           const double scale_dx =
-              r * ((delta_r + 3.0 + w_units) * std::fabs(a) + (2.0 * delta_r + 4.0) * std::fabs(xhat * c) +
-                   (d_row + delta_r + 4.0 + w_units) * std::fabs(xhat) * m);
+              rb * ((delta_b + 3.0 + w_units) * std::fabs(a) + (2.0 * delta_b + 4.0) * std::fabs(xhat_b * c) +
+                    (d_row + delta_b + 4.0 + w_units) * std::fabs(xhat_b) * m);
+          const double spread_dx =
+              spread_r * (std::fabs(a) + std::fabs(xv * c) * (3.0 * rb + 3.0 * spread_r + spread_r * spread_r / rb));
           ref.dx.budget[e] = elementBudget(T, acc, ref.dx.exact[e], scale_dx,
-                                           r * (2.0 + std::fabs(c) + std::fabs(xhat)) + 1.0);
-          ref.dx.magnitude[e] = r * (std::fabs(a) + std::fabs(xhat * c));
+                                           rb * (2.0 + std::fabs(c) + std::fabs(xhat_b)) + 1.0, spread_dx);
+          ref.dx.magnitude[e] = rb * (std::fabs(a) + std::fabs(xhat_b * c));
         }
       }
       dw_chunks[chunk] = std::move(dwc);
@@ -303,14 +328,14 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
           M, N, order,
           [&](int64_t i, int64_t j) {
             if (llama) return mp::Leaf{in.dy.value(i, j) * double(xhat_rounded[size_t(i * N + j)]), 0.0};
-            const double t = in.dy.value(i, j) * x.value(i, j) * ref.rstd.exact[size_t(i)];
+            const double t = in.dy.value(i, j) * x.value(i, j) * rstd_backward[size_t(i)];
             return mp::Leaf{t, 0x1p-51 * std::fabs(t)};
           },
           pool));
   // A leaf's error in units of u: Llama's dy round_T(xhat) is one product
   // rounding (plus its rounding point's spread, absolute); the plain leaf
   // dy (x r~) carries rstd's delta_r and two products.
-  const double leaf_units = llama ? 1.0 : delta_r + 2.0;
+  const double leaf_units = llama ? 1.0 : delta_b + 2.0;
 
   // Combine the dW chunks in chunk order.
   Real total(kAccPrec);
@@ -333,6 +358,8 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
     ref.dw.budget[j] = elementBudget(W, acc, t.exact, scale, gain);
     ref.dw.magnitude[j] = t.magnitude();
   }
+  if (stats_in_T)
+    for (ReferenceTensor* t : {&ref.dx, &ref.dw}) exactOnlyWhereNotFinite(*t);
   return ref;
 }
 

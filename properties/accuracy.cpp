@@ -53,8 +53,9 @@ Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& 
           f.note = ok ? "" : "exact result is NaN";
         } else if (std::isnan(got)) {
           ok = false;
-          const uint32_t bits = out->at(r, c), all_ones = ref.dtype == DType::F32 ? 0xffffffffu : 0xffffu;
-          f.note = bits == poisonBits(ref.dtype) ? "never written (poison)"
+          // The buffer's own dtype: saved statistics of T values are fp32 arrays (stats=T).
+          const uint32_t bits = out->at(r, c), all_ones = out->dtype == DType::F32 ? 0xffffffffu : 0xffffu;
+          f.note = bits == poisonBits(out->dtype) ? "never written (poison)"
                    : bits == all_ones ? "never written by the library (its allocator's memory was poisoned all ones)"
                                       : "NaN";
         } else if (std::isinf(got)) {

@@ -161,26 +161,47 @@ rc::Gen<CaseSpec> mostly(CaseSpec usual, CaseSpec rare) {
   return shrinkingWeightedOneOf<CaseSpec>({{7, just(std::move(usual))}, {1, just(std::move(rare))}});
 }
 
+namespace {
+
+/// One of `choices` (the first weighted 3, each other 1), shrinking to the first.
+template <typename V>
+rc::Gen<V> firstMostly(const std::vector<V>& choices) {
+  if (choices.size() == 1) return just(choices[0]);
+  std::vector<std::pair<size_t, rc::Gen<V>>> weighted;
+  for (size_t i = 0; i < choices.size(); ++i) weighted.push_back({i == 0 ? size_t(3) : size_t(1), just(choices[i])});
+  return shrinkingWeightedOneOf<V>(std::move(weighted));
+}
+
+}  // namespace
+
 rc::Gen<CaseSpec> withSpec(CaseSpec base) {
   const SpecSupport& can = OpAdapter::findKernel(base.op, base.kernel)->specs;
+  const bool sixteen_bit = base.dtype != DType::F32;
   // fp32 weights beside 16-bit activations (mixed-precision training, where
-  // production runs) in half the cases of a variant that takes them; Llama rounding and Gemma's offset
-  // in 1 of 4. Each shrinks toward the plain spec.
-  auto weight = base.dtype != DType::F32 && can.fp32_weights
+  // production runs) in half the cases of a variant that takes them; another
+  // rounding point, a weight offset (Gemma's 1) and statistics saved in the
+  // activation dtype in 1 of 4 where the variant also implements the plain
+  // one (only them where it implements nothing else). Each shrinks toward
+  // the plain spec, or toward the first the variant lists.
+  auto weight = sixteen_bit && can.fp32_weights
                     ? shrinkingWeightedOneOf<std::optional<DType>>(
                           {{1, just(std::optional<DType>{})}, {1, just(std::optional<DType>{DType::F32})}})
                     : just(std::optional<DType>{});
-  auto rounding = can.llama_rounding ? shrinkingWeightedOneOf<Rounding>({{3, just(Rounding::Plain)}, {1, just(Rounding::Llama)}})
-                                     : just(Rounding::Plain);
-  auto offset = can.weight_offset ? shrinkingWeightedOneOf<float>({{3, just(0.f)}, {1, just(1.f)}}) : just(0.f);
+  auto rounding = firstMostly(can.roundings);
+  auto offset = firstMostly(can.offsets);
   // LayerNorm without beta (bias=False) and without either parameter, 1 in 4 each.
   auto affine = can.affine_variants ? shrinkingWeightedOneOf<Affine>(
                                           {{2, just(Affine::Full)}, {1, just(Affine::NoBias)}, {1, just(Affine::None)}})
                                     : just(Affine::Full);
-  return rc::gen::map(rc::gen::tuple(weight, rounding, offset, affine), [base](const auto& t) {
+  std::vector<std::optional<DType>> stats_choices;
+  if (can.fp32_stats || !sixteen_bit) stats_choices.push_back(std::nullopt);
+  if (can.activation_stats && sixteen_bit) stats_choices.push_back(base.dtype);
+  auto stats = firstMostly(stats_choices);
+  return rc::gen::map(rc::gen::tuple(weight, rounding, offset, affine, stats), [base](const auto& t) {
     CaseSpec c = base;
-    c.spec = NormSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t)};
+    c.spec = NormSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t)};
     if (c.spec.affine == Affine::None) c.spec.weight.reset();  // no weights to give a dtype
+    if (c.spec.rounding == Rounding::Llama) c.spec.stats.reset();  // not modelled together (case_spec.cpp)
     return c;
   });
 }

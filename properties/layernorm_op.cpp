@@ -73,7 +73,7 @@ class LayerNormOp final : public OpAdapter {
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
                                     k.info.contracts.column_reduction_ftz};
     return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
-      LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps}, at,
+      LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec}, at,
                                                   ctx.pool ? *ctx.pool : ThreadPool::shared());
       std::vector<ReferenceTensor> out{std::move(ref.y), std::move(ref.mean), std::move(ref.rstd), std::move(ref.dx)};
       if (c.spec.hasGamma()) out.push_back(std::move(ref.dgamma));

@@ -137,6 +137,13 @@ const std::vector<Field>& fields() {
          c.spec.affine = *a;
        },
        [](const CaseSpec& c) { return c.spec.affine == d.spec.affine; }},
+      {"stats", false, [](const CaseSpec& c) { return std::string(dtypeName(statsDtype(c.spec))); },
+       [](CaseSpec& c, const std::string& v) {
+         auto t = parseDType(v);
+         if (!t) throw CaseParseError(fmt::format("'stats': '{}' is not one of fp32, fp16, bf16", v));
+         c.spec.stats = *t;
+       },
+       [](const CaseSpec& c) { return !c.spec.stats; }},
   };
   return table;
 }
@@ -158,6 +165,7 @@ CaseSpec fromPairs(const std::vector<std::pair<std::string, std::string>>& pairs
     if (f.required && !seen.count(f.key)) throw CaseParseError(fmt::format("missing required key '{}'", f.key));
   if (!ld_given) c.ld = c.N;
   if (c.spec.weight == c.dtype) c.spec.weight.reset();  // one spelling per case: "same as the activations"
+  if (c.spec.stats == DType::F32) c.spec.stats.reset();  // and "fp32", the default
   validateCase(c);
   return c;
 }
@@ -183,6 +191,7 @@ std::string specLabel(const NormSpec& s) {
   if (s.rounding != Rounding::Plain) add(roundingName(s.rounding));
   if (s.weight_offset != 0.f) add(fmt::format("offset={:g}", s.weight_offset));
   if (s.affine != Affine::Full) add(fmt::format("affine={}", affineName(s.affine)));
+  if (s.stats) add(fmt::format("stats={}", dtypeName(*s.stats)));
   return out;
 }
 
@@ -231,6 +240,16 @@ void validateCase(const CaseSpec& c) {
     fail(fmt::format("'affine={}' is a LayerNorm spec; op={} has none", affineName(c.spec.affine), c.op));
   if (c.spec.affine == Affine::None && c.spec.weight)
     fail("'wdtype' with affine=none: there are no weights to give a dtype");
+  if (c.spec.stats) {
+    if (c.op != "rmsnorm" && c.op != "layernorm")
+      fail(fmt::format("'stats' names the dtype of saved statistics; op={} saves none", c.op));
+    if (*c.spec.stats != c.dtype && *c.spec.stats != DType::F32)
+      fail(fmt::format("'stats' must be fp32 or the activation dtype ({}), got {}", dtypeName(c.dtype),
+                       dtypeName(*c.spec.stats)));
+    // Llama's backward rounds x-hat; rebuilt from a rounded rstd it would be
+    // round_T(x round_T(r)), a spec no library ships and the oracle does not model.
+    if (c.spec.rounding == Rounding::Llama) fail("'stats' in the activation dtype with rounding=llama is not modelled");
+  }
 }
 
 std::string toCaseString(const CaseSpec& c) {

@@ -10,6 +10,12 @@
 // The weights w (gamma, beta) and their gradients are in `weight`'s dtype,
 // the activation dtype when unset; an fp32 weight beside 16-bit activations
 // is the common training setup (AMP). offset + w is formed in fp32.
+// The statistics a forward saves for its backward (rstd; LayerNorm's mean
+// too) are fp32 unless `stats` names the activation dtype: Liger's
+// LayerNorm before 0.8 stored Mean and RSTD in X's dtype and its backward
+// rebuilt x-hat from those rounded values, so the backward's spec is the
+// derivative taken at the saved, rounded statistics. The kernel ABI passes
+// them as fp32 arrays either way; under stats=T their values are values of T.
 #pragma once
 
 #include <cstdint>
@@ -34,18 +40,23 @@ struct NormSpec {
   Rounding rounding = Rounding::Plain;
   float weight_offset = 0.f;  // y = xhat (offset + w); Gemma's 1
   Affine affine = Affine::Full;  // LayerNorm only
+  std::optional<DType> stats;    // unset: saved in fp32; else the activation dtype
 
   bool operator==(const NormSpec& o) const {
-    return weight == o.weight && rounding == o.rounding && weight_offset == o.weight_offset && affine == o.affine;
+    return weight == o.weight && rounding == o.rounding && weight_offset == o.weight_offset && affine == o.affine &&
+           stats == o.stats;
   }
   bool plain() const {
-    return !weight && rounding == Rounding::Plain && weight_offset == 0.f && affine == Affine::Full;
+    return !weight && rounding == Rounding::Plain && weight_offset == 0.f && affine == Affine::Full && !stats;
   }
   bool hasGamma() const { return affine != Affine::None; }
   bool hasBeta() const { return affine == Affine::Full; }
 };
 
 inline DType weightDtype(DType activations, const NormSpec& s) { return s.weight.value_or(activations); }
+
+/// The dtype whose values the saved statistics hold (stored as fp32 floats).
+inline DType statsDtype(const NormSpec& s) { return s.stats.value_or(DType::F32); }
 
 inline const char* roundingName(Rounding r) { return r == Rounding::Llama ? "llama" : "plain"; }
 

@@ -113,7 +113,7 @@ bool registerPort(const char* name, const char* description, const char* bug, co
                   contracts, description, bug, caught_by};
   // rmsnorm's host forward implements every spec; the oracle does not model
   // rounding=llama after an allreduce.
-  info.specs = SpecSupport{.fp32_weights = true, .llama_rounding = false, .weight_offset = true};
+  info.specs = SpecSupport{.fp32_weights = true, .offsets = {0.f, 1.f}};
   return AllreduceRmsNormRegistry::add(
       AllreduceRmsNormKernel{withRowPaths(std::move(info), {.backward = false}), noWorkspace, std::move(run), rmsnormDepths});
 }

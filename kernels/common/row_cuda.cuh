@@ -169,6 +169,26 @@ inline RowPlan planFor(const RowShape& s, std::initializer_list<const void*> ptr
   return planRow(s.dtype, s.N, s.ld, aligned, max_threads);
 }
 
+/// stats=T (harness/core/norm_spec.h): the saved statistics rounded to the
+/// activation dtype T, as a kernel that stores them in a T tensor does (the
+/// forward's y used the fp32 values); they stay fp32 arrays in the ABI.
+template <typename T>
+__global__ void roundStatsKernel(float* __restrict__ stats, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) stats[i] = toFloat(fromFloat<T>(stats[i]));
+}
+
+/// Rounds a forward's saved statistics in place where the spec saves them in
+/// the activation dtype; nothing otherwise.
+inline void roundSavedStats(const RowShape& s, std::initializer_list<float*> stats, cudaStream_t stream) {
+  if (!s.spec.stats || s.dtype == DType::F32) return;
+  withStorageType(s.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (float* p : stats)
+      if (p) roundStatsKernel<T><<<unsigned((s.M + 255) / 256), 256, 0, stream>>>(p, s.M);
+  });
+}
+
 /// What the launch code of a variant with these defects addresses rows as:
 /// the caller's shape, or rows packed at stride N (quack #88).
 inline RowShape addressedShape(const RowShape& s, const cuda_defects::LaunchDefects& d) {

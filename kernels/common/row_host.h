@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/core/dtype.h"
+#include "kernels/common/row_launch.h"
 #include "kernels/common/row_plan.h"
 
 namespace ulpcheck::row_host {
@@ -25,6 +26,13 @@ inline float load(const void* base, DType t, int64_t i) {
 inline void store(void* base, DType t, int64_t i, float v) {
   const uint32_t bits = doubleToBits(t, v);  // float -> double is exact: one RNE rounding to t
   std::memcpy(static_cast<char*>(base) + i * storageBytes(t), &bits, storageBytes(t));
+}
+
+/// A statistic as the forward saves it: fp32, or rounded to the activation
+/// dtype under stats=T (harness/core/norm_spec.h), as a kernel storing it in a
+/// T tensor does; the forward's own y uses the fp32 value.
+inline float savedStat(const RowShape& s, float v) {
+  return s.spec.stats ? static_cast<float>(roundToFormat(s.dtype, v)) : v;
 }
 
 inline float flushSubnormal(float v) { return std::fabs(v) < 0x1p-126f ? std::copysign(0.f, v) : v; }

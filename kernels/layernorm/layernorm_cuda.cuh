@@ -297,6 +297,8 @@ void forward(const LayerNormForwardArgs& f, const LaunchEnv& env) {
     });
   });
   ULPCHECK_CUDA_LAUNCH("layernorm forwardKernel");
+  roundSavedStats(f.shape, {f.mean, f.rstd}, cudaStream_t(env.stream));
+  ULPCHECK_CUDA_LAUNCH("layernorm roundStatsKernel");
 }
 
 /// The backward; a mutant's kernel defects D and launch `defects` switched on.
@@ -353,7 +355,7 @@ bool registerVariant(const char* name, const char* description, cuda_defects::Mu
   KernelInfo info{"layernorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
                   Contracts{true, true, DType::F32}, description, mutant.bug, mutant.caught_by};
   // gamma, beta (and their gradients) in fp32 or T; without beta, without either.
-  info.specs = SpecSupport{.fp32_weights = true, .affine_variants = true};
+  info.specs = SpecSupport{.fp32_weights = true, .affine_variants = true, .activation_stats = true};
   return LayerNormRegistry::add(LayerNormKernel{
       withRowPaths(std::move(info), paths),
       workspaceBytes, forward<kForwardDefects>,

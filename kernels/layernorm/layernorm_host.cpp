@@ -47,8 +47,8 @@ void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& def
       var = rowSum(p, acc, [&](float a, int64_t col) { return std::fma(x(col), x(col), a); }) / float(s.N) -
             mean * mean;
     const float r = 1.0f / std::sqrt(var + s.eps);
-    f.mean[row] = mean;
-    f.rstd[row] = r;
+    f.mean[row] = savedStat(s, mean);
+    f.rstd[row] = savedStat(s, r);
     for (int64_t col = 0; col < s.N; ++col) {
       const float xhat = (x(col) - mean) * r;
       store(f.y, s.dtype, base + col,
@@ -105,7 +105,7 @@ bool registerPort(const char* name, const char* description, const char* bug, co
                   Contracts{.deterministic = true, .batch_invariant = true, .accumulation = DType::F32},
                   description, bug, caught_by};
   // gamma, beta (and their gradients) in fp32 or T; without beta, without either.
-  info.specs = SpecSupport{.fp32_weights = true, .affine_variants = true};
+  info.specs = SpecSupport{.fp32_weights = true, .affine_variants = true, .activation_stats = true};
   return LayerNormRegistry::add(LayerNormKernel{
       withRowPaths(std::move(info), paths),
       workspaceBytes,

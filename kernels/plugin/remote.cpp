@@ -11,6 +11,7 @@
 #include <bit>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -126,9 +127,11 @@ class Worker {
     double timeout = timeoutSetting();
     if (compiles_per_shape) {
       const json& s = request.at("shape");  // dtype, M, N, ld, eps
-      const std::string key = fmt::format("{} {} {} {} {}", request.at("variant").get<std::string>(),
+      // The spec too: a weight dtype or an absent parameter is another kernel to compile.
+      const std::string key = fmt::format("{} {} {} {} {} {}", request.at("variant").get<std::string>(),
                                           request.at("entry").get<std::string>(), s.at(0).get<int>(),
-                                          s.at(2).get<int64_t>(), std::bit_width(uint64_t(s.at(1).get<int64_t>())));
+                                          s.at(2).get<int64_t>(), std::bit_width(uint64_t(s.at(1).get<int64_t>())),
+                                          request.value("spec", json::object()).dump());
       if (compiled_.insert(key).second) timeout = std::max(timeout, kCompileSeconds);
     }
     // The coordinator's own GPU work on these buffers (poisoning outputs,
@@ -242,7 +245,8 @@ class Request {
            {{"wdtype", int(s.wdtype())},
             {"rounding", roundingName(s.spec.rounding)},
             {"offset", s.spec.weight_offset},
-            {"affine", affineName(s.spec.affine)}}},
+            {"affine", affineName(s.spec.affine)},
+            {"stats", int(statsDtype(s.spec))}}},
           {"env", {e.sm_count, e.ctas_override, e.perturb_schedule}}};
   }
   Request& ptr(const char* name, const void* p) {
@@ -342,6 +346,8 @@ std::string execute(const json& req) {
       if (!a) throw std::invalid_argument("unknown affine in a call's spec");
       s.spec.affine = *a;
     }
+    if (const auto stats = spec->find("stats"); stats != spec->end() && DType(stats->get<int>()) != DType::F32)
+      s.spec.stats = DType(stats->get<int>());
   }
   const json& ev = req.at("env");
   const LaunchEnv env{ev.at(0).get<int>(), ev.at(1).get<int>(), nullptr, ev.at(2).get<bool>()};
@@ -488,6 +494,30 @@ DType dtypeNamed(const std::string& n) {
   return *t;
 }
 
+/// What a Python variant declares it implements (python/ulpcheck/__init__.py):
+/// one rounding point, one weight offset, the dtype of its saved statistics,
+/// and fp32 weights beside 16-bit activations as well as its own.
+SpecSupport pythonSpecSupport(const json& v) {
+  SpecSupport s;
+  s.fp32_weights = v.value("fp32_weights", false);
+  const std::string rounding = v.value("rounding", "plain");
+  const auto r = parseRounding(rounding);
+  if (!r) throw PluginError(fmt::format("rounding '{}' is not one of plain, llama", rounding));
+  s.roundings = {*r};
+  const double offset = v.value("weight_offset", 0.0);
+  if (!(std::fabs(offset) <= 16.0) || double(float(offset)) != offset)
+    throw PluginError(fmt::format("weight_offset {} is not an fp32 value in [-16, 16]", offset));
+  s.offsets = {float(offset)};
+  const std::string stats = v.value("stats", "fp32");
+  if (stats == "activation") {
+    s.fp32_stats = false;
+    s.activation_stats = true;
+  } else if (stats != "fp32") {
+    throw PluginError(fmt::format("stats '{}' is not one of fp32, activation", stats));
+  }
+  return s;
+}
+
 }  // namespace
 
 void runInWorker(const std::string& op, const std::string& name) {
@@ -535,7 +565,7 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       info.origin = v.at("origin");
       info.black_box = true;
       info.compiles_per_shape = v.value("compiles_per_shape", false);
-      info.specs.fp32_weights = v.value("fp32_weights", false);
+      info.specs = pythonSpecSupport(v);
       info.python_file = pythonFiles().front();
       for (const auto& f : pythonFiles())
         if (info.origin.find(f) != std::string::npos) info.python_file = f;

@@ -294,7 +294,7 @@ bool registerVariant(const char* name, const char* description, Contracts contra
   KernelInfo info = withRowPaths(KernelInfo{"rmsnorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
                                             contracts, description, mutant.bug, mutant.caught_by},
                                  paths);
-  info.specs = SpecSupport{.fp32_weights = true, .llama_rounding = true, .weight_offset = true};
+  info.specs = SpecSupport{.fp32_weights = true, .roundings = {Rounding::Plain, Rounding::Llama}, .offsets = {0.f, 1.f}, .activation_stats = true};
   return RmsNormRegistry::add(RmsNormKernel{
       std::move(info),
       [launch](const RowShape& s, const LaunchEnv& e) { return variantWorkspaceLayout(s, e, launch).bytes; },

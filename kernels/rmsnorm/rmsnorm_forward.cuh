@@ -145,6 +145,8 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv& env, const cuda_defec
     });
   });
   ULPCHECK_CUDA_LAUNCH("rmsnorm forwardKernel");
+  roundSavedStats(s, {f.rstd}, cudaStream_t(env.stream));
+  ULPCHECK_CUDA_LAUNCH("rmsnorm roundStatsKernel");
 }
 
 // The correct forward is compiled once, in rmsnorm_cuda.cu.

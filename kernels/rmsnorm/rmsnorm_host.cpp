@@ -58,7 +58,7 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defec
     }
     float r = 1.0f / std::sqrt(blockAllReduce(acc) / float(s.N) + s.eps);
     if (defects.rstd_in_bf16) r = roundToBf16(r);
-    f.rstd[row] = r;
+    f.rstd[row] = savedStat(s, r);
     for (int64_t col = 0; col < s.N; ++col)
       store(f.y, s.dtype, base + col, weightedXhat(load(f.x, s.dtype, base + col) * r, s, defects) * w[size_t(col)]);
   }
@@ -171,7 +171,7 @@ const bool registered =
                  "", "", false, {}, DwStrategy::Atomic, 1);
 }  // namespace
 
-SpecSupport specSupport() { return SpecSupport{.fp32_weights = true, .llama_rounding = true, .weight_offset = true}; }
+SpecSupport specSupport() { return SpecSupport{.fp32_weights = true, .roundings = {Rounding::Plain, Rounding::Llama}, .offsets = {0.f, 1.f}, .activation_stats = true}; }
 
 bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
                     Defects defects, DwStrategy strategy, int64_t row_depth_factor, bool deterministic) {

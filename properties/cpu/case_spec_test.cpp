@@ -105,11 +105,24 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   expectError(base + "affine=nobias", "LayerNorm spec");
   expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 affine=none wdtype=fp32", "no weights");
   expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 affine=bias", "'affine'");
+  // Statistics saved in the activation dtype: rmsnorm and layernorm only, the
+  // case's own dtype (fp32 is the default and prints nothing), not with llama.
+  const CaseSpec saved = parseCaseString("op=layernorm kernel=k dtype=fp16 M=2 N=8 stats=fp16");
+  EXPECT_EQ(saved.spec.stats, DType::F16);
+  EXPECT_EQ(statsDtype(saved.spec), DType::F16);
+  EXPECT_EQ(specLabel(saved.spec), "stats=fp16");
+  EXPECT_EQ(parseCaseString(toCaseString(saved)), saved);
+  EXPECT_EQ(caseFromJson(toJson(saved)), saved);
+  EXPECT_TRUE(parseCaseString(base + "stats=fp32").spec.plain());
+  expectError(base + "stats=fp16", "'stats' must be fp32 or the activation dtype (bf16)");
+  expectError(base + "stats=bf16 rounding=llama", "not modelled");
+  expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=1 N=2 stats=bf16", "saves none");
+  expectError(base + "stats=half", "'stats'");
 }
 
 /// Counts, over generated cases of one kernel, the 16-bit ones and the specs drawn.
 struct SpecCounts {
-  int cases = 0, sixteen_bit = 0, fp32_weights = 0, llama = 0, offset = 0, no_bias = 0, no_affine = 0;
+  int cases = 0, sixteen_bit = 0, fp32_weights = 0, llama = 0, offset = 0, no_bias = 0, no_affine = 0, saved_in_t = 0;
 };
 
 SpecCounts drawSpecs(const std::string& op, const std::string& kernel, int n) {
@@ -125,6 +138,9 @@ SpecCounts drawSpecs(const std::string& op, const std::string& kernel, int n) {
     k.offset += c.spec.weight_offset != 0.f;
     k.no_bias += c.spec.affine == Affine::NoBias;
     k.no_affine += c.spec.affine == Affine::None;
+    k.saved_in_t += c.spec.stats.has_value();
+    if (c.spec.stats) EXPECT_EQ(*c.spec.stats, c.dtype) << toCaseString(c);
+    if (c.spec.stats) EXPECT_EQ(c.spec.rounding, Rounding::Plain) << toCaseString(c);
   }
   return k;
 }
@@ -137,6 +153,8 @@ TEST(Generators, SpecsAreDrawnWhereProductionRunsAndOnlyForVariantsThatImplement
   EXPECT_GE(rms.llama * 5, rms.cases) << rms.llama << " of " << rms.cases;
   EXPECT_GE(rms.offset * 5, rms.cases) << rms.offset << " of " << rms.cases;
   EXPECT_EQ(rms.no_bias + rms.no_affine, 0);  // LayerNorm specs
+  // rstd saved in the activation dtype: 1 in 4 of the 16-bit plain-rounding cases.
+  EXPECT_GE(rms.saved_in_t * 8, rms.sixteen_bit) << rms.saved_in_t << " of " << rms.sixteen_bit;
   // host_twopass implements fp32 gamma and beta and LayerNorm without beta or
   // without either, and neither rounding=llama nor an offset: those are never
   // generated for it. Without gamma there is no weight dtype.
@@ -145,11 +163,12 @@ TEST(Generators, SpecsAreDrawnWhereProductionRunsAndOnlyForVariantsThatImplement
   EXPECT_GE(ln.no_bias * 6, ln.cases) << ln.no_bias << " of " << ln.cases;
   EXPECT_GE(ln.no_affine * 6, ln.cases) << ln.no_affine << " of " << ln.cases;
   EXPECT_EQ(ln.llama + ln.offset, 0);
+  EXPECT_GE(ln.saved_in_t * 6, ln.sixteen_bit) << ln.saved_in_t << " of " << ln.sixteen_bit;
   // The fused allreduce implements fp32 weights and an offset, not llama.
   const SpecCounts ar = drawSpecs("allreduce_rmsnorm", "host_fused_oneshot", 600);
   EXPECT_GE(ar.fp32_weights * 10, ar.sixteen_bit * 4) << ar.fp32_weights << " of " << ar.sixteen_bit;
   EXPECT_GE(ar.offset * 5, ar.cases) << ar.offset << " of " << ar.cases;
-  EXPECT_EQ(ar.llama + ar.no_bias + ar.no_affine, 0);
+  EXPECT_EQ(ar.llama + ar.no_bias + ar.no_affine + ar.saved_in_t, 0);
 }
 
 TEST(Generators, SpecShrinksTowardPlain) {

@@ -59,7 +59,7 @@ Inputs makeInputs(const CaseSpec& c) { return generateLayerNormInputs(c, identit
 /// contract every budget assertion below is made against.
 LayerNormReference oracleOf(const CaseSpec& c, const Inputs& in, ThreadPool& pool) {
   const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}, false};
-  return layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps}, contract, pool);
+  return layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec}, contract, pool);
 }
 
 // ---------------------------------------------------------------------------
@@ -146,6 +146,11 @@ std::vector<CaseSpec> coverageCases(uint64_t seed, int per_combination, const st
     fp32_weights.spec.weight = DType::F32;
     validateCase(fp32_weights);
     cases.push_back(fp32_weights);
+    // And with mean and rstd saved in T (stats=T), every other case with fp32 weights.
+    CaseSpec saved_in_t = cases[cases.size() - 1 - (cases.size() / 2) % 2];
+    saved_in_t.spec.stats = t;
+    validateCase(saved_in_t);
+    cases.push_back(saved_in_t);
   };
   for (DType t : kAllDTypes) {
     for (int d = 0; d < static_cast<int>(Dist::kCount); ++d)
@@ -162,8 +167,8 @@ std::string layoutProblem(const CaseSpec& c, const LayerNormReference& ref) {
     DType dtype;
     int64_t rows, cols;
     bool per_row;
-  } want[] = {{&ref.y, c.dtype, c.M, c.N, true},         {&ref.mean, DType::F32, c.M, 1, true},
-              {&ref.rstd, DType::F32, c.M, 1, true},     {&ref.dx, c.dtype, c.M, c.N, true},
+  } want[] = {{&ref.y, c.dtype, c.M, c.N, true},         {&ref.mean, statsDtype(c.spec), c.M, 1, true},
+              {&ref.rstd, statsDtype(c.spec), c.M, 1, true},     {&ref.dx, c.dtype, c.M, c.N, true},
               {&ref.dgamma, weightDtype(c.dtype, c.spec), 1, c.N, false},
               {&ref.dbeta, weightDtype(c.dtype, c.spec), 1, c.N, false}};
   for (const auto& w : want) {
@@ -233,6 +238,9 @@ struct CrossCheckStats {
   int64_t large_mean_rows = 0;  // var > 0 and |mean| >= 2^10 sqrt(var)
   int64_t zero_var_rows = 0;    // var == 0 exactly (constant and zero rows, N = 1)
   double max_mean_over_sigma = 0;
+  int64_t saved_stats_rows = 0;  // stats=T rows whose backward was checked at round_T(mean), round_T(rstd)
+  int64_t undecided_saved = 0;   // stats=T rows where Boost could not decide a rounding (backward skipped)
+  int64_t overflowing_saved = 0; // stats=T rows whose rstd overflows T (backward skipped)
 };
 
 /// LayerNorm forward and backward written another way in Boost: the mean and
@@ -240,7 +248,12 @@ struct CrossCheckStats {
 /// Q = sum x^2 (one rounding, no cancellation error), x - mean as
 /// (N x - S) / N, and dx in the expanded form
 ///   dx_j = r (a_j - A/N) - r^3 (N x_j - S) P / N^3,   A = sum a, P = sum a_k (N x_k - S),
-/// independent of the spec's xhat / mean(a xhat) formulation. Returns failures.
+/// independent of the spec's xhat / mean(a xhat) formulation. Under stats=T
+/// the backward is the spec's own formula (in Boost) taken at the saved
+/// mean_b = round_T(S / N) and r_b = round_T(r), each decided from Boost's
+/// exact value (a row where either is undecided is skipped and counted):
+///   xhat_b = (x - mean_b) r_b,  dx = r_b (a - A/N - xhat_b mean(a xhat_b)),  dgamma += dy xhat_b.
+/// Returns failures.
 std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const LayerNormReference& ref,
                                     CrossCheckStats& stats) {
   const int64_t M = c.M, N = c.N;
@@ -252,12 +265,14 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const L
   };
   std::vector<Big> dgamma(N, Big(0)), dbeta(N, Big(0));
   std::vector<double> dgamma_scale(N, 0.0), dgamma_slack(N, 0.0);
+  std::vector<bool> dgamma_undecided(N, false);
   std::vector<std::vector<double>> dy_columns(N);
   std::vector<double> xv(N), gv(N), bv(N), dyv(N), av(N);
   for (int64_t j = 0; j < N; ++j) {
     gv[j] = in.gamma.value(0, j);
     bv[j] = in.beta.value(0, j);
   }
+  const bool stats_in_T = statsDtype(c.spec) != DType::F32;
   for (int64_t i = 0; i < M; ++i) {
     ++stats.rows;
     Big S = 0, Q = 0, A = 0;
@@ -308,6 +323,60 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const L
     }
     const double cd = Big(r * P / BN2).convert_to<double>();  // c = mean_j(a_j xhat_j)
     note(agreement.check("rstd", i, ref.rstd.exact[i], r, rd, rd * (1.0 + rho)));
+    if (stats_in_T) {
+      // y from the exact statistics; the backward at the saved ones.
+      const Big mean = S / BN;
+      // The mean is exact where S / N is (N = 2: often a tie of T, rounded to even).
+      const auto mean_b = mean * BN == S ? std::optional<double>(roundToFormat(c.dtype, roundToOddExact(mean)))
+                                         : roundToFormatOf(c.dtype, mean, bmp::abs(mean) * Big(kHighPrecisionSlack));
+      const auto r_b = roundToFormatOf(c.dtype, r, r * Big(kHighPrecisionSlack));
+      for (int64_t j = 0; j < N; ++j) {
+        const int64_t e = i * N + j;
+        const Big centred = BN * Big(xv[j]) - S;
+        const Big y = centred / BN * r * Big(gv[j]) + Big(bv[j]);
+        if (centred == 0) note(agreement.checkExact("y", e, ref.y.exact[e], bv[j]));
+        else note(agreement.check("y", e, ref.y.exact[e], y, std::fabs(xh[j] * gv[j]) + std::fabs(bv[j]),
+                                  std::fabs(gv[j]) * X[j] + std::fabs(bv[j])));
+        dbeta[j] += Big(dyv[j]);
+      }
+      if (r_b && std::isinf(*r_b)) {
+        // rstd beyond T's range (fp16, a constant row with a tiny eps): the
+        // saved inf makes the backward NaN, in the oracle as in a kernel.
+        ++stats.overflowing_saved;
+        std::fill(dgamma_undecided.begin(), dgamma_undecided.end(), true);
+        continue;
+      }
+      if (!mean_b || !r_b) {
+        ++stats.undecided_saved;
+        std::fill(dgamma_undecided.begin(), dgamma_undecided.end(), true);
+        continue;
+      }
+      ++stats.saved_stats_rows;
+      const Big mb(*mean_b), rb(*r_b);
+      std::vector<Big> xhat_b(N);
+      Big C2 = 0;
+      double m_b = 0, ma_b = 0;
+      for (int64_t j = 0; j < N; ++j) {
+        xhat_b[j] = (Big(xv[j]) - mb) * rb;  // x - mean_b exact: two T values
+        C2 += Big(av[j]) * xhat_b[j];
+        m_b += std::fabs(av[j] * xhat_b[j].convert_to<double>()) / double(N);
+        ma_b += std::fabs(av[j]) / double(N);
+      }
+      C2 /= BN;
+      const double c2 = bmp::abs(C2).convert_to<double>();
+      for (int64_t j = 0; j < N; ++j) {
+        const int64_t e = i * N + j;
+        const Big dx = rb * (Big(av[j]) - A / BN - xhat_b[j] * C2);
+        const double xhd = std::fabs(xhat_b[j].convert_to<double>());
+        const double scale_dx = *r_b * (std::fabs(av[j]) + ma_b + xhd * (c2 + m_b)) + DBL_MIN;
+        if (dx == 0) note(agreement.checkExact("dx", e, ref.dx.exact[e], 0.0));
+        else note(agreement.check("dx", e, ref.dx.exact[e], dx, scale_dx));
+        dgamma[j] += Big(dyv[j]) * xhat_b[j];
+        dgamma_scale[j] += std::fabs(dyv[j]) * xhd;
+        dgamma_slack[j] += std::fabs(dyv[j]) * xhd;
+      }
+      continue;
+    }
     for (int64_t j = 0; j < N; ++j) {
       const int64_t e = i * N + j;
       const Big centred = BN * Big(xv[j]) - S;  // N (x_j - mean), exact
@@ -344,7 +413,9 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const L
     }
   }
   for (int64_t j = 0; j < N; ++j) {
-    if (dgamma[j] == 0)  // every xhat of the column is exactly 0 (constant rows)
+    if (dgamma_undecided[j]) {
+      // a stats=T row whose saved statistics Boost could not decide: skipped (counted)
+    } else if (dgamma[j] == 0)  // every xhat of the column is exactly 0 (constant rows)
       note(agreement.checkExact("dgamma", j, ref.dgamma.exact[j], 0.0));
     else
       note(agreement.check("dgamma", j, ref.dgamma.exact[j], dgamma[j], dgamma_scale[j], dgamma_slack[j]));
@@ -365,16 +436,25 @@ TEST(LayerNormOracleCrossCheck, MatchesBoostForEveryDTypeDistributionAndWeightDt
   const std::vector<CaseSpec> cases = coverageCases(0x1a7e5c0aac1eULL, 10, shapes);
   CrossCheckStats stats;
   ThreadPool pool(2);
-  int64_t fp32_weight_cases = 0;
+  int64_t fp32_weight_cases = 0, saved_stats_cases = 0;
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
     const std::optional<LayerNormReference> oracle = wellFormedOracle(c, in, pool);
     if (!oracle) continue;
     const LayerNormReference& ref = *oracle;
     fp32_weight_cases += c.spec.weight == DType::F32;
+    saved_stats_cases += c.spec.stats.has_value();
     for (const auto& f : crossCheck(c, in, ref, stats)) ADD_FAILURE() << toCaseString(c) << "\n  " << f;
   }
   RecordProperty("fp32_weight_cases", std::to_string(fp32_weight_cases));
+  RecordProperty("saved_stats_cases", std::to_string(saved_stats_cases));
+  RecordProperty("saved_stats_rows", std::to_string(stats.saved_stats_rows));
+  RecordProperty("undecided_saved_stats_rows", std::to_string(stats.undecided_saved));
+  RecordProperty("overflowing_saved_rstd_rows", std::to_string(stats.overflowing_saved));
+  // stats=T: every 16-bit case once more, its backward checked at the saved statistics.
+  EXPECT_GE(saved_stats_cases, 2 * 10 * static_cast<int>(Dist::kCount));
+  EXPECT_GE(stats.saved_stats_rows, 400);
+  EXPECT_LE(stats.undecided_saved * 100, stats.saved_stats_rows);
   EXPECT_GE(fp32_weight_cases, 2 * 10 * static_cast<int>(Dist::kCount));  // every 16-bit case, again with fp32 weights
   const Agreement& a = stats.agreement;
   RecordProperty("cases", std::to_string(cases.size()));
@@ -564,6 +644,9 @@ TEST(LayerNormOracleFiniteDifference, GradientsMatchCentralDifferencesOfTheLoss)
   const std::vector<Shape> shapes = {{1, 1, 0}, {2, 2, 1}, {3, 3, 0}, {4, 5, 3}, {1, 7, 1},  {2, 8, 0},
                                      {3, 9, 8}, {4, 13, 0}, {2, 17, 1}, {1, 24, 0}, {3, 33, 3}};
   std::vector<CaseSpec> cases = coverageCases(0xfd1a7e5ULL, 6, shapes);
+  // A backward taken at statistics saved in T is not the derivative of the
+  // forward's loss (LayerNormOracleCrossCheck checks it at round_T instead).
+  std::erase_if(cases, [](const CaseSpec& c) { return c.spec.stats.has_value(); });
   // Constant rows far from 0 with the smallest eps: rstd = 2^30, |mean| r ~ 2^42.
   for (DType t : kAllDTypes)
     cases.push_back(makeCase(t, Shape{3, 6, 2}, DistParams{Dist::ConstantRows, 1.0, 3000.0}, 0x1p-60f, 1.0,
@@ -719,7 +802,7 @@ TEST(LayerNormOracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
   }
   ThreadPool pool(2);
   const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(DType::F32);
-  int64_t overflowing = 0, loose_checked = 0;
+  int64_t overflowing = 0, loose_checked = 0, saved_overflow = 0;
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
     const std::optional<LayerNormReference> oracle = wellFormedOracle(c, in, pool);
@@ -730,6 +813,12 @@ TEST(LayerNormOracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
     for (const ReferenceTensor* r : {&ref.y, &ref.mean, &ref.rstd, &ref.dx, &ref.dgamma, &ref.dbeta}) {
       for (size_t e = 0; e < r->budget.size() && failures < 5; ++e) {
         const double b = r->budget[e], exact = r->exact[e];
+        // stats=T in fp16 with rstd beyond 65504 (a constant row, eps 2^-60):
+        // the saved rstd is inf and the backward NaN, in oracle and kernel alike.
+        if (c.spec.stats && std::isnan(exact) && (r == &ref.dx || r == &ref.dgamma)) {
+          ++saved_overflow;
+          continue;
+        }
         bool ok = budgetAdmitsCorrectlyRounded(*r, e, overflowing);
         std::string why;
         if (check_loose && (r == &ref.y || r == &ref.mean || r == &ref.rstd)) {
@@ -765,6 +854,7 @@ TEST(LayerNormOracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
     }
   }
   RecordProperty("overflowing_elements", std::to_string(overflowing));
+  RecordProperty("nan_backward_of_an_overflowing_saved_rstd", std::to_string(saved_overflow));
   RecordProperty("loose_checked", std::to_string(loose_checked));
   EXPECT_GT(loose_checked, 1000);
 }
@@ -826,7 +916,9 @@ double roundBigTo(DType t, const Big& v) { return roundToFormat(t, roundToOddExa
 // A lower bound on every budget: the kernel that computes everything exactly
 // except that it keeps mean and rstd as the fp32 values it saves (the spec's
 // backward uses the saved ones), correctly rounded, and rounds each output
-// once to T. Every conforming fp32-accumulating kernel is at least this
+// once to T. Under stats=T it saves them rounded once more, to T (double
+// rounding: round_T(round_fp32(v)) may differ from round_T(v)), and its
+// backward uses those while y uses the fp32 ones. Every conforming fp32-accumulating kernel is at least this
 // exposed to the fp32 statistics (its mean has error >= the correctly rounded
 // one's in the worst case), so the budget of every element must admit this
 // kernel's result; on large-mean rows this is the condition-awareness of the
@@ -856,27 +948,36 @@ TEST(LayerNormOracleBudget, AdmitsAnExactKernelWithFp32SavedStatistics) {
                       << hexFloat(r.budget[e]) << ")";
     };
     std::vector<Big> dgamma(N, Big(0)), dbeta(N, Big(0));
+    bool skip_dgamma = false;
     for (int64_t i = 0; i < M; ++i) {
-      const Big mean32 = ref.mean.correctlyRounded(i), rstd32 = ref.rstd.correctlyRounded(i);
-      std::vector<Big> xh(N), a(N);
+      const double mean32 = roundToFormat(DType::F32, ref.mean.exact[i]),
+                   rstd32 = roundToFormat(DType::F32, ref.rstd.exact[i]);
+      const double mean_saved = roundToFormat(ref.mean.dtype, mean32), rstd_saved = roundToFormat(ref.rstd.dtype, rstd32);
+      if (std::isinf(rstd_saved)) {  // beyond T's range: the backward is NaN in oracle and kernel alike
+        skip_dgamma = true;
+        for (int64_t j = 0; j < N; ++j) dbeta[j] += Big(in.dy.value(i, j));
+        continue;
+      }
+      std::vector<Big> xh(N), xh_saved(N), a(N);
       Big A = 0, C = 0;
       for (int64_t j = 0; j < N; ++j) {
-        xh[j] = (Big(in.x.value(i, j)) - mean32) * rstd32;  // exact
+        xh[j] = (Big(in.x.value(i, j)) - Big(mean32)) * Big(rstd32);  // exact
+        xh_saved[j] = (Big(in.x.value(i, j)) - Big(mean_saved)) * Big(rstd_saved);
         a[j] = Big(in.gamma.value(0, j)) * Big(in.dy.value(i, j));
         A += a[j];
-        C += a[j] * xh[j];
+        C += a[j] * xh_saved[j];
       }
       for (int64_t j = 0; j < N; ++j) {
         const int64_t e = i * N + j;
         const Big dy = in.dy.value(i, j);
         admit(ref.y, e, xh[j] * Big(in.gamma.value(0, j)) + Big(in.beta.value(0, j)));
-        admit(ref.dx, e, rstd32 * (a[j] - A / BN - xh[j] * C / BN));
-        dgamma[j] += dy * xh[j];
+        admit(ref.dx, e, Big(rstd_saved) * (a[j] - A / BN - xh_saved[j] * C / BN));
+        dgamma[j] += dy * xh_saved[j];
         dbeta[j] += dy;
       }
     }
     for (int64_t j = 0; j < N; ++j) {
-      admit(ref.dgamma, j, dgamma[j]);
+      if (!skip_dgamma) admit(ref.dgamma, j, dgamma[j]);
       admit(ref.dbeta, j, dbeta[j]);
     }
   }

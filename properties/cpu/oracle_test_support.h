@@ -228,4 +228,15 @@ inline std::string budgetElement(const ReferenceTensor& r, size_t e) {
                      hexFloat(r.budget[e]), hexFloat(r.correctlyRounded(static_cast<int64_t>(e))));
 }
 
+/// round_T(v) for a value v that Boost knows to within err: both ends of
+/// [v - err, v + err] rounded exactly (round-to-odd of the exact Big, then
+/// to T: correct since 53 >= p + 2). Rounding is monotone, so equal ends
+/// decide every value between; nothing when the interval holds a rounding
+/// boundary of T (-0 and +0 compare equal: a rounding to zero is decided).
+inline std::optional<double> roundToFormatOf(DType t, const Big& v, const Big& err) {
+  const double lo = roundToFormat(t, roundToOddExact(v - err)), hi = roundToFormat(t, roundToOddExact(v + err));
+  if (lo != hi) return std::nullopt;
+  return roundToFormat(t, roundToOddExact(v));
+}
+
 }  // namespace ulpcheck::oracle_check

@@ -16,6 +16,7 @@ using testing::Result;
 
 const std::string kTorchOps = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/python/ulpcheck/adapters/torch_ops.py";
 const std::string kFaulty = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/properties/plugins/faulty_kernels.py";
+const std::string kSpecs = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/properties/plugins/spec_kernels.py";
 
 class PythonDoor : public ::testing::Test {
  protected:
@@ -54,6 +55,61 @@ TEST_F(PythonDoor, AVariantDeclaringFp32WeightsIsJudgedOnThemAndOneThatDoesNotIs
           kTorchOps);
   EXPECT_NE(r.code, exit_code::kOk) << r.output;
   EXPECT_NE(r.output.find("takes weights in the activation dtype only"), std::string::npos) << r.output;
+}
+
+TEST_F(PythonDoor, AVariantDeclaringOneSpecIsGeneratedAndJudgedOnThatSpecOnly) {
+  // Llama's rounding point, Gemma's offset and LayerNorm statistics saved in
+  // x's dtype, each declared by its variant: every property passes on the spec declared.
+  for (const char* kernel : {"py_llama_rms_norm", "py_gemma_rms_norm", "py_layer_norm_x_dtype_stats"}) {
+    const Result r = cli(std::string("run --kernel ") + kernel +
+                         " --cases 120 --tier smoke --seed 5 --no-save --no-corpus --json " + ::testing::TempDir() +
+                         kernel + ".jsonl" + kSpecs);
+    EXPECT_EQ(r.code, exit_code::kOk) << kernel << "\n" << r.output;
+  }
+  // ... and only on it: a case of another spec is not run on the variant, saying why.
+  const struct {
+    const char* repro;
+    const char* why;
+  } refused[] = {
+      {"op=rmsnorm kernel=py_llama_rms_norm dtype=bf16 M=3 N=17", "implements rounding=llama only"},
+      {"op=rmsnorm kernel=py_gemma_rms_norm dtype=bf16 M=3 N=17", "does not implement weight offset 0"},
+      {"op=layernorm kernel=py_layer_norm_x_dtype_stats dtype=fp16 M=3 N=17",
+       "saves its statistics in the activation dtype (fp16) only"},
+  };
+  for (const auto& c : refused) {
+    const Result r = cli(std::string("repro '") + c.repro + "' --property accuracy" + kSpecs);
+    EXPECT_NE(r.code, exit_code::kOk) << c.repro << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.why), std::string::npos) << c.repro << "\n" << r.output;
+  }
+  // The declaration is what the kernel is judged against: the Llama kernel
+  // declaring the plain spec fails accuracy (x-hat rounded to bf16 is up to
+  // half an ulp of bf16 from the plain spec's), and on its own spec passes.
+  Result r = cli("repro 'op=rmsnorm kernel=py_llama_rms_norm_declared_plain dtype=bf16 M=4 N=64' --property accuracy" +
+                 kSpecs);
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  r = cli("repro 'op=rmsnorm kernel=py_llama_rms_norm dtype=bf16 M=4 N=64 rounding=llama' --property accuracy" + kSpecs);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+}
+
+TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
+  const struct {
+    const char* source;
+    const char* error;
+  } bad[] = {
+      {"rounding='gemma'", "rounding must be 'plain' or 'llama'"},
+      {"stats='bf16', saves_stats=True", "stats must be 'fp32' or 'activation'"},
+      {"stats='activation'", "it saves none"},
+      {"weight_offset=100.0", "weight_offset must be a number in [-16, 16]"},
+  };
+  for (const auto& b : bad) {
+    const std::string file = ::testing::TempDir() + "bad_spec_kernels.py";
+    FILE* f = fopen(file.c_str(), "w");
+    fprintf(f, "import ulpcheck\nulpcheck.rmsnorm('x', forward=None, backward=None, %s)\n", b.source);
+    fclose(f);
+    const Result r = cli("list --python " + file);
+    EXPECT_EQ(r.code, exit_code::kUsage) << b.source << "\n" << r.output;
+    EXPECT_NE(r.output.find(b.error), std::string::npos) << b.source << "\n" << r.output;
+  }
 }
 
 TEST_F(PythonDoor, OldTorchsBf16CpuLayerNormBackwardIsCaught) {

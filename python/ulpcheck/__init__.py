@@ -24,8 +24,15 @@ Calls:
              backward(x, gamma, dy, mean, rstd, eps) -> (dx, dgamma, dbeta)
 Inputs are torch tensors over ulpcheck's own buffers (x has row stride ld);
 results are copied into ulpcheck's poisoned output buffers, so they must
-have the output's shape and dtype (statistics: fp32, one per row). A variant
-declares its contracts honestly: ulpcheck holds it to them.
+have the output's shape and dtype (statistics: fp32, one per row, or x's
+dtype with stats="activation"). A variant declares its contracts honestly:
+ulpcheck holds it to them.
+
+Its spec: `rounding`, `weight_offset` and `stats` name the one spec the
+variant implements (Liger's llama mode: rounding="llama"; a Gemma RMSNorm:
+weight_offset=1.0; a LayerNorm saving Mean and RSTD in x's dtype:
+stats="activation"), and ulpcheck generates that spec only; fp32_weights=True
+adds fp32 weights beside 16-bit activations to the variant's own dtype.
 """
 
 import dataclasses
@@ -55,6 +62,10 @@ class Variant:
     two_pass_statistics: bool = False     # LayerNorm: mean, then sum (x - mean)^2 (not running means, as Welford)
     compiles_per_shape: bool = False      # JIT-compiles per (dtype, N, M bucket): each first call gets 900 s, not --case-timeout
     fp32_weights: bool = False            # takes w (gamma) in fp32 beside 16-bit x, returning dw in fp32 (the spec's wdtype=fp32)
+    # The one spec it implements beyond those (ulpcheck's NormSpec; a variant is tested on it alone):
+    rounding: str = "plain"               # RMSNorm: "plain" (one rounding) or "llama" (x rstd rounded to x's dtype first)
+    weight_offset: float = 0.0            # RMSNorm: y = x rstd (offset + w), offset + w in fp32 (Gemma's 1.0)
+    stats: str = "fp32"                   # the saved mean/rstd: "fp32", or "activation" (rounded to x's dtype)
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
 
@@ -76,6 +87,19 @@ def _register(op: str, name: str, **kw) -> Variant:
         raise ValueError(f"{name}: backend must be 'cuda' or 'host', not {v.backend!r}")
     if not v.dtypes or any(t not in DTYPES for t in v.dtypes):
         raise ValueError(f"{name}: dtypes must be among {DTYPES}, not {v.dtypes!r}")
+    if v.rounding not in ("plain", "llama"):
+        raise ValueError(f"{name}: rounding must be 'plain' or 'llama', not {v.rounding!r}")
+    if v.stats not in ("fp32", "activation"):
+        raise ValueError(f"{name}: stats must be 'fp32' or 'activation', not {v.stats!r}")
+    if op != "rmsnorm" and (v.rounding != "plain" or v.weight_offset != 0.0):
+        raise ValueError(f"{name}: rounding and weight_offset are RMSNorm specs")
+    if v.stats != "fp32" and not v.saves_stats:
+        raise ValueError(f"{name}: stats={v.stats!r} names the dtype of saved statistics; it saves none (saves_stats)")
+    if v.stats != "fp32" and v.rounding == "llama":
+        raise ValueError(f"{name}: stats='activation' with rounding='llama' is not modelled")
+    if not (isinstance(v.weight_offset, (int, float)) and abs(v.weight_offset) <= 16.0):
+        raise ValueError(f"{name}: weight_offset must be a number in [-16, 16], not {v.weight_offset!r}")
+    v.weight_offset = float(v.weight_offset)
     if any(existing.name == name for existing in _registry):
         raise ValueError(f"{name}: registered twice")
     _registry.append(v)

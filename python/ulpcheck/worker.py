@@ -230,6 +230,8 @@ def execute(req):
     dt = DTYPE_CODES[dtype_code]
     # The spec's weight dtype (w, gamma, beta and their gradients); older coordinators send none.
     wdt = DTYPE_CODES[req["spec"]["wdtype"]] if "spec" in req else dt
+    # The saved statistics' dtype: fp32, or x's (stats=T); ulpcheck keeps them in fp32 buffers either way.
+    sdt = DTYPE_CODES[req["spec"].get("stats", 0)] if "spec" in req else "fp32"
     sm_count, ctas, perturb = req["env"]
     entry, ptrs = req["entry"], req["ptrs"]
     regions = Regions(req["regions"])
@@ -243,6 +245,17 @@ def execute(req):
         def stat(name):
             return regions.tensor(ptrs[name], "fp32", M, 1, 1)[:, 0]
 
+        def store_stat(name, got):
+            """A statistic saved in x's dtype (stats=T) widens exactly into the fp32 buffer."""
+            if sdt != "fp32" and got is not None and got.dtype == _torch_dtype(sdt):
+                got = got.float()
+            _store(name, got, stat(name))
+
+        def saved_stat(name):
+            """What the variant's backward is given: the saved values, in the dtype it saved them in."""
+            s = stat(name)
+            return s if sdt == "fp32" else s.to(_torch_dtype(sdt))
+
         cuda = variant.backend == "cuda"
         device = next((t.device for t in regions.bytes.values() if t.is_cuda), None)
         if cuda:
@@ -254,9 +267,9 @@ def execute(req):
                 y, rstd = (out if variant.saves_stats else (out, None))
                 _store("y", y, act("y"))
                 if variant.saves_stats:
-                    _store("rstd", rstd, stat("rstd"))
+                    store_stat("rstd", rstd)
             elif entry == "rmsnorm_backward":
-                rstd = stat("rstd") if variant.saves_stats else None
+                rstd = saved_stat("rstd") if variant.saves_stats else None
                 with torch.enable_grad():
                     dx, dw = variant.backward(act("x"), vec("w"), act("dy"), rstd, eps)
                 _store("dx", dx, act("dx"))
@@ -266,10 +279,10 @@ def execute(req):
                 y, mean, rstd = (out if variant.saves_stats else (out, None, None))
                 _store("y", y, act("y"))
                 if variant.saves_stats:
-                    _store("mean", mean, stat("mean"))
-                    _store("rstd", rstd, stat("rstd"))
+                    store_stat("mean", mean)
+                    store_stat("rstd", rstd)
             elif entry == "layernorm_backward":
-                mean, rstd = (stat("mean"), stat("rstd")) if variant.saves_stats else (None, None)
+                mean, rstd = (saved_stat("mean"), saved_stat("rstd")) if variant.saves_stats else (None, None)
                 with torch.enable_grad():
                     dx, dgamma, dbeta = variant.backward(act("x"), vec("gamma"), act("dy"), mean, rstd, eps)
                 _store("dx", dx, act("dx"))
