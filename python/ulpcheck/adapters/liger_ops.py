@@ -6,7 +6,12 @@ backward functions of liger_kernel.ops.rms_norm and liger_kernel.ops.layer_norm.
 The specs they implement (liger-kernel 0.8.5, read from its source):
 - liger_rms_norm: casting_mode "gemma", offset 0. x and w are cast to fp32,
   y = (x rstd) w in fp32 and rounded once to x's dtype; rstd is saved in fp32
-  and the backward consumes it: ulpcheck's plain spec in every dtype.
+  and the backward consumes it: ulpcheck's plain spec in every dtype. The
+  weight is read in its own dtype and dW (fp32 partials summed by torch)
+  returned in it, so an fp32 weight beside 16-bit x is declared too.
+- liger_rms_norm_gemma: the same with offset 1.0 (Gemma's 1 + w, formed in
+  fp32 after w is cast): the spec's weight_offset=1.0, declared as the only
+  offset it implements.
 - liger_rms_norm_llama: casting_mode "llama" (Liger's default). x rstd is
   rounded to x's dtype before the weight multiply, which is the plain spec in
   fp32 only; its 16-bit spec comes with the "real specs" issue (Llama
@@ -41,16 +46,16 @@ ln_ops = importlib.import_module("liger_kernel.ops.layer_norm")
 calculate_settings = importlib.import_module("liger_kernel.ops.utils").calculate_settings
 
 
-def _rms_norm(mode):
+def _rms_norm(mode, offset=0.0):
     code = rms_ops._str_to_casting_mode[mode]
 
     def forward(x, w, eps):
-        y, _, rstd, _, _, _ = rms_ops.rms_norm_forward(x, w, eps, 0.0, code, None)
+        y, _, rstd, _, _, _ = rms_ops.rms_norm_forward(x, w, eps, offset, code, None)
         return y, rstd
 
     def backward(x, w, dy, rstd, eps):
         block, warps = calculate_settings(x.shape[1])
-        return rms_ops.rms_norm_backward(dy, x, w, rstd, 0.0, code, block, warps, False, None)
+        return rms_ops.rms_norm_backward(dy, x, w, rstd, offset, code, block, warps, False, None)
 
     return forward, backward
 
@@ -70,8 +75,13 @@ _version = "liger_kernel.ops.rms_norm (casting_mode={})"
 
 forward, backward = _rms_norm("gemma")
 ulpcheck.rmsnorm("liger_rms_norm", forward=forward, backward=backward, backend="cuda", saves_stats=True,
-                 batch_invariant=False, libraries=_libs, description="Liger's Triton RMSNorm, casting_mode='gemma', offset 0 (fp32 math, "
-                                              "one rounding), rstd saved in fp32")
+                 batch_invariant=False, fp32_weights=True, libraries=_libs,
+                 description="Liger's Triton RMSNorm, casting_mode='gemma', offset 0 (fp32 math, one rounding), "
+                             "rstd saved in fp32")
+forward, backward = _rms_norm("gemma", offset=1.0)
+ulpcheck.rmsnorm("liger_rms_norm_gemma", forward=forward, backward=backward, backend="cuda", saves_stats=True,
+                 batch_invariant=False, fp32_weights=True, weight_offset=1.0, libraries=_libs,
+                 description="Liger's Triton RMSNorm, casting_mode='gemma', offset 1.0 (Gemma's 1 + w in fp32)")
 forward, backward = _rms_norm("llama")
 ulpcheck.rmsnorm("liger_rms_norm_llama", forward=forward, backward=backward, backend="cuda", saves_stats=True,
                  batch_invariant=False, dtypes=("fp32",), libraries=_libs,
