@@ -81,12 +81,19 @@
 // plain spec) is off by up to half an ulp of T in q, which the budget does
 // not allow away from the boundaries.
 // The backward is the derivative of that forward as autograd takes it
-// through the rounding (the identity): dx is the plain dx (with x-hat
-// unrounded and a = (offset + w) dy in fp32, as Liger's llama mode computes
-// it with an fp32 weight; HF's LlamaRMSNorm under autograd rounds a to T
-// first, half an ulp of T more, which this spec does not allow); dw_j = sum_i dy_ij q_ij, the exact
-// derivative of y in w, whose leaves are one fp32 product of exact values
-// (leaf units 1 instead of delta_r + 2) plus the spread |dy| of their q.
+// through the rounding (the identity), with the rounding points the
+// reference implementations have: every product of two activation-dtype
+// values is formed in T (a PyTorch or Triton product of two bf16 tensors is
+// bf16), so in 16 bits
+//   a = round_T(w dy)        where w is T and there is no offset (else the
+//                            exact (offset + w) dy, an fp32 product)
+//   dx = the plain dx with x-hat unrounded and that a (Liger's llama mode:
+//        m = (dY * W).to(fp32); HF's LlamaRMSNorm under autograd likewise)
+//   dw_j = sum_i round_T(dy_ij q_ij)   (Liger: dW_row += dY * (X rstd).to(X dtype),
+//        a bf16 product; HF: the gradient of w * hidden.to(T) in T)
+// In fp32 both roundings are fp32's own. The leaves are exact T values
+// (leaf units 1 instead of delta_r + 2 covers a kernel's fp32 product) plus,
+// where q may round either way, its spread |dy| and one ulp of the term.
 // The spread sums enter the column bounds in units of u (with K).
 //
 // Saved statistics in the activation dtype (stats=T, plain rounding only):
@@ -163,6 +170,12 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   const double delta_r = (d_row + 3.0) / 2.0 + tolerance::kRsqrtUnits;
   const bool llama = in.spec.rounding == Rounding::Llama;
   const double offset = in.spec.weight_offset;
+  // Llama's backward products of two activation-dtype values, formed in T
+  // (see the derivation): a = w dy where w is T without an offset, and every
+  // dw term dy round_T(x r).
+  const bool llama_terms_in_T = llama && T != DType::F32;
+  const bool llama_a_in_T = llama_terms_in_T && W == T && offset == 0.0;
+  auto gradOf = [&](double a) { return llama_a_in_T ? roundToFormat(T, a) : a; };
   // offset + w is one more fp32 rounding wherever the weight enters.
   const double w_units = offset != 0.0 ? 1.0 : 0.0;
   const double u = unitRoundoff(acc);
@@ -192,10 +205,11 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   // the exact sum), so the 256-bit sums are reproducible.
   const int64_t chunks = mp::columnChunkCount(M, N);
   mp::ColumnSumChunks dw_chunks(chunks);
-  // Llama's dW leaves dy round_T(xhat): the rounded xhat of the exact rstd
-  // (a T value, exact in float), for the ordered column bound below.
+  // Llama's dW leaves dy round_T(xhat) (rounded to T once more in 16 bits):
+  // from the rounded xhat of the exact rstd, exact in float, for the ordered
+  // column bound below.
   const bool ordered_dw = !contract.column_reduction_ftz && !contract.depths.col_orders.empty();
-  std::vector<float> xhat_rounded(llama && ordered_dw ? size_t(M * N) : 0);
+  std::vector<float> llama_leaf(llama && ordered_dw ? size_t(M * N) : 0);
   std::vector<double> rstd_backward(static_cast<size_t>(M));  // as a double (a T value under stats=T), for the ordered bound
 
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
@@ -236,12 +250,12 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
         for (int64_t j = 0; j < N; ++j) {
           const double dyv = in.dy.value(i, j);
           if (offset == 0.0) {
-            mpfr_set_d(sc.products[j], w[j] * dyv, MPFR_RNDN);  // exact: 48 bits
+            mpfr_set_d(sc.products[j], gradOf(w[j] * dyv), MPFR_RNDN);  // exact: 48 bits
           } else {
             mpfr_mul_d(sc.products[j], w_exact[j], dyv, MPFR_RNDN);  // exact: 216 bits
           }
           mpfr_mul_d(sc.products[j], sc.products[j], x.value(i, j), MPFR_RNDN);  // exact
-          abs_sum += std::fabs(w[j] * dyv * x.value(i, j));
+          abs_sum += std::fabs(gradOf(w[j] * dyv) * x.value(i, j));
         }
         sc.products.sum(sc.c, N);
         mpfr_mul(sc.c, sc.c, sc.rb, MPFR_RNDN);
@@ -252,7 +266,7 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
         for (int64_t j = 0; j < N; ++j) {
           const double xv = x.value(i, j), dyv = in.dy.value(i, j);
           // xhat: the forward's x r; xhat_b: the backward's x rb (the same unless stats=T)
-          const double a = w[j] * dyv, xhat = xv * r, xhat_b = xv * rb;
+          const double a = gradOf(w[j] * dyv), xhat = xv * r, xhat_b = xv * rb;
           const int64_t e = i * N + j;
 
           mpfr_mul_d(sc.t, sc.r, xv, MPFR_RNDN);  // xhat = x r
@@ -261,7 +275,7 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
             // |x| rstd_budget + one fp32 rounding of x r.
             const RoundingPoint q =
                 roundingPoint(T, sc.t, std::fabs(xv) * rstd_budget + u * std::fabs(xv) * (r + rstd_budget));
-            if (!xhat_rounded.empty()) xhat_rounded[size_t(e)] = float(q.spec);
+
             mpfr_mul_d(sc.out, w_exact[j], q.spec, MPFR_RNDN);
             ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
             // q (offset + w) in fp32: one rounding, one more for offset + w;
@@ -271,11 +285,16 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
                                                                (1.0 + std::fabs(w[j]) + r)) +
                                q.spread * std::fabs(w[j]);
             ref.y.budget[e] = budgetFromError(T, ref.y.exact[e], err);
-            const double term = dyv * q.spec;
+            // The leaf dy q, a product in T in 16 bits; where q may be either
+            // neighbour its rounding may move by one more ulp of the term.
+            const double term = llama_terms_in_T ? roundToFormat(T, dyv * q.spec) : dyv * q.spec;
+            if (!llama_leaf.empty()) llama_leaf[size_t(e)] = float(term);
             dwc->abs_terms[j] += std::fabs(term);
             dwc->sq_terms[j] += term * term;
-            dwc->spread[j] += q.spread * std::fabs(dyv);
-            mpfr_set_d(sc.acc_term, term, MPFR_RNDN);  // dy round_T(xhat): exact, 48 bits
+            if (q.spread > 0.0)
+              dwc->spread[j] += q.spread * std::fabs(dyv) +
+                                (llama_terms_in_T ? ulpOf(T, std::fabs(dyv) * (std::fabs(q.spec) + q.spread)) : 0.0);
+            mpfr_set_d(sc.acc_term, term, MPFR_RNDN);  // exact: 48 bits
           } else {
             if (offset == 0.0) mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
             else mpfr_mul(sc.out, sc.t, w_exact[j], MPFR_RNDN);             // y = (x r) (offset + w)
@@ -327,7 +346,7 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
       ordered.push_back(mp::orderedColumnBound(
           M, N, order,
           [&](int64_t i, int64_t j) {
-            if (llama) return mp::Leaf{in.dy.value(i, j) * double(xhat_rounded[size_t(i * N + j)]), 0.0};
+            if (llama) return mp::Leaf{double(llama_leaf[size_t(i * N + j)]), 0.0};
             const double t = in.dy.value(i, j) * x.value(i, j) * rstd_backward[size_t(i)];
             return mp::Leaf{t, 0x1p-51 * std::fabs(t)};
           },

@@ -14,15 +14,16 @@ def _rstd(xf, eps):
     return torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
 
 
-def _rms_backward(x, w, dy, rstd, offset, xhat_for_dw):
-    """dx = r (a - xhat mean(a xhat)) with a = (offset + w) dy in fp32 (the
-    derivative of the unrounded forward), dw = sum_i dy xhat_for_dw."""
+def _rms_backward(x, w, dy, rstd, offset, llama):
+    """dx = r (a - xhat mean(a xhat)), dw = sum_i dy xhat. Llama (Liger's
+    llama mode, HF's autograd) forms products of two x-dtype tensors in that
+    dtype: a = dy w when w is x's dtype, and each dw term dy round(xhat)."""
     xf, r = x.float(), rstd.float().unsqueeze(-1)
     xhat = xf * r
-    a = (offset + w.float()) * dy.float()
+    a = (dy * w).float() if llama and w.dtype == x.dtype else (offset + w.float()) * dy.float()
     dx = r * (a - xhat * (a * xhat).mean(-1, keepdim=True))
-    dw = (dy.float() * xhat_for_dw(xhat, x.dtype)).sum(0)
-    return dx.to(x.dtype), dw.to(w.dtype)
+    terms = (dy * xhat.to(x.dtype)).float() if llama else dy.float() * xhat
+    return dx.to(x.dtype), terms.sum(0).to(w.dtype)
 
 
 def llama_forward(x, w, eps):
@@ -33,7 +34,7 @@ def llama_forward(x, w, eps):
 
 
 def llama_backward(x, w, dy, rstd, eps):
-    return _rms_backward(x, w, dy, rstd, 0.0, lambda xhat, t: xhat.to(t).float())
+    return _rms_backward(x, w, dy, rstd, 0.0, llama=True)
 
 
 def gemma_forward(x, w, eps):
@@ -44,7 +45,7 @@ def gemma_forward(x, w, eps):
 
 
 def gemma_backward(x, w, dy, rstd, eps):
-    return _rms_backward(x, w, dy, rstd, 1.0, lambda xhat, t: xhat)
+    return _rms_backward(x, w, dy, rstd, 1.0, llama=False)
 
 
 def layer_norm_x_dtype_stats_forward(x, gamma, beta, eps):
