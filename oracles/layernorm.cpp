@@ -412,7 +412,7 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
     ref.dbeta.budget[j] = budgetFromError(W, b.exact, orderedError(dbeta_ordered, j, 0.0, K * Dc * u * b.abs_terms + ftz));
   }
   if (stats_in_T)
-    for (ReferenceTensor* t : {&ref.dx, &ref.dgamma}) exactOnlyWhereNotFinite(*t);
+    for (ReferenceTensor* t : {&ref.dx, &ref.dgamma}) anyNonFiniteWhereNotFinite(*t);
   return ref;
 }
 

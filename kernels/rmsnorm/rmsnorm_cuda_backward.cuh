@@ -34,7 +34,7 @@ using namespace row_cuda;
 // kOffsetInActivationDtype as in the forward). Weights and dW are W: T, or
 // float beside 16-bit activations; dx uses offset + w, and dW sums dy times
 // what the forward's weight multiplied (x-hat rounded to T under llama, where
-// dy w and each dW term are products in T: llamaWeightedGrad, accumulateDw).
+// each dW term is a product in T: accumulateDw).
 template <typename T, typename W, int VEC, int VPT, DwStrategy S, unsigned D>
 __global__ void __launch_bounds__(kMaxThreads)
     backwardKernel(const T* __restrict__ x, const W* __restrict__ w, const T* __restrict__ dy,
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         const float xhat = __fmul_rn(toFloat(xv.v[k]), r);
-        const float a = llamaWeightedGrad<T, W>(__fmul_rn(toFloat(gv.v[k]), effectiveWeight<T, D>(wv.v[k], spec)), spec);
+        const float a = __fmul_rn(toFloat(gv.v[k]), effectiveWeight<T, D>(wv.v[k], spec));
         acc = __fmaf_rn(a, xhat, acc);
       }
     }
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (t < tail) {
       xt = toFloat(xr[tail_col]);
       gt = toFloat(gr[tail_col]);
-      acc = __fmaf_rn(llamaWeightedGrad<T, W>(__fmul_rn(gt, w_tail), spec), __fmul_rn(xt, r), acc);
+      acc = __fmaf_rn(__fmul_rn(gt, w_tail), __fmul_rn(xt, r), acc);
     }
     const float c = __fdiv_rn(blockAllReduce(acc, red, parity), float(N));
 
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       for (int k = 0; k < VEC; ++k) {
         const float g = toFloat(gv.v[k]);
         const float xhat = __fmul_rn(toFloat(xv.v[k]), r);
-        const float a = llamaWeightedGrad<T, W>(__fmul_rn(g, effectiveWeight<T, D>(wv.v[k], spec)), spec);
+        const float a = __fmul_rn(g, effectiveWeight<T, D>(wv.v[k], spec));
         out.v[k] = fromFloat<T>(__fmul_rn(r, __fmaf_rn(-xhat, c, a)));
         if constexpr (VPT > 0) {
           dw_acc[v][k] = accumulateDw<T, D>(dw_acc[v][k], g, xhat, spec);
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
     if (t < tail) {
       const float xhat = __fmul_rn(xt, r);
-      dxr[tail_col] = fromFloat<T>(__fmul_rn(r, __fmaf_rn(-xhat, c, llamaWeightedGrad<T, W>(__fmul_rn(gt, w_tail), spec))));
+      dxr[tail_col] = fromFloat<T>(__fmul_rn(r, __fmaf_rn(-xhat, c, __fmul_rn(gt, w_tail))));
       dw_tail = accumulateDw<T, D>(dw_tail, gt, xhat, spec);
     }
     first_row = false;

@@ -53,20 +53,10 @@ __device__ __forceinline__ float weightedXhat(float xhat, const WeightSpec& spec
   return spec.llama ? toFloat(fromFloat<T>(xhat)) : xhat;
 }
 
-/// Llama's backward rounding points (Liger's casting_mode="llama", HF's
-/// LlamaRMSNorm under autograd): a product of two activation-dtype values is
-/// formed in T. a = dy w is one where w is T and has no offset (a product of
-/// two 16-bit values is exact in fp32, so rounding it to T once is the
-/// correctly rounded T product) ...
-template <typename T, typename W>
-__device__ __forceinline__ float llamaWeightedGrad(float a, const WeightSpec& spec) {
-  if constexpr (std::is_same_v<T, W> && !std::is_same_v<T, float>)
-    if (spec.llama && spec.offset == 0.f) return toFloat(fromFloat<T>(a));
-  return a;
-}
-
-/// ... and so is each dW term dy round_T(x-hat): added to the fp32
-/// accumulator rounded to T (elsewhere an fma).
+/// Llama's dW term dy round_T(x-hat) (Liger's casting_mode="llama"): a
+/// product of two activation-dtype values, formed in T (a product of two
+/// 16-bit values is exact in fp32, so rounding it once is the correctly
+/// rounded T product), then added to the fp32 accumulator; elsewhere an fma.
 template <typename T, unsigned D>
 __device__ __forceinline__ float accumulateDw(float acc, float g, float xhat, const WeightSpec& spec) {
   const float weighted = weightedXhat<T, D>(xhat, spec);

@@ -35,19 +35,13 @@ float weightedXhat(float xhat, const RowShape& s, const Defects& defects) {
   return llama ? float(roundToFormat(s.dtype, xhat)) : xhat;
 }
 
-/// Llama's backward rounding points (rmsnorm_forward.cuh's llamaWeightedGrad,
-/// accumulateDw): dy w formed in T where w is T without an offset, and each
-/// dW term dy round_T(x-hat) rounded to T before the fp32 accumulator adds it.
-bool llamaProductsInT(const RowShape& s) { return s.spec.rounding == Rounding::Llama && s.dtype != DType::F32; }
-
-float llamaWeightedGrad(float a, const RowShape& s) {
-  const bool in_t = llamaProductsInT(s) && s.wdtype() == s.dtype && s.spec.weight_offset == 0.f;
-  return in_t ? float(roundToFormat(s.dtype, a)) : a;
-}
-
+/// Llama's dW term dy round_T(x-hat), a product of two activation-dtype
+/// values, is rounded to T before the fp32 accumulator adds it (rmsnorm_
+/// forward.cuh's accumulateDw); elsewhere an fma.
 float accumulateDw(float acc, float g, float xhat, const RowShape& s, const Defects& defects) {
   const float weighted = weightedXhat(xhat, s, defects);
-  return llamaProductsInT(s) ? acc + float(roundToFormat(s.dtype, g * weighted)) : std::fma(g, weighted, acc);
+  const bool in_t = s.spec.rounding == Rounding::Llama && s.dtype != DType::F32;
+  return in_t ? acc + float(roundToFormat(s.dtype, g * weighted)) : std::fma(g, weighted, acc);
 }
 
 }  // namespace
@@ -113,7 +107,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
         float a = 0.f;
         forThreadColumns(p, t, tail, [&](int64_t col) {
           const float xhat = load(b.x, s.dtype, base + col) * r;
-          const float gw = llamaWeightedGrad(load(b.dy, s.dtype, base + col) * w[col], s);
+          const float gw = load(b.dy, s.dtype, base + col) * w[col];
           a = std::fma(gw, xhat, a);
           if (defects.rowsum_in_bf16) a = roundToBf16(a);
         });
@@ -124,7 +118,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
         forThreadColumns(p, t, tail, [&](int64_t col) {
           const float g = load(b.dy, s.dtype, base + col);
           const float xhat = load(b.x, s.dtype, base + col) * r;
-          store(b.dx, s.dtype, base + col, r * std::fma(-xhat, c, llamaWeightedGrad(g * w[col], s)));
+          store(b.dx, s.dtype, base + col, r * std::fma(-xhat, c, g * w[col]));
           dw_acc[col] = accumulateDw(dw_acc[col], g, xhat, s, defects);
         });
       }

@@ -15,12 +15,12 @@ def _rstd(xf, eps):
 
 
 def _rms_backward(x, w, dy, rstd, offset, llama):
-    """dx = r (a - xhat mean(a xhat)), dw = sum_i dy xhat. Llama (Liger's
-    llama mode, HF's autograd) forms products of two x-dtype tensors in that
-    dtype: a = dy w when w is x's dtype, and each dw term dy round(xhat)."""
+    """dx = r (a - xhat mean(a xhat)) with a = (offset + w) dy in fp32, dw =
+    sum_i dy xhat. Llama (Liger's llama mode) forms each dw term dy
+    round(xhat), a product of two x-dtype tensors, in that dtype."""
     xf, r = x.float(), rstd.float().unsqueeze(-1)
     xhat = xf * r
-    a = (dy * w).float() if llama and w.dtype == x.dtype else (offset + w.float()) * dy.float()
+    a = (offset + w.float()) * dy.float()
     dx = r * (a - xhat * (a * xhat).mean(-1, keepdim=True))
     terms = (dy * xhat.to(x.dtype)).float() if llama else dy.float() * xhat
     return dx.to(x.dtype), terms.sum(0).to(w.dtype)

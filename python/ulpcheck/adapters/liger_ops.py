@@ -14,10 +14,10 @@ The specs they implement (liger-kernel 0.8.5, read from its source):
   offset it implements.
 - liger_rms_norm_llama: casting_mode "llama" (Liger's default), declared
   rounding="llama": x rstd rounded to x's dtype before the weight multiply
-  (Y = X_row.to(X dtype) * W), and in the backward every product of two
-  x-dtype tensors formed in that dtype: m = (dY * W).to(fp32) with a weight
-  in x's dtype, dW_row += dY * (X rstd).to(X dtype). That is ulpcheck's llama
-  spec (oracles/rmsnorm.cpp), with an fp32 weight too.
+  (Y = X_row.to(X dtype) * W); in the backward m = (dY * (W + offset)).to(fp32)
+  in fp32 (offset is a runtime fp32 argument) and dW_row += dY * (X rstd).to(X
+  dtype), a product of two x-dtype tensors that Triton forms in that dtype.
+  That is ulpcheck's llama spec (oracles/rmsnorm.cpp), with an fp32 weight too.
 - liger_layer_norm: fp32 statistics (mean and rstd saved in fp32 since 0.8),
   y = (x - mean) rstd g + b in fp32, one rounding: the plain spec. Its
   statistics are two-pass (_layer_norm_forward_kernel: mean = tl.sum(x) / N,
@@ -88,7 +88,7 @@ forward, backward = _rms_norm("llama")
 ulpcheck.rmsnorm("liger_rms_norm_llama", forward=forward, backward=backward, backend="cuda", saves_stats=True,
                  batch_invariant=False, rounding="llama", fp32_weights=True, libraries=_libs,
                  description="Liger's Triton RMSNorm, casting_mode='llama' (its default): x-hat rounded to x's "
-                             "dtype before the weight, products of x-dtype tensors in that dtype")
+                             "dtype before the weight, dW terms dY x-hat formed in x's dtype")
 ulpcheck.layernorm("liger_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
                    saves_stats=True, two_pass_statistics=True, libraries=_libs,
                    description="Liger's Triton LayerNorm: fp32 statistics, saved and consumed by its backward")
