@@ -496,10 +496,12 @@ DType dtypeNamed(const std::string& n) {
 
 /// What a Python variant declares it implements (python/ulpcheck/__init__.py):
 /// one rounding point, one weight offset, the dtype of its saved statistics,
-/// and fp32 weights beside 16-bit activations as well as its own.
+/// and, as well as its own, fp32 weights beside 16-bit activations and
+/// LayerNorm without beta or without either parameter.
 SpecSupport pythonSpecSupport(const json& v) {
   SpecSupport s;
   s.fp32_weights = v.value("fp32_weights", false);
+  s.affine_variants = v.value("affine_variants", false);
   const std::string rounding = v.value("rounding", "plain");
   const auto r = parseRounding(rounding);
   if (!r) throw PluginError(fmt::format("rounding '{}' is not one of plain, llama", rounding));

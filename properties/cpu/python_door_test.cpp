@@ -91,6 +91,24 @@ TEST_F(PythonDoor, AVariantDeclaringOneSpecIsGeneratedAndJudgedOnThatSpecOnly) {
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
 }
 
+TEST_F(PythonDoor, ALayerNormDeclaringAffineVariantsRunsWithoutBetaAndWithoutEither) {
+  // torch_layer_norm_cpu declares affine_variants: F.layer_norm with bias=None, and with neither parameter.
+  for (const char* affine : {"nobias", "none"}) {
+    const Result r = cli(std::string("repro 'op=layernorm kernel=torch_layer_norm_cpu dtype=fp32 M=5 N=33 affine=") +
+                         affine + "' --property accuracy" + kTorchOps);
+    EXPECT_EQ(r.code, exit_code::kOk) << affine << "\n" << r.output;
+    EXPECT_NE(r.output.find("dx"), std::string::npos) << r.output;
+    // The absent gradients are neither asked for nor judged.
+    EXPECT_EQ(r.output.find("dbeta"), std::string::npos) << r.output;
+  }
+  // A variant that does not declare them is not run on such a case.
+  const Result r =
+      cli("repro 'op=layernorm kernel=py_layer_norm_x_dtype_stats dtype=fp32 M=5 N=33 affine=none' --property accuracy" +
+          kSpecs);
+  EXPECT_NE(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("implements LayerNorm with gamma and beta only"), std::string::npos) << r.output;
+}
+
 TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
   const struct {
     const char* source;
@@ -100,6 +118,7 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
       {"stats='bf16', saves_stats=True", "stats must be 'fp32' or 'activation'"},
       {"stats='activation'", "it saves none"},
       {"weight_offset=100.0", "weight_offset must be a number in [-16, 16]"},
+      {"affine_variants=True", "affine_variants is a LayerNorm spec"},
   };
   for (const auto& b : bad) {
     const std::string file = ::testing::TempDir() + "bad_spec_kernels.py";

@@ -32,7 +32,11 @@ Its spec: `rounding`, `weight_offset` and `stats` name the one spec the
 variant implements (Liger's llama mode: rounding="llama"; a Gemma RMSNorm:
 weight_offset=1.0; a LayerNorm saving Mean and RSTD in x's dtype:
 stats="activation"), and ulpcheck generates that spec only; fp32_weights=True
-adds fp32 weights beside 16-bit activations to the variant's own dtype.
+adds fp32 weights beside 16-bit activations to the variant's own dtype, and
+affine_variants=True (LayerNorm) adds cases without beta and without either
+parameter: the forward is then given None for them, the backward None for
+gamma when there is none, and the gradients of absent parameters it returns
+are not stored.
 """
 
 import dataclasses
@@ -66,6 +70,8 @@ class Variant:
     rounding: str = "plain"               # RMSNorm: "plain" (one rounding) or "llama" (x rstd rounded to x's dtype first)
     weight_offset: float = 0.0            # RMSNorm: y = x rstd (offset + w), offset + w in fp32 (Gemma's 1.0)
     stats: str = "fp32"                   # the saved mean/rstd: "fp32", or "activation" (rounded to x's dtype)
+    affine_variants: bool = False         # LayerNorm: also without beta (beta None, dbeta not stored) and without
+                                          # either (gamma None too): torch.nn.LayerNorm(bias=False / elementwise_affine=False)
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
 
@@ -93,6 +99,8 @@ def _register(op: str, name: str, **kw) -> Variant:
         raise ValueError(f"{name}: stats must be 'fp32' or 'activation', not {v.stats!r}")
     if op != "rmsnorm" and (v.rounding != "plain" or v.weight_offset != 0.0):
         raise ValueError(f"{name}: rounding and weight_offset are RMSNorm specs")
+    if v.affine_variants and op != "layernorm":
+        raise ValueError(f"{name}: affine_variants is a LayerNorm spec")
     if v.stats != "fp32" and not v.saves_stats:
         raise ValueError(f"{name}: stats={v.stats!r} names the dtype of saved statistics; it saves none (saves_stats)")
     if v.stats != "fp32" and v.rounding == "llama":

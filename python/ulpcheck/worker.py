@@ -240,7 +240,12 @@ def execute(req):
             return regions.tensor(ptrs[name], dt, rows, cols, stride)
 
         def vec(name):
-            return regions.tensor(ptrs[name], wdt, 1, N, N)[0]
+            """A weight or its gradient; None where the spec has none (LayerNorm's affine=nobias|none)."""
+            return None if ptrs.get(name) is None else regions.tensor(ptrs[name], wdt, 1, N, N)[0]
+
+        def store_vec(name, got):
+            if ptrs.get(name) is not None:
+                _store(name, got, vec(name))
 
         def stat(name):
             return regions.tensor(ptrs[name], "fp32", M, 1, 1)[:, 0]
@@ -273,7 +278,7 @@ def execute(req):
                 with torch.enable_grad():
                     dx, dw = variant.backward(act("x"), vec("w"), act("dy"), rstd, eps)
                 _store("dx", dx, act("dx"))
-                _store("dw", dw, vec("dw"))
+                store_vec("dw", dw)
             elif entry == "layernorm_forward":
                 out = variant.forward(act("x"), vec("gamma"), vec("beta"), eps)
                 y, mean, rstd = (out if variant.saves_stats else (out, None, None))
@@ -286,8 +291,8 @@ def execute(req):
                 with torch.enable_grad():
                     dx, dgamma, dbeta = variant.backward(act("x"), vec("gamma"), act("dy"), mean, rstd, eps)
                 _store("dx", dx, act("dx"))
-                _store("dgamma", dgamma, vec("dgamma"))
-                _store("dbeta", dbeta, vec("dbeta"))
+                store_vec("dgamma", dgamma)
+                store_vec("dbeta", dbeta)
             else:
                 raise ValueError(f"unknown entry point {entry!r}")
         if cuda:

@@ -42,11 +42,13 @@ def layer_norm_forward(x, gamma, beta, eps):
 
 
 def layer_norm_backward(x, gamma, dy, mean, rstd, eps):
+    # gamma is None under affine=none (elementwise_affine=False); dbeta is not
+    # stored under affine=nobias, so a zero beta stands in for it either way.
     x = x.detach().clone().requires_grad_()
-    gamma = gamma.detach().clone().requires_grad_()
-    beta = torch.zeros_like(gamma, requires_grad=True)
+    gamma = gamma.detach().clone().requires_grad_() if gamma is not None else None
+    beta = torch.zeros_like(gamma, requires_grad=True) if gamma is not None else None
     F.layer_norm(x, x.shape[-1:], gamma, beta, eps).backward(dy)
-    return x.grad, gamma.grad, beta.grad
+    return x.grad, (gamma.grad if gamma is not None else None), (beta.grad if beta is not None else None)
 
 
 _rms = "torch.nn.functional.rms_norm" if hasattr(F, "rms_norm") else "a composite of torch ops (this torch has no F.rms_norm)"
@@ -75,7 +77,7 @@ def _layer_norm_takes_fp32_gamma(device):
 
 
 ulpcheck.layernorm("torch_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
-                   fp32_weights=_layer_norm_takes_fp32_gamma("cuda"),
+                   fp32_weights=_layer_norm_takes_fp32_gamma("cuda"), affine_variants=True,
                    description="PyTorch's LayerNorm on the GPU: torch.nn.functional.layer_norm, backward through autograd")
 
 # The same on the CPU, where CI can run them (torch before 2.1 has no fp16 LayerNorm on the CPU).
@@ -84,5 +86,5 @@ _cpu_dtypes = ("fp32", "bf16") if _version < (2, 1) else ulpcheck.DTYPES
 ulpcheck.rmsnorm("torch_rms_norm_cpu", forward=rms_norm_forward, backward=rms_norm_backward, backend="host",
                  dtypes=_cpu_dtypes, fp32_weights=True, description=f"PyTorch's RMSNorm on the CPU: {_rms}")
 ulpcheck.layernorm("torch_layer_norm_cpu", forward=layer_norm_forward, backward=layer_norm_backward, backend="host",
-                   dtypes=_cpu_dtypes, fp32_weights=_layer_norm_takes_fp32_gamma("cpu"),
+                   dtypes=_cpu_dtypes, fp32_weights=_layer_norm_takes_fp32_gamma("cpu"), affine_variants=True,
                    description="PyTorch's LayerNorm on the CPU: torch.nn.functional.layer_norm")
