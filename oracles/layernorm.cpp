@@ -96,8 +96,8 @@
 //   dgamma error <= K F (sum_v |s_v| + D_c tau) + tau + K adds eta,   tau = sum_i |dy_ij| Dx_ij
 //   dbeta error  <= K F sum_v |s_v|                                  (exact leaves, no underflow)
 //
-// Saved statistics in the activation dtype (stats=T, Liger's LayerNorm
-// before 0.8): the forward computes y with its fp32 mean~ and rstd~ as above
+// Saved statistics in the activation dtype (stats=T, Liger's LayerNorm up
+// to at least 0.8.2): the forward computes y with its fp32 mean~ and rstd~ as above
 // but saves round_T of each, judged against the exact mean and rstd with
 // that rounding on top. The backward's spec is the one above taken at the
 // saved values: mean_b = round_T(mean), r_b = round_T(rstd), x-hat rebuilt as

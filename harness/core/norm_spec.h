@@ -12,7 +12,8 @@
 // is the common training setup (AMP). offset + w is formed in fp32.
 // The statistics a forward saves for its backward (rstd; LayerNorm's mean
 // too) are fp32 unless `stats` names the activation dtype: Liger's
-// LayerNorm before 0.8 stored Mean and RSTD in X's dtype and its backward
+// LayerNorm up to at least 0.8.2 stored Mean and RSTD in X's dtype (0.8.5
+// stores fp32) and its backward
 // rebuilt x-hat from those rounded values, so the backward's spec is the
 // derivative taken at the saved, rounded statistics. The kernel ABI passes
 // them as fp32 arrays either way; under stats=T their values are values of T.

@@ -1,8 +1,8 @@
 """Python variants for the Python door's spec declarations (rounding,
 weight_offset, stats): each implements one spec of harness/core/norm_spec.h
 in fp32 torch on the CPU, the way the libraries that ship it do (Liger's
-llama and gemma casting modes, Liger's LayerNorm before 0.8 saving Mean and
-RSTD in x's dtype), and one implements Llama but declares the plain spec, so
+llama and gemma casting modes, Liger's LayerNorm up to at least 0.8.2 saving
+Mean and RSTD in x's dtype), and one implements Llama but declares the plain spec, so
 the suite sees a declaration judged, not just accepted."""
 
 import torch
@@ -80,4 +80,4 @@ ulpcheck.rmsnorm("py_gemma_rms_norm", forward=gemma_forward, backward=gemma_back
 ulpcheck.layernorm("py_layer_norm_x_dtype_stats", forward=layer_norm_x_dtype_stats_forward,
                    backward=layer_norm_x_dtype_stats_backward, backend="host", saves_stats=True,
                    two_pass_statistics=True, stats="activation",
-                   description="LayerNorm saving Mean and RSTD in x's dtype (Liger before 0.8), x-hat rebuilt from them")
+                   description="LayerNorm saving Mean and RSTD in x's dtype (Liger up to 0.8.2), x-hat rebuilt from them")

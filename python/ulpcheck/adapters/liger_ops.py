@@ -18,7 +18,9 @@ The specs they implement (liger-kernel 0.8.5, read from its source):
   in fp32 (offset is a runtime fp32 argument) and dW_row += dY * (X rstd).to(X
   dtype), a product of two x-dtype tensors that Triton forms in that dtype.
   That is ulpcheck's llama spec (oracles/rmsnorm.cpp), with an fp32 weight too.
-- liger_layer_norm: fp32 statistics (mean and rstd saved in fp32 since 0.8),
+- liger_layer_norm: fp32 statistics (0.8.5 saves mean and rstd in fp32; up
+  to at least 0.8.2 they were saved in X's dtype, ulpcheck's stats=T spec,
+  with x-hat rebuilt from them in the backward),
   y = (x - mean) rstd g + b in fp32, one rounding: the plain spec. Its
   statistics are two-pass (_layer_norm_forward_kernel: mean = tl.sum(x) / N,
   then tl.sum((x - mean)^2) / N), declared so: no running-means allowance.
