@@ -57,6 +57,8 @@ struct SpecSupport {
   bool affine_variants = false;  // LayerNorm without beta (affine=nobias) and without either (affine=none), too
   bool fp32_stats = true;        // saves its statistics in fp32
   bool activation_stats = false; // saves them rounded to the activation dtype (stats=T)
+  bool rms_bias = false;         // RMSNorm with a bias too (bias=yes): y = xhat (offset + w) + b, and db
+  bool fp32_residual = false;    // allreduce_rmsnorm's residual and residual_out in fp32 too (res=fp32)
 
   bool implements(Rounding r) const { return std::find(roundings.begin(), roundings.end(), r) != roundings.end(); }
   bool implementsOffset(float o) const { return std::find(offsets.begin(), offsets.end(), o) != offsets.end(); }
@@ -74,6 +76,8 @@ struct SpecSupport {
       return "saves its statistics in fp32 only";
     if (activations != DType::F32 && !s.stats && !fp32_stats)
       return fmt::format("saves its statistics in the activation dtype ({}) only", dtypeName(activations));
+    if (s.bias && !rms_bias) return "implements RMSNorm without a bias only";
+    if (s.residual && !fp32_residual) return "keeps the residual in the activation dtype only";
     return "";
   }
 };

@@ -29,6 +29,12 @@
 // is one rounding of values d_s apart: |residual_out_kernel - residual_out|
 // <= d_ro := d_s + ulp_T(|residual_out| + d_s), the budget of residual_out.
 //
+// Under res=fp32 the residual and residual_out are fp32 and the residual add
+// rounds to fp32 (ulp_fp32 in d_ro); s stays a T value (the allreduce's
+// result in the activation dtype), so with R = 1 residual_out = round_fp32(x
+// + residual) is the kernel's one fp32 add, exact in the spec: budget 0.
+// The RMSNorm oracle then normalises an fp32 x into a T y.
+//
 // y: the RMSNorm oracle's budget for the kernel's declared row depth, on the
 // spec's residual_out, plus what an error d_ro in residual_out can move y by.
 // RMSNorm's Jacobian dy_j/dro_k = g_j r (delta_jk - xhat_j xhat_k / N), with
@@ -66,15 +72,17 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   const HostMatrix& r0 = in.x.at(0);
   const int64_t M = r0.rows, N = r0.cols;
   const DType T = r0.dtype;
+  const DType Rd = in.residual.dtype;  // residual and residual_out: T, or fp32 (res=fp32)
+  if (Rd != residualDtype(T, in.spec)) throw std::invalid_argument("allreduce_rmsnorm oracle: the residual's dtype is not the spec's");
   const int R = static_cast<int>(in.x.size());
   const double K = tolerance::kBudgetSafety, u32 = unitRoundoff(DType::F32);
   if (in.spec.rounding != Rounding::Plain)
     throw std::invalid_argument("the allreduce_rmsnorm oracle models rounding=plain only");
 
-  AllreduceRmsNormReference ref{ReferenceTensor::zeros("residual_out", T, M, N, true),
+  AllreduceRmsNormReference ref{ReferenceTensor::zeros("residual_out", Rd, M, N, true),
                                 ReferenceTensor::zeros("y", T, M, N, true)};
-  // The spec's residual_out as a T matrix, for the RMSNorm oracle.
-  HostMatrix ro{T, M, N, N, std::vector<uint32_t>(size_t(M * N))};
+  // The spec's residual_out as a matrix of its dtype, for the RMSNorm oracle.
+  HostMatrix ro{Rd, M, N, N, std::vector<uint32_t>(size_t(M * N))};
 
   pool.forChunks(M, [&](unsigned, int64_t row_begin, int64_t row_end) {
     mp::Real sum(kExactSumBits);
@@ -101,16 +109,19 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
 
         mpfr_set_d(sum, s, MPFR_RNDN);
         mpfr_add_d(sum, sum, in.residual.value(i, j), MPFR_RNDN);  // exact
-        const double out = std::isinf(s) ? s : roundToT(T, sum);
+        const double out = std::isinf(s) ? s : roundToT(Rd, sum);
         const int64_t e = i * N + j;
         ref.residual_out.exact[size_t(e)] = out;
-        ref.residual_out.budget[size_t(e)] = d_s == 0.0 ? 0.0 : d_s + ulpOf(T, std::fabs(out) + d_s);
-        ro.bits[size_t(e)] = doubleToBits(T, out);
+        ref.residual_out.budget[size_t(e)] = d_s == 0.0 ? 0.0 : d_s + ulpOf(Rd, std::fabs(out) + d_s);
+        ro.bits[size_t(e)] = doubleToBits(Rd, out);
       }
   });
 
   const HostMatrix no_grad{T, M, N, N, std::vector<uint32_t>(size_t(M * N), 0u)};
-  RmsNormReference norm = rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps, in.spec}, contract, pool);
+  NormSpec norm_spec = in.spec;
+  norm_spec.residual.reset();  // the RMSNorm's own spec; its x is residual_out, whatever its dtype
+  RmsNormReference norm =
+      rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps, norm_spec, nullptr, T}, contract, pool);
   ref.y.exact = std::move(norm.y.exact);
   ref.y.budget = std::move(norm.y.budget);
 

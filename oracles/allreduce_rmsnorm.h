@@ -15,7 +15,7 @@ namespace ulpcheck {
 
 struct AllreduceRmsNormInputs {
   const std::vector<HostMatrix>& x;  // one M x N partial per rank, row stride ld
-  const HostMatrix& residual;        // M x N, row stride ld
+  const HostMatrix& residual;        // M x N, row stride ld, in the spec's residual dtype
   const HostMatrix& w;               // 1 x N, in the spec's weight dtype
   float eps;
   NormSpec spec;                     // weight offset (rounding=llama is not modelled here)

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "harness/core/accuracy.h"
+#include "harness/core/datagen.h"
 #include "harness/core/parallel.h"
 #include "oracles/mpfr_util.h"
+#include "oracles/reference.h"
 #include "oracles/tolerances.h"
 
 namespace ulpcheck::mp {
@@ -154,6 +156,61 @@ OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& o
     }
   });
   return b;
+}
+
+/// The gradient of a bias, sum_i v_ij over the rows of an M x N matrix of
+/// exact values (LayerNorm's dbeta and RMSNorm's db: v = dy), named `name`
+/// and rounded to `out`, with the budget of an fp32 column reduction as
+/// `contract` declares it. The leaves are exact and their sums are of fp32
+/// values (no underflow error), so
+///   error <= K D_c u sum_i |v_ij|                 (any order of depth D_c)
+///   error <= K F sum_v |s_v| + K adds eta          (a declared ColumnOrder, the smaller winning)
+/// plus K D_c 2^-126 where the reduction flushes subnormals (fp32 atomics).
+inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix& v, DType out,
+                                             const AccuracyContract& contract, ThreadPool& pool) {
+  const int64_t M = v.rows, N = v.cols;
+  const double K = tolerance::kBudgetSafety, u = unitRoundoff(contract.accumulation);
+  const double Dc = double(contract.depths.col);
+  const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(contract.accumulation);
+  const double ftz = contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(contract.accumulation).emin) : 0.0;
+  ReferenceTensor ref = ReferenceTensor::zeros(std::move(name), out, 1, N, false);
+  ref.withMagnitudes();  // sqrt(sum_i v^2)
+
+  const int64_t chunks = columnChunkCount(M, N);
+  ColumnSumChunks sums(static_cast<size_t>(chunks));
+  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      auto c = std::make_unique<ColumnSumChunk>(N);
+      for (int64_t i = M * chunk / chunks; i < M * (chunk + 1) / chunks; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          const double t = v.value(i, j);
+          mpfr_add_d(c->sum[size_t(j)], c->sum[size_t(j)], t, MPFR_RNDN);  // exact at 256 bits
+          c->abs_terms[size_t(j)] += std::fabs(t);
+          c->sq_terms[size_t(j)] += t * t;
+        }
+      sums[size_t(chunk)] = std::move(c);
+    }
+  });
+  std::vector<OrderedColumnBound> ordered;
+  if (!contract.column_reduction_ftz)
+    for (const ColumnOrder& order : contract.depths.col_orders)
+      ordered.push_back(orderedColumnBound(M, N, order, [&](int64_t i, int64_t j) { return Leaf{v.value(i, j), 0.0}; }, pool));
+
+  Real total(tolerance::kOracleAccumulatorBits);
+  for (int64_t j = 0; j < N; ++j) {
+    const ColumnTotal t = combineColumn(sums, j, total);
+    double error = K * Dc * u * t.abs_terms + ftz;
+    if (!ordered.empty()) {
+      double worst = 0;
+      for (const OrderedColumnBound& b : ordered)
+        worst = std::max(worst, K * b.factor(u) * b.partial_abs[size_t(j)] + K * double(b.adds) * eta);
+      error = std::min(worst, error);
+    }
+    ref.exact[size_t(j)] = t.exact;
+    ref.magnitude[size_t(j)] = t.magnitude();
+    ref.budget[size_t(j)] = budgetFromError(out, t.exact, error);
+  }
+  return ref;
 }
 
 }  // namespace ulpcheck::mp

@@ -174,12 +174,12 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
                          ReferenceTensor::zeros("rstd", S, M, 1, true),
                          ReferenceTensor::zeros("dx", T, M, N, true),
                          ReferenceTensor::zeros("dgamma", W, 1, N, false),
-                         ReferenceTensor::zeros("dbeta", W, 1, N, false)};
+                         mp::biasGradientReference("dbeta", in.dy, W, contract, pool)};
   // Magnitudes (the sizes of the terms; see ReferenceTensor::magnitude):
   // y = xhat gamma + beta: |xhat gamma| + |beta|; dx = r (a - c1 - xhat c2):
   // r (|a| + |c1| + |xhat c2|); the column sums sqrt(sum of squared terms).
   // The mean: sqrt(sum_j x_j^2) / N.
-  for (ReferenceTensor* t : {&ref.y, &ref.mean, &ref.dx, &ref.dgamma, &ref.dbeta}) t->withMagnitudes();
+  for (ReferenceTensor* t : {&ref.y, &ref.mean, &ref.dx, &ref.dgamma}) t->withMagnitudes();
 
   std::vector<double> gamma(N), beta(N);
   for (int64_t j = 0; j < N; ++j) {
@@ -188,9 +188,9 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
   }
 
   // Column sums over rows: dgamma (abs_terms = sum |dy xhat|, gain = the
-  // propagated xhat error sum |dy| Dx) and dbeta (abs_terms = sum |dy|).
+  // propagated xhat error sum |dy| Dx); dbeta, sum |dy|, is made above.
   const int64_t chunks = mp::columnChunkCount(M, N);
-  mp::ColumnSumChunks dgamma_chunks(chunks), dbeta_chunks(chunks);
+  mp::ColumnSumChunks dgamma_chunks(chunks);
   // The mean and rstd the backward consumes, as doubles (exact ones rounded
   // to odd, or the saved T values), for the ordered column bounds.
   std::vector<double> mean_backward(static_cast<size_t>(M)), rstd_backward(static_cast<size_t>(M));
@@ -203,7 +203,6 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
     sc.xhat.resize(N);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       auto dgc = std::make_unique<mp::ColumnSumChunk>(N);
-      auto dbc = std::make_unique<mp::ColumnSumChunk>(N);
       const int64_t row_begin = M * chunk / chunks, row_end = M * (chunk + 1) / chunks;
       for (int64_t i = row_begin; i < row_end; ++i) {
         // mean, deviations, variance, rstd.
@@ -349,20 +348,16 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
               T, ref.dx.exact[e], r_hi * Di + std::fabs(inner) * Dr + K * (u * r_hi * (std::fabs(inner) + Di) + eta));
           ref.dx.magnitude[e] = r * (std::fabs(a) + std::fabs(c1) + std::fabs(xh * c2));
 
-          // dgamma += dy xhat (exact at 256 bits: 160 + 24), dbeta += dy.
+          // dgamma += dy xhat (exact at 256 bits: 160 + 24).
           mpfr_mul(sc.t, sc.dev[j], sc.r, MPFR_RNDN);
           mpfr_mul_d(sc.acc_term, sc.t, dyv, MPFR_RNDN);
           mpfr_add(dgc->sum[j], dgc->sum[j], sc.acc_term, MPFR_RNDN);
           dgc->abs_terms[j] += std::fabs(dyv * xh);
           dgc->sq_terms[j] += (dyv * xh) * (dyv * xh);
           dgc->gain[j] += std::fabs(dyv) * Dx + K * eta * r;  // (dy d) r: an underflow of dy d times r
-          mpfr_add_d(dbc->sum[j], dbc->sum[j], dyv, MPFR_RNDN);
-          dbc->abs_terms[j] += std::fabs(dyv);
-          dbc->sq_terms[j] += dyv * dyv;
         }
       }
       dgamma_chunks[chunk] = std::move(dgc);
-      dbeta_chunks[chunk] = std::move(dbc);
     }
   });
 
@@ -370,9 +365,9 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
   // the smallest normal per add.
   const double ftz = contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(acc).emin) : 0.0;
 
-  // dgamma and dbeta in each order the launch may take: sum_v |s_v| of its
-  // tree, from doubles of the mean and rstd (within 2^-52 of the exact ones).
-  std::vector<mp::OrderedColumnBound> dgamma_ordered, dbeta_ordered;
+  // dgamma in each order the launch may take: sum_v |s_v| of its tree, from
+  // doubles of the mean and rstd (within 2^-52 of the exact ones).
+  std::vector<mp::OrderedColumnBound> dgamma_ordered;
   if (!contract.column_reduction_ftz)
     for (const ColumnOrder& order : contract.depths.col_orders) {
       dgamma_ordered.push_back(mp::orderedColumnBound(
@@ -385,8 +380,6 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
                                    0x1p-51 * std::fabs(t)};
           },
           pool));
-      dbeta_ordered.push_back(mp::orderedColumnBound(
-          M, N, order, [&](int64_t i, int64_t j) { return mp::Leaf{in.dy.value(i, j), 0.0}; }, pool));
     }
   // The smaller of the depth bound and the bounds of every order a launch may take.
   auto orderedError = [&](const std::vector<mp::OrderedColumnBound>& bounds, int64_t j, double tau, double depth_error) {
@@ -406,10 +399,6 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
     ref.dgamma.budget[j] = budgetFromError(
         W, g.exact,
         orderedError(dgamma_ordered, j, g.gain, g.gain + K * (Dc * u * g.abs_terms + (double(M) + Dc) * eta) + ftz));
-    const mp::ColumnTotal b = mp::combineColumn(dbeta_chunks, j, total);
-    ref.dbeta.exact[j] = b.exact;
-    ref.dbeta.magnitude[j] = b.magnitude();
-    ref.dbeta.budget[j] = budgetFromError(W, b.exact, orderedError(dbeta_ordered, j, 0.0, K * Dc * u * b.abs_terms + ftz));
   }
   if (stats_in_T)
     for (ReferenceTensor* t : {&ref.dx, &ref.dgamma}) anyNonFiniteWhereNotFinite(*t);

@@ -67,6 +67,18 @@
 // dw does not involve the weight. A kernel that forms offset + w in the
 // activation dtype (2^-9 relative in bf16) is far outside.
 //
+// Bias (quack's rmsnorm(bias=)): y = x r (offset + w) + b, b in the weight
+// dtype, added in fp32: one more rounding, of a value no larger than
+// |xhat w| + |b|, so S_y gains |xhat w| + |b|. Where y cancels (xhat w near
+// -b) the budget stays at the size of its terms, which y's magnitude
+// records. db_j = sum_i dy_ij, exact leaves summed like LayerNorm's dbeta
+// (mp::biasGradientReference, oracles/column_sum.h); dx and dw do not
+// involve b. Not modelled with rounding=llama (no library ships it).
+//
+// An x of another dtype than y (allreduce_rmsnorm's fp32 residual_out under
+// res=fp32, normalised into 16-bit y): x^2 and x w stay exact in a double
+// (24 x 24 bits), (w dy) x in 80 bits, so nothing above changes.
+//
 // Llama: y = round_T(x r) (offset + w), x-hat rounded to the activation dtype
 // T before the weight multiplies it. The exact spec rounds the exact x r; a
 // kernel rounds its own x r~, which lies within
@@ -165,7 +177,11 @@ struct RowScratch {
 RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
   const HostMatrix& x = in.x;
   const int64_t M = x.rows, N = x.cols;
-  const DType T = x.dtype, W = in.w.dtype;
+  // T: the activations' dtype (y, dx; x's unless y_dtype says otherwise, when x is an fp32 residual_out).
+  const DType T = in.y_dtype.value_or(x.dtype), W = in.w.dtype;
+  if (T != x.dtype && (in.spec.rounding != Rounding::Plain || in.spec.stats))
+    throw std::invalid_argument("rmsnorm oracle: an x in another dtype than y is modelled for rounding=plain only");
+  if (in.spec.bias != (in.b != nullptr)) throw std::invalid_argument("rmsnorm oracle: spec.bias and the b given disagree");
   const DType acc = contract.accumulation;
   const double d_row = double(contract.depths.row), d_col = double(contract.depths.col);
   const double delta_r = (d_row + 3.0) / 2.0 + tolerance::kRsqrtUnits;
@@ -180,6 +196,7 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   // stats=T: rstd saved in T, and the backward taken at the saved value.
   const bool stats_in_T = in.spec.stats && T != DType::F32;
   if (stats_in_T && llama) throw std::invalid_argument("rmsnorm oracle: stats=T with rounding=llama is not modelled");
+  if (in.b && llama) throw std::invalid_argument("rmsnorm oracle: a bias with rounding=llama is not modelled");
   // rstd's relative error in the backward, in units of u: none where it consumes a saved T value exactly.
   const double delta_b = stats_in_T ? 0.0 : delta_r;
 
@@ -188,6 +205,10 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
                        ReferenceTensor::zeros("dx", T, M, N, true), ReferenceTensor::zeros("dw", W, 1, N, false)};
   ref.dx.withMagnitudes();  // r (|a| + |xhat c|): dx = r (a - xhat c) cancels
   ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
+  if (in.b) {
+    ref.y.withMagnitudes();  // |xhat (offset + w)| + |b|: y = xhat w + b cancels
+    ref.db = mp::biasGradientReference("db", in.dy, W, contract, pool);
+  }
 
   // The effective weight offset + w: in double for the budgets (rounded),
   // exactly in MPFR for the values.
@@ -296,9 +317,15 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
           } else {
             if (offset == 0.0) mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
             else mpfr_mul(sc.out, sc.t, w_exact[j], MPFR_RNDN);             // y = (x r) (offset + w)
+            // + b: one more fp32 rounding, of a sum as large as |xhat w| + |b|.
+            const double bias = in.b ? in.b->value(0, j) : 0.0;
+            if (in.b) mpfr_add_d(sc.out, sc.out, bias, MPFR_RNDN);
             ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
-            ref.y.budget[e] = elementBudget(T, acc, ref.y.exact[e], (delta_r + 2.0 + w_units) * std::fabs(xhat * w[j]),
-                                            1.0 + std::fabs(w[j]) + r);
+            const double bias_units = in.b ? std::fabs(xhat * w[j]) + std::fabs(bias) : 0.0;
+            ref.y.budget[e] = elementBudget(
+                T, acc, ref.y.exact[e], (delta_r + 2.0 + w_units) * std::fabs(xhat * w[j]) + bias_units,
+                1.0 + std::fabs(w[j]) + r);
+            if (in.b) ref.y.magnitude[e] = std::fabs(xhat * w[j]) + std::fabs(bias);
             dwc->abs_terms[j] += std::fabs(dyv * xhat_b);
             dwc->sq_terms[j] += (dyv * xhat_b) * (dyv * xhat_b);
             dwc->spread[j] += spread_r * std::fabs(dyv * xv);

@@ -2,7 +2,7 @@
 // generate them: each rank's partial x_r from the case's distribution on a
 // stream of its own (distinct per rank: identical partials sum exactly and
 // hide a missing rounding, aiter PR #2586), the residual from the same
-// distribution, w around 1. Padding columns hold the dtype's NaN poison.
+// distribution (in the spec's residual dtype), w around 1. Padding columns hold the dtype's NaN poison.
 #pragma once
 
 #include <vector>
@@ -28,7 +28,9 @@ inline AllreduceRmsNormInputData generateAllreduceRmsNormInputs(const CaseSpec& 
   const uint32_t pad = poisonBits(c.dtype);
   AllreduceRmsNormInputData in;
   for (int r = 0; r < c.ranks; ++r) in.x.push_back(generateHost(c.x, c.dtype, c.seed, rankPartialStream(r), rows, c.N, c.ld, pad));
-  in.residual = generateHost(c.x, c.dtype, c.seed, TensorStream::Residual, rows, c.N, c.ld, pad);
+  // In its own dtype under res=fp32 (quack's residual_dtype), else the activations'.
+  const DType rt = residualDtype(c.dtype, c.spec);
+  in.residual = generateHost(c.x, rt, c.seed, TensorStream::Residual, rows, c.N, c.ld, poisonBits(rt));
   const DType wt = weightDtype(c.dtype, c.spec);
   in.w = generateHost(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, {0}, c.N, c.N, poisonBits(wt));
   return in;

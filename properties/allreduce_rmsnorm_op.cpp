@@ -67,7 +67,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
       args.x[r] = buf.input(rankName("x", r), in.x[size_t(r)]);
       args.residual[r] = buf.input(rankName("residual", r), in.residual);
       args.w[r] = buf.input(rankName("w", r), in.w);
-      args.residual_out[r] = buf.output(rankName("residual_out", r), c.dtype, M, c.N, c.ld, true);
+      args.residual_out[r] = buf.output(rankName("residual_out", r), residualDtype(c.dtype, c.spec), M, c.N, c.ld, true);
       args.y[r] = buf.output(rankName("y", r), c.dtype, M, c.N, c.ld, true);
       args.workspace[r] = buf.scratch(rankName("workspace", r), workspace);
     }
@@ -123,7 +123,8 @@ class AllreduceRmsNormOp final : public OpAdapter {
     std::string partials;
     for (int r = 0; r < c.ranks; ++r)
       partials += fmt::format("{}x{}={}", r ? " " : "", r, at(c.x, rankPartialStream(r), row, col));
-    return fmt::format("{} residual={} w={}", partials, at(c.x, TensorStream::Residual, row, col),
+    return fmt::format("{} residual={} w={}", partials,
+                       hexFloat(sampleValue(c.x, residualDtype(c.dtype, c.spec), c.seed, TensorStream::Residual, row, col)),
                        hexFloat(sampleValue(rmsNormWeightDist(c.spec), weightDtype(c.dtype, c.spec), c.seed,
                                             TensorStream::Weight, 0, col)));
   }

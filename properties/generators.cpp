@@ -197,11 +197,20 @@ rc::Gen<CaseSpec> withSpec(CaseSpec base) {
   if (can.fp32_stats || !sixteen_bit) stats_choices.push_back(std::nullopt);
   if (can.activation_stats && sixteen_bit) stats_choices.push_back(base.dtype);
   auto stats = firstMostly(stats_choices);
-  return rc::gen::map(rc::gen::tuple(weight, rounding, offset, affine, stats), [base](const auto& t) {
+  // RMSNorm's bias (quack) and an fp32 residual (quack's residual_dtype) in 1 of 4.
+  auto bias = can.rms_bias ? firstMostly(std::vector<bool>{false, true}) : just(false);
+  auto residual = can.fp32_residual && sixteen_bit
+                      ? firstMostly(std::vector<std::optional<DType>>{std::nullopt, DType::F32})
+                      : just(std::optional<DType>{});
+  return rc::gen::map(rc::gen::tuple(weight, rounding, offset, affine, stats, bias, residual), [base](const auto& t) {
     CaseSpec c = base;
-    c.spec = NormSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t)};
+    c.spec = NormSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
+                      std::get<4>(t), std::get<5>(t), std::get<6>(t)};
     if (c.spec.affine == Affine::None) c.spec.weight.reset();  // no weights to give a dtype
-    if (c.spec.rounding == Rounding::Llama) c.spec.stats.reset();  // not modelled together (case_spec.cpp)
+    if (c.spec.rounding == Rounding::Llama) {  // not modelled together (case_spec.cpp)
+      c.spec.stats.reset();
+      c.spec.bias = false;
+    }
     return c;
   });
 }

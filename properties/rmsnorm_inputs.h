@@ -3,6 +3,8 @@
 // padding columns hold the dtype's NaN poison so reading them shows up.
 #pragma once
 
+#include <optional>
+
 #include "harness/core/buffer.h"
 #include "harness/core/case_spec.h"
 #include "harness/core/datagen.h"
@@ -16,18 +18,25 @@ inline DistParams rmsNormWeightDist(const NormSpec& s) { return DistParams{Dist:
 
 inline DistParams rmsNormGradDist(const CaseSpec& c) { return DistParams{Dist::Normal, c.dy_sigma, 0.0}; }
 
+// A bias of the size of y's own values (x-hat w is around 1), so y = xhat w + b
+// cancels in some elements: sigma 1.
+inline constexpr DistParams kRmsNormBiasDist{Dist::Normal, 1.0, 0.0};
+
 struct RmsNormInputData {
   HostMatrix x, w, dy;
+  std::optional<HostMatrix> b;  // under spec.bias
 };
 
 /// Rows at the logical ids of `rows` (identityRows(c.M) for the case itself).
 inline RmsNormInputData generateRmsNormInputs(const CaseSpec& c, const std::vector<int64_t>& rows) {
   const uint32_t pad = poisonBits(c.dtype);
-  return RmsNormInputData{
-      generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
-      generateHost(rmsNormWeightDist(c.spec), weightDtype(c.dtype, c.spec), c.seed, TensorStream::Weight, {0}, c.N, c.N,
-                   poisonBits(weightDtype(c.dtype, c.spec))),
-      generateHost(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad)};
+  const DType wt = weightDtype(c.dtype, c.spec);
+  RmsNormInputData in{generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
+                      generateHost(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, {0}, c.N, c.N, poisonBits(wt)),
+                      generateHost(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad),
+                      std::nullopt};
+  if (c.spec.bias) in.b = generateHost(kRmsNormBiasDist, wt, c.seed, TensorStream::Bias, {0}, c.N, c.N, poisonBits(wt));
+  return in;
 }
 
 }  // namespace ulpcheck

@@ -144,6 +144,19 @@ const std::vector<Field>& fields() {
          c.spec.stats = *t;
        },
        [](const CaseSpec& c) { return !c.spec.stats; }},
+      {"bias", false, [](const CaseSpec& c) { return std::string(c.spec.bias ? "yes" : "no"); },
+       [](CaseSpec& c, const std::string& v) {
+         if (v != "yes" && v != "no") throw CaseParseError(fmt::format("'bias': '{}' is not one of yes, no", v));
+         c.spec.bias = v == "yes";
+       },
+       [](const CaseSpec& c) { return !c.spec.bias; }},
+      {"res", false, [](const CaseSpec& c) { return std::string(dtypeName(residualDtype(c.dtype, c.spec))); },
+       [](CaseSpec& c, const std::string& v) {
+         auto t = parseDType(v);
+         if (!t) throw CaseParseError(fmt::format("'res': '{}' is not one of fp32, fp16, bf16", v));
+         c.spec.residual = *t;
+       },
+       [](const CaseSpec& c) { return !c.spec.residual; }},
   };
   return table;
 }
@@ -166,6 +179,7 @@ CaseSpec fromPairs(const std::vector<std::pair<std::string, std::string>>& pairs
   if (!ld_given) c.ld = c.N;
   if (c.spec.weight == c.dtype) c.spec.weight.reset();  // one spelling per case: "same as the activations"
   if (c.spec.stats == DType::F32) c.spec.stats.reset();  // and "fp32", the default
+  if (c.spec.residual == c.dtype) c.spec.residual.reset();
   validateCase(c);
   return c;
 }
@@ -192,6 +206,8 @@ std::string specLabel(const NormSpec& s) {
   if (s.weight_offset != 0.f) add(fmt::format("offset={:g}", s.weight_offset));
   if (s.affine != Affine::Full) add(fmt::format("affine={}", affineName(s.affine)));
   if (s.stats) add(fmt::format("stats={}", dtypeName(*s.stats)));
+  if (s.bias) add("bias");
+  if (s.residual) add(fmt::format("res={}", dtypeName(*s.residual)));
   return out;
 }
 
@@ -249,6 +265,21 @@ void validateCase(const CaseSpec& c) {
     // Llama's backward rounds x-hat; rebuilt from a rounded rstd it would be
     // round_T(x round_T(r)), a spec no library ships and the oracle does not model.
     if (c.spec.rounding == Rounding::Llama) fail("'stats' in the activation dtype with rounding=llama is not modelled");
+  }
+  if (c.spec.bias) {
+    if (c.op != "rmsnorm")
+      fail(fmt::format("'bias' is RMSNorm's (y = xhat w + b); op={} has {}", c.op,
+                       c.op == "layernorm" ? "beta unless affine=nobias|none" : "none"));
+    // Rounded x-hat times w, plus b: no library ships it.
+    if (c.spec.rounding == Rounding::Llama) fail("'bias' with rounding=llama is not modelled");
+  }
+  if (c.spec.residual) {
+    if (c.op != "allreduce_rmsnorm")
+      fail(fmt::format("'res' is the dtype of allreduce_rmsnorm's residual; op={} has none", c.op));
+    // quack's residual_dtype=fp32; a 16-bit residual beside other activations is nowhere in use.
+    if (*c.spec.residual != DType::F32)
+      fail(fmt::format("'res' must be fp32 or the activation dtype ({}), got {}", dtypeName(c.dtype),
+                       dtypeName(*c.spec.residual)));
   }
 }
 

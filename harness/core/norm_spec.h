@@ -17,6 +17,11 @@
 // rebuilt x-hat from those rounded values, so the backward's spec is the
 // derivative taken at the saved, rounded statistics. The kernel ABI passes
 // them as fp32 arrays either way; under stats=T their values are values of T.
+// RMSNorm may carry a bias, y = xhat (offset + w) + b with b and db in the
+// weight dtype (quack's rmsnorm(bias=), whose db is the sum of dy over rows
+// rounded to the weight's dtype). allreduce_rmsnorm's residual and
+// residual_out may have a dtype of their own: quack's residual_dtype=fp32
+// adds the residual in fp32, keeps the sum in fp32 and normalises that sum.
 #pragma once
 
 #include <cstdint>
@@ -42,19 +47,25 @@ struct NormSpec {
   float weight_offset = 0.f;  // y = xhat (offset + w); Gemma's 1
   Affine affine = Affine::Full;  // LayerNorm only
   std::optional<DType> stats;    // unset: saved in fp32; else the activation dtype
+  bool bias = false;             // RMSNorm only: y = xhat (offset + w) + b
+  std::optional<DType> residual; // allreduce_rmsnorm only: residual and residual_out; unset: the activation dtype
 
   bool operator==(const NormSpec& o) const {
     return weight == o.weight && rounding == o.rounding && weight_offset == o.weight_offset && affine == o.affine &&
-           stats == o.stats;
+           stats == o.stats && bias == o.bias && residual == o.residual;
   }
   bool plain() const {
-    return !weight && rounding == Rounding::Plain && weight_offset == 0.f && affine == Affine::Full && !stats;
+    return !weight && rounding == Rounding::Plain && weight_offset == 0.f && affine == Affine::Full && !stats &&
+           !bias && !residual;
   }
   bool hasGamma() const { return affine != Affine::None; }
   bool hasBeta() const { return affine == Affine::Full; }
 };
 
 inline DType weightDtype(DType activations, const NormSpec& s) { return s.weight.value_or(activations); }
+
+/// The dtype of allreduce_rmsnorm's residual and residual_out.
+inline DType residualDtype(DType activations, const NormSpec& s) { return s.residual.value_or(activations); }
 
 /// The dtype whose values the saved statistics hold (stored as fp32 floats).
 inline DType statsDtype(const NormSpec& s) { return s.stats.value_or(DType::F32); }

@@ -6,6 +6,12 @@
 //   residual_out = round_T(s + residual)
 //   y            = round_T(RMSNorm(residual_out) * w)   (kernels/rmsnorm/rmsnorm.h's forward)
 //
+// Under res=fp32 (harness/core/norm_spec.h) the residual and residual_out
+// are fp32: residual_out = round_fp32(s + residual), and y normalises that
+// fp32 value (quack's rmsnorm(residual=..., residual_dtype=torch.float32):
+// the residual stream kept in fp32 beside 16-bit activations). With R = 1
+// this is the fused residual add + RMSNorm of one GPU.
+//
 // Each of the R ranks holds its own partial x_r (distinct values: identical
 // per-rank inputs make the sum exact and hide a missing rounding, aiter PR
 // #2586), the same residual and w, and gets residual_out and y; every rank
@@ -41,7 +47,7 @@ struct AllreduceRmsNormArgs {
   PerRank<const void*> x{};         // rank r's partial sum
   PerRank<const void*> residual{};  // identical on every rank
   PerRank<const void*> w{};         // identical on every rank
-  PerRank<void*> residual_out{};
+  PerRank<void*> residual_out{};   // residual and residual_out: residualDtype(shape.dtype, shape.spec)
   PerRank<void*> y{};
   PerRank<void*> workspace{};  // workspace_bytes(shape, ranks) each, contents undefined on entry
   PerRank<int> device{};       // the GPU each rank's buffers live on (all 0 for virtual ranks)

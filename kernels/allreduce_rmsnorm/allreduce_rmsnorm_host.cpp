@@ -6,6 +6,7 @@
 #include "kernels/allreduce_rmsnorm/allreduce_rmsnorm_host.h"
 
 #include <cstring>
+#include <tuple>
 
 #include "kernels/common/row_host.h"
 #include "kernels/rmsnorm/rmsnorm.h"
@@ -31,30 +32,39 @@ float allreduceAt(const AllreduceRmsNormArgs& a, int64_t i) {
   return static_cast<float>(roundToFormat(a.shape.dtype, rankSum(a, 0, i, {})));
 }
 
-/// round_T(s + residual) for s already in T.
-float residualAdd(DType t, float s, float residual) { return static_cast<float>(roundToFormat(t, s + residual)); }
+/// round_R(s + residual) for s already in T, R the residual's dtype (T, or fp32 under res=fp32).
+float residualAdd(DType r, float s, float residual) { return static_cast<float>(roundToFormat(r, s + residual)); }
+
+DType residualOf(const RowShape& s) { return residualDtype(s.dtype, s.spec); }
+
+/// rmsnorm's host forward of residual_out (in its own dtype) into y.
+void normalise(const RowShape& rows, const void* residual_out, const void* w, void* y, float* rstd, const LaunchEnv& env) {
+  RmsNormForwardArgs f{rows, residual_out, w, y, rstd};
+  f.shape.spec.residual.reset();  // RMSNorm's own spec
+  if (residualOf(rows) != rows.dtype) f.x_dtype = residualOf(rows);
+  rmsnorm_host::forward(f, env);
+}
 
 /// Rows [begin, end) of rank r: allreduce and residual add into
 /// residual_out, then rmsnorm's host forward on those rows.
 void fusedRows(const AllreduceRmsNormArgs& a, int r, int64_t begin, int64_t end, const LaunchEnv& env,
                std::vector<float>& rstd, const Defects& defects) {
   const RowShape& s = a.shape;
+  const DType rt = residualOf(s);
   if (end <= begin) return;
   for (int64_t row = begin; row < end; ++row)
     for (int64_t col = 0; col < s.N; ++col) {
       const int64_t i = row * s.ld + col;
       const float sum = rankSum(a, r, i, defects);
       const float reduced = defects.no_round_trip ? sum : static_cast<float>(roundToFormat(s.dtype, sum));
-      store(a.residual_out[r], s.dtype, i, residualAdd(s.dtype, reduced, load(a.residual[r], s.dtype, i)));
+      store(a.residual_out[r], rt, i, residualAdd(rt, reduced, load(a.residual[r], rt, i)));
     }
-  const size_t offset = size_t(begin * s.ld) * storageBytes(s.dtype);
   RowShape rows = s;
   rows.M = end - begin;
   if (defects.gamma_as_input_dtype) rows.spec.weight.reset();  // w's bytes read as T
   rstd.resize(size_t(rows.M));
-  rmsnorm_host::forward(RmsNormForwardArgs{rows, static_cast<const char*>(a.residual_out[r]) + offset, a.w[r],
-                                           static_cast<char*>(a.y[r]) + offset, rstd.data()},
-                        env);
+  normalise(rows, static_cast<const char*>(a.residual_out[r]) + size_t(begin * s.ld) * storageBytes(rt), a.w[r],
+            static_cast<char*>(a.y[r]) + size_t(begin * s.ld) * storageBytes(s.dtype), rstd.data(), env);
 }
 
 void runUnfused(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
@@ -66,9 +76,10 @@ void runUnfused(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
     for (int64_t row = 0; row < s.M; ++row)  // the residual add
       for (int64_t col = 0; col < s.N; ++col) {
         const int64_t i = row * s.ld + col;
-        store(a.residual_out[r], s.dtype, i, residualAdd(s.dtype, sum[size_t(row * s.N + col)], load(a.residual[r], s.dtype, i)));
+        store(a.residual_out[r], residualOf(s), i,
+              residualAdd(residualOf(s), sum[size_t(row * s.N + col)], load(a.residual[r], residualOf(s), i)));
       }
-    rmsnorm_host::forward(RmsNormForwardArgs{s, a.residual_out[r], a.w[r], a.y[r], rstd.data()}, env);
+    normalise(s, a.residual_out[r], a.w[r], a.y[r], rstd.data(), env);
   }
 }
 
@@ -84,14 +95,15 @@ void runFusedTwostage(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
   std::vector<float> rstd;
   for (int r = 0; r < a.ranks; ++r)
     fusedRows(a, r, ownedBegin(s.M, a.ranks, r), ownedBegin(s.M, a.ranks, r + 1), env, rstd, {});
-  const size_t row_bytes = size_t(s.N) * storageBytes(s.dtype), stride = size_t(s.ld) * storageBytes(s.dtype);
   for (int r = 0; r < a.ranks; ++r)
     for (int owner = 0; owner < a.ranks; ++owner) {
       if (owner == r) continue;
       for (int64_t row = ownedBegin(s.M, a.ranks, owner); row < ownedBegin(s.M, a.ranks, owner + 1); ++row)
-        for (auto [from, to] : {std::pair{a.residual_out[owner], a.residual_out[r]}, std::pair{a.y[owner], a.y[r]}})
-          std::memcpy(static_cast<char*>(to) + size_t(row) * stride, static_cast<const char*>(from) + size_t(row) * stride,
-                      row_bytes);
+        for (auto [from, to, t] : {std::tuple{a.residual_out[owner], a.residual_out[r], residualOf(s)},
+                                   std::tuple{a.y[owner], a.y[r], s.dtype}}) {
+          const size_t bytes = storageBytes(t), at = size_t(row * s.ld) * bytes;
+          std::memcpy(static_cast<char*>(to) + at, static_cast<const char*>(from) + at, size_t(s.N) * bytes);
+        }
     }
 }
 
@@ -113,7 +125,7 @@ bool registerPort(const char* name, const char* description, const char* bug, co
                   contracts, description, bug, caught_by};
   // rmsnorm's host forward implements every spec; the oracle does not model
   // rounding=llama after an allreduce.
-  info.specs = SpecSupport{.fp32_weights = true, .offsets = {0.f, 1.f}};
+  info.specs = SpecSupport{.fp32_weights = true, .offsets = {0.f, 1.f}, .fp32_residual = true};
   return AllreduceRmsNormRegistry::add(
       AllreduceRmsNormKernel{withRowPaths(std::move(info), {.backward = false}), noWorkspace, std::move(run), rmsnormDepths});
 }

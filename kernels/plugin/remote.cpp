@@ -246,7 +246,8 @@ class Request {
             {"rounding", roundingName(s.spec.rounding)},
             {"offset", s.spec.weight_offset},
             {"affine", affineName(s.spec.affine)},
-            {"stats", int(statsDtype(s.spec))}}},
+            {"stats", int(statsDtype(s.spec))},
+            {"bias", s.spec.bias}}},
           {"env", {e.sm_count, e.ctas_override, e.perturb_schedule}}};
   }
   Request& ptr(const char* name, const void* p) {
@@ -348,6 +349,7 @@ std::string execute(const json& req) {
     }
     if (const auto stats = spec->find("stats"); stats != spec->end() && DType(stats->get<int>()) != DType::F32)
       s.spec.stats = DType(stats->get<int>());
+    s.spec.bias = spec->value("bias", false);
   }
   const json& ev = req.at("env");
   const LaunchEnv env{ev.at(0).get<int>(), ev.at(1).get<int>(), nullptr, ev.at(2).get<bool>()};
@@ -364,12 +366,13 @@ std::string execute(const json& req) {
     };
     if (entry == "rmsnorm_forward") {
       const auto& k = variantNamed<RmsNormRegistry>(name);
-      run(k.info.backend, [&] { k.forward({s, m.at(ptrs, "x"), m.at(ptrs, "w"), m.at(ptrs, "y"), f32("rstd")}, env); });
+      run(k.info.backend,
+          [&] { k.forward({s, m.at(ptrs, "x"), m.at(ptrs, "w"), m.at(ptrs, "y"), f32("rstd"), m.at(ptrs, "b")}, env); });
     } else if (entry == "rmsnorm_backward") {
       const auto& k = variantNamed<RmsNormRegistry>(name);
       run(k.info.backend, [&] {
         k.backward({s, m.at(ptrs, "x"), m.at(ptrs, "w"), m.at(ptrs, "dy"), f32("rstd"), m.at(ptrs, "dx"),
-                    m.at(ptrs, "dw"), m.at(ptrs, "workspace")},
+                    m.at(ptrs, "dw"), m.at(ptrs, "workspace"), m.at(ptrs, "db")},
                    env);
       });
     } else if (entry == "layernorm_forward") {
@@ -408,12 +411,13 @@ RmsNormKernel forwardedTo(Worker& w, RmsNormKernel k) {
   const bool jit = k.info.compiles_per_shape;
   k.forward = [&w, name, jit](const RmsNormForwardArgs& f, const LaunchEnv& e) {
     Request r("rmsnorm_forward", name, f.shape, e);
-    r.ptr("x", f.x).ptr("w", f.w).ptr("y", f.y).ptr("rstd", f.rstd);
+    if (f.x_dtype) throw std::invalid_argument("a variant in a worker takes x in y's dtype only");
+    r.ptr("x", f.x).ptr("w", f.w).ptr("y", f.y).ptr("rstd", f.rstd).ptr("b", f.b);
     w.call(r.get(), what(name, "rmsnorm_forward"), jit);
   };
   k.backward = [&w, name, jit](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
     Request r("rmsnorm_backward", name, b.shape, e);
-    r.ptr("x", b.x).ptr("w", b.w).ptr("dy", b.dy).ptr("rstd", b.rstd).ptr("dx", b.dx).ptr("dw", b.dw);
+    r.ptr("x", b.x).ptr("w", b.w).ptr("dy", b.dy).ptr("rstd", b.rstd).ptr("dx", b.dx).ptr("dw", b.dw).ptr("db", b.db);
     r.ptr("workspace", b.workspace);
     w.call(r.get(), what(name, "rmsnorm_backward"), jit);
   };
@@ -502,6 +506,7 @@ SpecSupport pythonSpecSupport(const json& v) {
   SpecSupport s;
   s.fp32_weights = v.value("fp32_weights", false);
   s.affine_variants = v.value("affine_variants", false);
+  s.rms_bias = v.value("bias_variants", false);
   const std::string rounding = v.value("rounding", "plain");
   const auto r = parseRounding(rounding);
   if (!r) throw PluginError(fmt::format("rounding '{}' is not one of plain, llama", rounding));

@@ -4,6 +4,7 @@
 //   y_ij   = x_ij * rstd_i * w_j
 //   dx_ij  = rstd_i * (w_j dy_ij - xhat_ij * c_i),   xhat = x * rstd,  c_i = mean_j(w_j dy_ij xhat_ij)
 //   dw_j   = sum_i dy_ij * xhat_ij
+// and, under the spec's bias (quack): y_ij += b_j, db_j = sum_i dy_ij.
 //
 // x, dy, y, dx share the row stride ld (elements); w and dw are contiguous.
 #pragma once
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "harness/core/accuracy.h"
 #include "kernels/common/row_launch.h"
@@ -24,6 +26,10 @@ struct RmsNormForwardArgs {
   const void* w;
   void* y;
   float* rstd;
+  const void* b = nullptr;  // 1 x N in the weight dtype under spec.bias
+  // x's dtype where it is not y's (allreduce_rmsnorm normalising an fp32
+  // residual_out under res=fp32); a variant that cannot read it refuses.
+  std::optional<DType> x_dtype;
 };
 
 struct RmsNormBackwardArgs {
@@ -35,6 +41,7 @@ struct RmsNormBackwardArgs {
   void* dx;
   void* dw;
   void* workspace;  // workspace_bytes(shape, env) bytes, contents undefined on entry
+  void* db = nullptr;  // 1 x N in the weight dtype under spec.bias
 };
 
 struct RmsNormKernel {

@@ -51,6 +51,7 @@ int64_t rowStride(const RowShape& s, const Defects& defects) { return defects.ig
 
 void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defects) {
   const auto& s = f.shape;
+  const DType xt = f.x_dtype.value_or(s.dtype);  // an fp32 residual_out normalised into T (res=fp32)
   const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(f.x) && aligned16(f.w) && aligned16(f.y));
   std::vector<float> acc(p.threads);
   const std::vector<float> w = effectiveWeights(f.w, s, defects);
@@ -59,7 +60,7 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defec
     for (int t = 0; t < p.threads; ++t) {
       float a = 0.f;
       forThreadColumns(p, t, true, [&](int64_t col) {
-        const float x = load(f.x, s.dtype, base + col);
+        const float x = load(f.x, xt, base + col);
         if (defects.x_squared_in_fp16) a += static_cast<float>(roundToFormat(DType::F16, x * x));
         else a = std::fma(x, x, a);
       });
@@ -68,8 +69,10 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defec
     float r = 1.0f / std::sqrt(blockAllReduce(acc) / float(s.N) + s.eps);
     if (defects.rstd_in_bf16) r = roundToBf16(r);
     f.rstd[row] = savedStat(s, r);
-    for (int64_t col = 0; col < s.N; ++col)
-      store(f.y, s.dtype, base + col, weightedXhat(load(f.x, s.dtype, base + col) * r, s, defects) * w[size_t(col)]);
+    for (int64_t col = 0; col < s.N; ++col) {
+      const float scaled = weightedXhat(load(f.x, xt, base + col) * r, s, defects) * w[size_t(col)];
+      store(f.y, s.dtype, base + col, f.b ? scaled + load(f.b, s.wdtype(), col) : scaled);
+    }
   }
 }
 
@@ -87,7 +90,9 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
   const int64_t pld = partialLd(s.N);
   auto* partial = static_cast<float*>(b.workspace);
   const std::vector<float> w = effectiveWeights(b.w, s, defects);
-  std::vector<float> acc(p.threads), dw_acc(s.N);
+  std::vector<float> acc(p.threads), dw_acc(s.N), db_acc(b.db ? s.N : 0);
+  // db's partials, one row per CTA like dW's, summed the same way.
+  std::vector<float> db_partial(b.db ? size_t(ctas * s.N) : 0);
   const bool tail = !defects.drop_tail;
   // Liger PR #950: the large-M dispatch path summed the dW partials in bf16.
   const bool large_m_bf16_dw = defects.dw_in_bf16_at_large_m && s.M >= 32768;
@@ -99,6 +104,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
   std::vector<float> before_last_row;
   for (int64_t cta = 0; cta < ctas; ++cta) {
     std::fill(dw_acc.begin(), dw_acc.end(), 0.f);
+    std::fill(db_acc.begin(), db_acc.end(), 0.f);
     for (int64_t row = cta; row < s.M; row += ctas) {
       if (racy && row + ctas >= s.M) before_last_row = dw_acc;
       const float r = b.rstd[row];
@@ -120,6 +126,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
           const float xhat = load(b.x, s.dtype, base + col) * r;
           store(b.dx, s.dtype, base + col, r * std::fma(-xhat, c, g * w[col]));
           dw_acc[col] = accumulateDw(dw_acc[col], g, xhat, s, defects);
+          if (b.db) db_acc[col] += g;
         });
       }
     }
@@ -130,6 +137,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
         const bool peer_warp = col < p.nvec * p.vec &&
                                (col % p.threads) / kWarp != ((col / p.vec) % p.threads) / kWarp;
         partial[cta * pld + col] = racy && peer_warp ? before_last_row[col] : dw_acc[col];
+        if (b.db) db_partial[size_t(cta * s.N + col)] = db_acc[col];
       });
   }
 
@@ -144,6 +152,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
     else
       total = sumPartials(partial, pld, ctas, col, strategy, first);
     store(b.dw, s.wdtype(), col, total);
+    if (b.db) store(b.db, s.wdtype(), col, sumPartials(db_partial.data(), s.N, ctas, col, strategy, first));
   }
 }
 
@@ -180,7 +189,13 @@ const bool registered =
                  "", "", false, {}, DwStrategy::Atomic, 1);
 }  // namespace
 
-SpecSupport specSupport() { return SpecSupport{.fp32_weights = true, .roundings = {Rounding::Plain, Rounding::Llama}, .offsets = {0.f, 1.f}, .activation_stats = true}; }
+SpecSupport specSupport() {
+  return SpecSupport{.fp32_weights = true,
+                     .roundings = {Rounding::Plain, Rounding::Llama},
+                     .offsets = {0.f, 1.f},
+                     .activation_stats = true,
+                     .rms_bias = true};
+}
 
 bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
                     Defects defects, DwStrategy strategy, int64_t row_depth_factor, bool deterministic) {

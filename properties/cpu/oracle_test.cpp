@@ -3,7 +3,7 @@
 // bit in the round-to-odd conversion or a thread-dependent sum shows up here
 // before it silently passes or fails kernels:
 //   OracleCrossCheck        an independent Boost.Multiprecision RMSNorm
-//   OracleFiniteDifference  dx, dw against central differences of the loss
+//   OracleFiniteDifference  dx, dw (db) against central differences of the loss
 //   OracleThreads           bitwise the same result on 1, 3 and 4 threads
 //   OracleRoundToOdd        round-to-odd then roundToFormat == direct rounding
 //   OracleBudget            budgets finite, positive and not absurdly loose
@@ -32,9 +32,11 @@
 #include "harness/core/case_spec.h"
 #include "harness/core/datagen.h"
 #include "harness/core/parallel.h"
+#include "oracles/allreduce_rmsnorm.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/rmsnorm.h"
 #include "oracles/tolerances.h"
+#include "properties/allreduce_rmsnorm_inputs.h"
 #include "properties/cpu/oracle_test_support.h"
 #include "properties/generators.h"
 #include "properties/rmsnorm_inputs.h"
@@ -58,7 +60,7 @@ Inputs makeInputs(const CaseSpec& c) { return generateRmsNormInputs(c, identityR
 
 RmsNormReference oracleOf(const CaseSpec& c, const Inputs& in, ThreadPool& pool) {
   const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
-  return rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec}, contract, pool);
+  return rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr}, contract, pool);
 }
 
 /// The plain spec only: weights in the activation dtype, no offset, one rounding.
@@ -67,7 +69,7 @@ std::vector<NormSpec> plainSpec(DType) { return {NormSpec{}}; }
 /// Every spec an rmsnorm case with activations t may take: weight dtype
 /// {same, fp32 (beside 16-bit activations only: for fp32 it is the same)} x
 /// rounding {plain, llama} x offset {0, 1 (Gemma)}, and the plain rounding's
-/// with rstd saved in T (stats=T, 16-bit only).
+/// with rstd saved in T (stats=T, 16-bit only) and with a bias (quack's).
 std::vector<NormSpec> everySpec(DType t) {
   std::vector<std::optional<DType>> weights{std::nullopt};
   if (t != DType::F32) weights.push_back(DType::F32);
@@ -76,6 +78,7 @@ std::vector<NormSpec> everySpec(DType t) {
     for (float offset : {0.f, 1.f}) {
       for (Rounding rounding : {Rounding::Plain, Rounding::Llama}) specs.push_back(NormSpec{w, rounding, offset});
       if (t != DType::F32) specs.push_back(NormSpec{w, Rounding::Plain, offset, Affine::Full, t});
+      specs.push_back(NormSpec{w, Rounding::Plain, offset, Affine::Full, std::nullopt, true});
     }
   return specs;
 }
@@ -149,6 +152,8 @@ struct SpecCoverage {
   int64_t saved_rstd_rows = 0;   // stats=T rows whose backward Boost took at round_T(r) (decided)
   int64_t undecided_rstd = 0;    // stats=T rows whose round_T(r) Boost could not decide (backward skipped)
   int64_t overflowing_rstd = 0;  // stats=T rows whose rstd overflows T (backward skipped)
+  int64_t bias_y = 0;            // y elements of cases with a bias
+  int64_t bias_cancelled = 0;    // ... where |y| < |b| / 4 (x-hat v and b cancel)
 };
 
 /// RMSNorm forward and backward of the case's spec written the textbook way
@@ -161,6 +166,7 @@ struct SpecCoverage {
 ///   both   dx = r v dy - r^3 x (1/N) sum_j v_j dy_j x_j
 ///   stats=T: rstd's tensor in T; dx and dw as above with r replaced by the
 ///          saved rb = round_T(r), the backward rebuilding x-hat = x rb
+///   bias:  y = x r v + b (b in the weight dtype), db_j = sum_i dy_ij
 /// Returns failures.
 std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const RmsNormReference& ref,
                                     Agreement& agreement, SpecCoverage& coverage) {
@@ -180,6 +186,9 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const R
     note(fmt::format("dtypes: w {} dw {} y {} dx {}, spec wants w/dw {} and y/dx {}", dtypeName(in.w.dtype),
                      dtypeName(ref.dw.dtype), dtypeName(ref.y.dtype), dtypeName(ref.dx.dtype), dtypeName(W),
                      dtypeName(T)));
+  if (c.spec.bias != !ref.db.exact.empty() || (c.spec.bias && ref.db.dtype != W))
+    note(fmt::format("db: {} elements of {}, the spec {} a bias in {}", ref.db.exact.size(), dtypeName(ref.db.dtype),
+                     c.spec.bias ? "has" : "has no", dtypeName(W)));
   if (ref.rstd.dtype != statsDtype(c.spec))
     note(fmt::format("rstd's tensor is {}, the spec saves it in {}", dtypeName(ref.rstd.dtype),
                      dtypeName(statsDtype(c.spec))));
@@ -258,8 +267,13 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const R
           if (dyv != 0.0 && *q != 0.0) dw_low[j] = std::min(dw_low[j], std::ilogb(dyv) + std::ilogb(*q) - 104);
         }
       } else {
-        const Big y = x * r_exact * v[j];
-        note(agreement.check("y", e, ref.y.exact[e], y, bmp::abs(y).convert_to<double>()));
+        const double b = in.b ? in.b->value(0, j) : 0.0;  // decoded from its bits in the weight dtype
+        const Big scaled = x * r_exact * v[j], y = scaled + Big(b);
+        if (in.b) {
+          ++coverage.bias_y;
+          coverage.bias_cancelled += bmp::abs(y) < Big(std::fabs(b) / 4);
+        }
+        note(agreement.check("y", e, ref.y.exact[e], y, (bmp::abs(scaled) + Big(std::fabs(b))).convert_to<double>()));
         dw[j] += dy * x * r;
         dw_scale[j] += std::fabs(dyv * xhat);
       }
@@ -288,20 +302,36 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const R
     }
     note(agreement.check("dw", j, ref.dw.exact[j], dw[j], dw_scale[j]));
   }
+  if (in.b)
+    for (int64_t j = 0; j < N; ++j) {
+      Big db = 0;
+      double scale = 0;
+      for (int64_t i = 0; i < M; ++i) {
+        db += Big(in.dy.value(i, j));
+        scale += std::fabs(in.dy.value(i, j));
+      }
+      note(agreement.check("db", j, ref.db.exact[j], db, scale));
+    }
   return failures;
 }
 
 /// Runs the cross-check over `cases`; records and returns the counts (of
 /// the cases without stats=T: those are held to their own share below).
 std::pair<Agreement, SpecCoverage> crossCheckAll(const std::vector<CaseSpec>& cases) {
-  Agreement agreement, saved_stats;
+  // Two spec variants are made largely of doubles, held to their own share:
+  // stats=T's backward of T values (the saved rstd among them), often exactly
+  // a double at power-of-two N; a bias's y = x r v + b, which is b itself
+  // where x is zero and b plus a speck where x is subnormal, and db, sums of
+  // 16-bit dy. Such values are compared by agreement only, and the rest must
+  // be decided as everywhere else.
+  Agreement agreement, saved_stats, biased;
   SpecCoverage coverage;
   ThreadPool pool(2);
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
     const RmsNormReference ref = oracleOf(c, in, pool);
-    const auto failures = crossCheck(c, in, ref, c.spec.stats ? saved_stats : agreement, coverage);
-    for (const auto& f : failures) ADD_FAILURE() << toCaseString(c) << "\n  " << f;
+    Agreement& share = c.spec.stats ? saved_stats : c.spec.bias ? biased : agreement;
+    for (const auto& f : crossCheck(c, in, ref, share, coverage)) ADD_FAILURE() << toCaseString(c) << "\n  " << f;
   }
   // The bitwise comparison must really have been made, not skipped as
   // undecidable: besides exact zeros, only values within ~2^-87 relative of a
@@ -314,15 +344,12 @@ std::pair<Agreement, SpecCoverage> crossCheckAll(const std::vector<CaseSpec>& ca
   ::testing::Test::RecordProperty("exact_elements", std::to_string(agreement.exact));
   EXPECT_GT(agreement.bitwise, agreement.nonzero * 99 / 100)
       << agreement.bitwise << " of " << agreement.nonzero << " nonzero elements compared bitwise";
-  // stats=T's backward is made of T values (the saved rstd among them) and is
-  // often exactly a double at power-of-two N: such values are compared by
-  // agreement only, and the rest must be decided as everywhere else.
-  if (saved_stats.nonzero > 0) {
-    ::testing::Test::RecordProperty("saved_stats_nonzero", std::to_string(saved_stats.nonzero));
-    ::testing::Test::RecordProperty("saved_stats_near_double", std::to_string(saved_stats.near_double));
-    EXPECT_GT(saved_stats.bitwiseShare(), 0.99)
-        << saved_stats.undecided << " of " << saved_stats.nonzero - saved_stats.near_double
-        << " stats=T elements not near a double were left undecided";
+  for (const auto& [name, share] : {std::pair{"saved_stats", &saved_stats}, std::pair{"bias", &biased}}) {
+    if (share->nonzero == 0) continue;
+    ::testing::Test::RecordProperty(std::string(name) + "_nonzero", std::to_string(share->nonzero));
+    ::testing::Test::RecordProperty(std::string(name) + "_near_double", std::to_string(share->near_double));
+    EXPECT_GT(share->bitwiseShare(), 0.99) << share->undecided << " of " << share->nonzero - share->near_double << " "
+                                           << name << " elements not near a double were left undecided";
   }
   return {agreement, coverage};
 }
@@ -343,6 +370,8 @@ TEST(OracleCrossCheck, MatchesBoostForEverySpec) {
   RecordProperty("saved_rstd_rows", std::to_string(coverage.saved_rstd_rows));
   RecordProperty("undecided_saved_rstd", std::to_string(coverage.undecided_rstd));
   RecordProperty("overflowing_saved_rstd", std::to_string(coverage.overflowing_rstd));
+  RecordProperty("bias_y", std::to_string(coverage.bias_y));
+  RecordProperty("bias_y_cancelled", std::to_string(coverage.bias_cancelled));
   // Each variant really ran: Llama y compared exactly (and x r was not
   // already a T value, so the rounding point did something), offset cases,
   // and fp32 weights with bits the activation dtype has not.
@@ -353,6 +382,9 @@ TEST(OracleCrossCheck, MatchesBoostForEverySpec) {
   EXPECT_GT(coverage.llama_dw_exact, 1000);
   // stats=T rows had their backward checked at the saved round_T(r).
   EXPECT_GT(coverage.saved_rstd_rows, 1000);
+  // Bias cases ran, some with y cancelling.
+  EXPECT_GT(coverage.bias_y, 10000);
+  EXPECT_GT(coverage.bias_cancelled, 100);
   // Boost knows x r to 2^-140 relative: a generic x r lies that close to a
   // rounding boundary of T with probability ~2^-130, so an undecided element
   // means structured data (or a wrong r) worth a look.
@@ -516,10 +548,11 @@ TEST(OracleCrossCheck, ClosedFormLlamaRounding) {
 // OracleFiniteDifference
 
 /// Row loss L_i = sum_j dy_j y_j = (sum_j dy_j x_j (offset + w_j)) / sqrt(sum_j x_j^2 / N + eps)
-/// at kFdBits, in plain sums (not the oracle's mpfr_sum / rec_sqrt). offset +
-/// w_j is exact at kFdBits (|offset| <= 16, w_j +- h spans < 300 bits).
-void rowLoss(mpfr_ptr out, mp::RealArray& x, mp::RealArray& w, double offset, const std::vector<double>& dy,
-             double eps, mp::Real& s, mp::Real& t) {
+/// + sum_j dy_j b_j at kFdBits, in plain sums (not the oracle's mpfr_sum /
+/// rec_sqrt). offset + w_j is exact at kFdBits (|offset| <= 16, w_j +- h
+/// spans < 300 bits); b is 0 without a bias.
+void rowLoss(mpfr_ptr out, mp::RealArray& x, mp::RealArray& w, double offset, mp::RealArray& b,
+             const std::vector<double>& dy, double eps, mp::Real& s, mp::Real& t) {
   const long N = static_cast<long>(dy.size());
   mpfr_set_zero(s, 1);
   for (long j = 0; j < N; ++j) {
@@ -537,6 +570,10 @@ void rowLoss(mpfr_ptr out, mp::RealArray& x, mp::RealArray& w, double offset, co
     mpfr_add(out, out, t, MPFR_RNDN);
   }
   mpfr_div(out, out, s, MPFR_RNDN);
+  for (long j = 0; j < N; ++j) {
+    mpfr_mul_d(t, b[j], dy[j], MPFR_RNDN);
+    mpfr_add(out, out, t, MPFR_RNDN);
+  }
 }
 
 struct FdCounts {
@@ -545,6 +582,7 @@ struct FdCounts {
   int64_t fp32_weights = 0;    // of those, in cases with fp32 weights beside 16-bit x
   int64_t llama_dx = 0;        // of those, Llama dx (against the unrounded forward's loss)
   int64_t llama_bitwise = 0;   // Llama dx and rstd elements compared bitwise with the plain spec's
+  int64_t db = 0;              // db elements (cases with a bias)
 };
 
 /// dx and dw of every case against central differences of its loss
@@ -591,10 +629,11 @@ FdCounts finiteDifferenceCheck(const std::vector<CaseSpec>& cases) {
     }
     std::vector<std::unique_ptr<mp::RealArray>> x;  // the whole input at kFdBits, perturbed in place
     std::vector<std::vector<double>> dy(M, std::vector<double>(N));
-    mp::RealArray w(N, kFdBits);
+    mp::RealArray w(N, kFdBits), b(N, kFdBits);
     std::vector<double> v(N);  // offset + w_j (within 2^-53: for the scales)
     for (int64_t j = 0; j < N; ++j) {
       mpfr_set_d(w[j], in.w.value(0, j), MPFR_RNDN);
+      mpfr_set_d(b[j], in.b ? in.b->value(0, j) : 0.0, MPFR_RNDN);
       v[j] = offset + in.w.value(0, j);
     }
     for (int64_t i = 0; i < M; ++i) {
@@ -608,7 +647,7 @@ FdCounts finiteDifferenceCheck(const std::vector<CaseSpec>& cases) {
     std::vector<double> dw_scale(N, 0.0);
     for (int64_t i = 0; i < M; ++i) {
       // sqrt(mean x^2 + eps) of the unperturbed row: the step is 2^-100 of it.
-      rowLoss(row_loss, *x[i], w, offset, dy[i], eps, row_scale, t);
+      rowLoss(row_loss, *x[i], w, offset, b, dy[i], eps, row_scale, t);
       const mpfr_exp_t h_exp = mpfr_get_exp(row_scale) + kFdStepLog2;
       const double r = 1.0 / mpfr_get_d(row_scale, MPFR_RNDN);
       double m = 0;  // (1/N) sum_j |v_j dy_j xhat_j|
@@ -616,7 +655,7 @@ FdCounts finiteDifferenceCheck(const std::vector<CaseSpec>& cases) {
       for (int64_t j = 0; j < N; ++j) {
         const double xv = in.x.value(i, j), a = v[j] * dy[i][j];
         centralDifference(
-            fd, (*x[i])[j], xv, h_exp, [&](mp::Real& out) { rowLoss(out, *x[i], w, offset, dy[i], eps, s, t); }, lp,
+            fd, (*x[i])[j], xv, h_exp, [&](mp::Real& out) { rowLoss(out, *x[i], w, offset, b, dy[i], eps, s, t); }, lp,
             lm);
         // dx = r (a - xhat c) with |c| <= m: its terms bound the scale. The
         // extra r m covers the 400-bit rounding of L (~N^2 2^-301 r m) where
@@ -630,7 +669,7 @@ FdCounts finiteDifferenceCheck(const std::vector<CaseSpec>& cases) {
     auto total_loss = [&](mp::Real& out) {
       mpfr_set_zero(out, 1);
       for (int64_t i = 0; i < M; ++i) {
-        rowLoss(row_loss, *x[i], w, offset, dy[i], eps, s, t);
+        rowLoss(row_loss, *x[i], w, offset, b, dy[i], eps, s, t);
         mpfr_add(out, out, row_loss, MPFR_RNDN);
       }
     };
@@ -643,6 +682,18 @@ FdCounts finiteDifferenceCheck(const std::vector<CaseSpec>& cases) {
         mp::Real g(kFdBits);
         centralDifference(g, w[j], wv, h_exp, total_loss, lp, lm);
         note(compareFd("dw", 0, j, g, ref.dw.exact[j], dw_scale[j]));
+      }
+    if (in.b)
+      for (int64_t j = 0; j < N; ++j) {
+        // L is linear in b_j with coefficient sum_i dy_ij.
+        const double bv = in.b->value(0, j);
+        const mpfr_exp_t h_exp = (bv == 0.0 ? 0 : std::ilogb(bv) + 1) + kFdStepLog2;
+        double scale = 0;
+        for (int64_t i = 0; i < M; ++i) scale += std::fabs(dy[i][j]);
+        mp::Real g(kFdBits);
+        centralDifference(g, b[j], bv, h_exp, total_loss, lp, lm);
+        note(compareFd("db", 0, j, g, ref.db.exact[j], scale));
+        ++counts.db;
       }
     for (const auto& f : failures) ADD_FAILURE() << toCaseString(c) << "\n  " << f;
     counts.compared += compared;
@@ -678,12 +729,14 @@ TEST(OracleFiniteDifference, GradientsMatchCentralDifferencesForEverySpec) {
   RecordProperty("fp32_weights", std::to_string(counts.fp32_weights));
   RecordProperty("llama_dx", std::to_string(counts.llama_dx));
   RecordProperty("llama_bitwise", std::to_string(counts.llama_bitwise));
+  RecordProperty("db", std::to_string(counts.db));
   // Every variant was really compared (the shapes average ~2.5 x 9 elements).
   EXPECT_GT(counts.compared, 2000);
   EXPECT_GT(counts.offset, 500);
   EXPECT_GT(counts.fp32_weights, 500);
   EXPECT_GT(counts.llama_dx, 500);
   EXPECT_GT(counts.llama_bitwise, 500);
+  EXPECT_GT(counts.db, 100);
 }
 
 // ---------------------------------------------------------------------------
@@ -901,7 +954,9 @@ TEST(OracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
     const RmsNormReference ref = oracleOf(c, in, pool);
     const bool llama = c.spec.rounding == Rounding::Llama;
     int failures = 0;
-    for (const ReferenceTensor* r : {&ref.y, &ref.rstd, &ref.dx, &ref.dw}) {
+    std::vector<const ReferenceTensor*> tensors{&ref.y, &ref.rstd, &ref.dx, &ref.dw};
+    if (c.spec.bias) tensors.push_back(&ref.db);
+    for (const ReferenceTensor* r : tensors) {
       ASSERT_EQ(r->budget.size(), size_t(r->rows * r->cols));
       for (size_t e = 0; e < r->budget.size() && failures < 5; ++e) {
         // stats=T in fp16 with rstd beyond 65504 (a zero row, a tiny eps): the
@@ -917,10 +972,11 @@ TEST(OracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
           // (G_rstd = 0), v = offset + w the effective weight.
           const bool y = r == &ref.y;
           const int64_t i = int64_t(e) / c.N, j = int64_t(e) % c.N;
-          const double v = y ? std::fabs(double(c.spec.weight_offset) + in.w.value(0, j)) : 0.0, exact = r->exact[e];
+          const double v = y ? std::fabs(double(c.spec.weight_offset) + in.w.value(0, j)) : 0.0;
           const double rstd = y ? ref.rstd.exact[size_t(i)] : 0.0;
-          double limit = ulpOf(r->dtype, std::fabs(exact)) + kBudgetLooseRelative * std::fabs(exact) +
-                         2.0 * eta * (1.0 + v + rstd);
+          // The size of the element's terms: |exact|, or |xhat v| + |b| where a bias may cancel y.
+          const double size = r->magnitudeAt(int64_t(e));
+          double limit = ulpOf(r->dtype, size) + kBudgetLooseRelative * size + 2.0 * eta * (1.0 + v + rstd);
           // Llama near a rounding boundary of x r adds spread |v|, spread =
           // round_T(xr + e) - round_T(xr - e) <= 2 e + ulp_T(|xr| + e): with
           // e ~ 77 u |xr| (D_row <= 64, see LlamaYTightAwayFromRoundingBoundaries)
@@ -1083,6 +1139,63 @@ TEST(OracleBudget, StatsInTAdmitsEitherRoundingOfTheSavedRstd) {
   RecordProperty("rows_saving_the_other_neighbour", std::to_string(alt_rows));
   RecordProperty("checked", std::to_string(checked));
   EXPECT_GE(alt_rows, 5);
+}
+
+// ---------------------------------------------------------------------------
+// AllreduceOracle: the residual dtype of its own (res=fp32, quack's
+// residual_dtype=torch.float32), at R = 1, the fused residual add + RMSNorm
+// of one GPU.
+
+TEST(AllreduceOracle, AnFp32ResidualIsOneFp32AddAndYNormalisesThatSum) {
+  ThreadPool pool(2);
+  for (const char* shape : {"M=4 N=33", "M=3 N=1000 dist=large_mean sigma=0x1p-4 mean=0x1p+3", "M=2 N=64 wdtype=fp32 offset=1"}) {
+    const CaseSpec c = parseCaseString(
+        fmt::format("op=allreduce_rmsnorm kernel=host_fused_oneshot dtype=bf16 ranks=1 res=fp32 seed=0x5e5 {}", shape));
+    const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, identityRows(c.M));
+    ASSERT_EQ(in.residual.dtype, DType::F32);
+    const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
+    const AllreduceRmsNormReference ref =
+        allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec}, contract, pool);
+    ASSERT_EQ(ref.residual_out.dtype, DType::F32);
+    ASSERT_EQ(ref.y.dtype, DType::BF16);
+    // The same inputs under the activation-dtype residual spec, for contrast.
+    CaseSpec in_t = c;
+    in_t.spec.residual.reset();
+    HostMatrix residual_t = in.residual;  // the fp32 residual rounded to bf16, as a bf16 residual
+    residual_t.dtype = DType::BF16;
+    for (size_t e = 0; e < residual_t.bits.size(); ++e)
+      residual_t.bits[e] = doubleToBits(DType::BF16, roundToFormat(DType::BF16, in.residual.value(0, int64_t(e))));
+    const AllreduceRmsNormReference ref_t =
+        allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, residual_t, in.w, c.eps, in_t.spec}, contract, pool);
+    int64_t not_bf16 = 0, y_differs = 0;
+    for (int64_t i = 0; i < c.M; ++i) {
+      // residual_out = float(x) + float(residual): one fp32 add (IEEE: the
+      // correctly rounded sum), determined exactly, budget 0.
+      std::vector<double> h(size_t(c.N));
+      double ms = 0;
+      for (int64_t j = 0; j < c.N; ++j) {
+        const float sum = float(in.x[0].value(i, j)) + float(in.residual.value(i, j));
+        const int64_t e = i * c.N + j;
+        EXPECT_EQ(ref.residual_out.exact[size_t(e)], double(sum)) << toCaseString(c) << " residual_out[" << e << "]";
+        EXPECT_EQ(ref.residual_out.budget[size_t(e)], 0.0);
+        not_bf16 += roundToFormat(DType::BF16, sum) != double(sum);
+        h[size_t(j)] = sum;
+        ms += double(sum) * sum;
+      }
+      // y normalises the fp32 sum, not its bf16 rounding: within 2^-40 of
+      // the double evaluation of h r (offset + w).
+      const double r = 1.0 / std::sqrt(ms / double(c.N) + double(c.eps));
+      for (int64_t j = 0; j < c.N; ++j) {
+        const int64_t e = i * c.N + j;
+        const double y = h[size_t(j)] * r * (double(c.spec.weight_offset) + in.w.value(0, j));
+        EXPECT_NEAR(ref.y.exact[size_t(e)], y, 0x1p-40 * (std::fabs(y) + 1e-30)) << toCaseString(c) << " y[" << e << "]";
+        y_differs += roundToFormat(DType::BF16, ref.y.exact[size_t(e)]) != roundToFormat(DType::BF16, ref_t.y.exact[size_t(e)]);
+      }
+    }
+    // The fp32 residual stream keeps bits bf16 drops, and y sees them.
+    EXPECT_GT(not_bf16 * 2, c.M * c.N) << toCaseString(c);
+    EXPECT_GT(y_differs, 0) << toCaseString(c);
+  }
 }
 
 }  // namespace

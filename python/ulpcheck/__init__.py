@@ -20,6 +20,8 @@ every property on them, in a worker process (python -m ulpcheck.worker):
 Calls:
   rmsnorm:   forward(x, w, eps) -> y, or (y, rstd) with saves_stats=True;
              backward(x, w, dy, rstd, eps) -> (dx, dw)
+             with bias_variants=True, cases with a bias (y = xhat w + b) call
+             forward(x, w, eps, bias=b) and backward(..., eps, has_bias=True) -> (dx, dw, db)
   layernorm: forward(x, gamma, beta, eps) -> y, or (y, mean, rstd) with saves_stats=True;
              backward(x, gamma, dy, mean, rstd, eps) -> (dx, dgamma, dbeta)
 Inputs are torch tensors over ulpcheck's own buffers (x has row stride ld);
@@ -72,6 +74,8 @@ class Variant:
     stats: str = "fp32"                   # the saved mean/rstd: "fp32", or "activation" (rounded to x's dtype)
     affine_variants: bool = False         # LayerNorm: also without beta (beta None, dbeta not stored) and without
                                           # either (gamma None too): torch.nn.LayerNorm(bias=False / elementwise_affine=False)
+    bias_variants: bool = False           # RMSNorm: also with a bias b (w's dtype): y = x rstd (offset + w) + b, db = sum dy
+                                          # (quack's rmsnorm(bias=)); forward gets bias=b, backward has_bias=True
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
 
@@ -101,6 +105,10 @@ def _register(op: str, name: str, **kw) -> Variant:
         raise ValueError(f"{name}: rounding and weight_offset are RMSNorm specs")
     if v.affine_variants and op != "layernorm":
         raise ValueError(f"{name}: affine_variants is a LayerNorm spec")
+    if v.bias_variants and op != "rmsnorm":
+        raise ValueError(f"{name}: bias_variants is an RMSNorm spec (LayerNorm's beta: affine_variants)")
+    if v.bias_variants and v.rounding == "llama":
+        raise ValueError(f"{name}: a bias with rounding='llama' is not modelled")
     if v.stats != "fp32" and not v.saves_stats:
         raise ValueError(f"{name}: stats={v.stats!r} names the dtype of saved statistics; it saves none (saves_stats)")
     if v.stats != "fp32" and v.rounding == "llama":

@@ -267,18 +267,25 @@ def execute(req):
             _poison_allocator(device, 4 * sum(t.numel() for t in regions.bytes.values()))
         side = _perturb_schedule(device) if cuda and perturb else None
         with torch.no_grad():
+            # A bias (RMSNorm's, bias=yes) is passed only to a variant that declares bias_variants.
+            bias = {"bias": vec("b")} if ptrs.get("b") is not None else {}
             if entry == "rmsnorm_forward":
-                out = variant.forward(act("x"), vec("w"), eps)
+                out = variant.forward(act("x"), vec("w"), eps, **bias)
                 y, rstd = (out if variant.saves_stats else (out, None))
                 _store("y", y, act("y"))
                 if variant.saves_stats:
                     store_stat("rstd", rstd)
             elif entry == "rmsnorm_backward":
                 rstd = saved_stat("rstd") if variant.saves_stats else None
+                bias = {"has_bias": True} if ptrs.get("db") is not None else {}
                 with torch.enable_grad():
-                    dx, dw = variant.backward(act("x"), vec("w"), act("dy"), rstd, eps)
-                _store("dx", dx, act("dx"))
-                store_vec("dw", dw)
+                    grads = variant.backward(act("x"), vec("w"), act("dy"), rstd, eps, **bias)
+                if len(grads) != 2 + len(bias):
+                    raise ValueError(f"returned {len(grads)} gradients, expected {'dx, dw, db' if bias else 'dx, dw'}")
+                _store("dx", grads[0], act("dx"))
+                store_vec("dw", grads[1])
+                if bias:
+                    store_vec("db", grads[2])
             elif entry == "layernorm_forward":
                 out = variant.forward(act("x"), vec("gamma"), vec("beta"), eps)
                 y, mean, rstd = (out if variant.saves_stats else (out, None, None))
