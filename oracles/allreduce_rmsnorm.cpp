@@ -52,6 +52,7 @@
 #include <stdexcept>
 
 #include "oracles/mpfr_util.h"
+#include "oracles/oracle_mode.h"
 #include "oracles/rmsnorm.h"
 
 namespace ulpcheck {
@@ -117,6 +118,7 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
       }
   });
 
+  oracleCounts().mpfr_only += M * N;  // residual_out: an exact MPFR sum per element (no fast path yet)
   const HostMatrix no_grad{T, M, N, N, std::vector<uint32_t>(size_t(M * N), 0u)};
   NormSpec norm_spec = in.spec;
   norm_spec.residual.reset();  // the RMSNorm's own spec; its x is residual_out, whatever its dtype

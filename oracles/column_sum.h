@@ -19,22 +19,24 @@
 
 namespace ulpcheck::mp {
 
-/// The column sums of one chunk of rows, with two per-column magnitudes the
-/// budget needs (what they hold is the oracle's choice, e.g. sum |terms|).
-struct ColumnSumChunk {
-  explicit ColumnSumChunk(int64_t N)
-      : sum(size_t(N), tolerance::kOracleAccumulatorBits),
-        abs_terms(N, 0.0),
-        gain(N, 0.0),
-        sq_terms(N, 0.0),
-        spread(N, 0.0) {}
-  RealArray sum;
+/// The per-column magnitudes the budget of a column sum needs, summed in
+/// double over one chunk of rows (what they hold is the oracle's choice,
+/// e.g. sum |terms|). The fast oracles keep them exactly as the MPFR ones do,
+/// so their budgets are the same doubles.
+struct ColumnMagnitudes {
+  explicit ColumnMagnitudes(int64_t N) : abs_terms(N, 0.0), gain(N, 0.0), sq_terms(N, 0.0), spread(N, 0.0) {}
   std::vector<double> abs_terms;
   std::vector<double> gain;
   std::vector<double> sq_terms;  // sum of squared terms: sqrt of it is the sum's size under random signs
   // Sum of absolute (not relative) bounds on the terms' errors: a rounding
   // point of the spec that a kernel's value may fall on the other side of.
   std::vector<double> spread;
+};
+
+/// The column sums of one chunk of rows, exact at the accumulator precision, with their magnitudes.
+struct ColumnSumChunk : ColumnMagnitudes {
+  explicit ColumnSumChunk(int64_t N) : ColumnMagnitudes(N), sum(size_t(N), tolerance::kOracleAccumulatorBits) {}
+  RealArray sum;
 };
 
 using ColumnSumChunks = std::vector<std::unique_ptr<ColumnSumChunk>>;
@@ -54,17 +56,24 @@ struct ColumnTotal {
   double magnitude() const { return std::sqrt(sq_terms); }
 };
 
-/// Column j of the sum of all chunks, combined in chunk order.
-inline ColumnTotal combineColumn(const ColumnSumChunks& chunks, int64_t j, Real& scratch) {
+/// The magnitudes of column j over all chunks, summed in chunk order (exact left 0).
+template <typename Chunks>
+ColumnTotal combineMagnitudes(const Chunks& chunks, int64_t j) {
   ColumnTotal t;
-  mpfr_set_zero(scratch, 1);
   for (const auto& chunk : chunks) {
-    mpfr_add(scratch, scratch, chunk->sum[size_t(j)], MPFR_RNDN);
     t.abs_terms += chunk->abs_terms[size_t(j)];
     t.gain += chunk->gain[size_t(j)];
     t.sq_terms += chunk->sq_terms[size_t(j)];
     t.spread += chunk->spread[size_t(j)];
   }
+  return t;
+}
+
+/// Column j of the sum of all chunks, combined in chunk order.
+inline ColumnTotal combineColumn(const ColumnSumChunks& chunks, int64_t j, Real& scratch) {
+  ColumnTotal t = combineMagnitudes(chunks, j);
+  mpfr_set_zero(scratch, 1);
+  for (const auto& chunk : chunks) mpfr_add(scratch, scratch, chunk->sum[size_t(j)], MPFR_RNDN);
   t.exact = toDoubleRoundToOdd(scratch);
   return t;
 }

@@ -47,6 +47,7 @@ class RealArray {
   RealArray(const RealArray&) = delete;
   RealArray& operator=(const RealArray&) = delete;
   mpfr_ptr operator[](size_t i) { return &values_[i]; }
+  mpfr_srcptr operator[](size_t i) const { return &values_[i]; }
   size_t size() const { return values_.size(); }
   /// Correctly rounded sum of the first n elements into `out`.
   void sum(mpfr_ptr out, size_t n) { mpfr_sum(out, ptrs_.data(), n, MPFR_RNDN); }

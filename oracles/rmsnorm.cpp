@@ -137,6 +137,7 @@
 #include <stdexcept>
 
 #include "oracles/column_sum.h"
+#include "oracles/double_word.h"
 #include "oracles/mpfr_util.h"
 
 namespace ulpcheck {
@@ -166,201 +167,261 @@ struct RowScratch {
         s(kPrec),
         out(kPrec),
         rb(kPrec),
-        acc_term(kAccPrec) {}
+        acc_term(kAccPrec),
+        weighted(kOffsetProductPrec) {}
   RealArray squares;   // x_j^2, exact in 53 bits
   RealArray products;  // (w_j dy_j) x_j, exact in 80 bits (with an offset: ((offset + w_j) dy_j) x_j in 256)
   Real r, c, t, s, out, rb, acc_term;  // rb: the rstd the backward consumes
+  Real weighted;                       // (offset + w_j) dy_j, exact
 };
 
-}  // namespace
+/// The case's constants, shared by the MPFR path and the fast path.
+struct Setup {
+  Setup(const RmsNormInputs& inputs, const AccuracyContract& contract)
+      : in(inputs),
+        x(inputs.x),
+        M(x.rows),
+        N(x.cols),
+        // T: the activations' dtype (y, dx; x's unless y_dtype says otherwise, when x is an fp32 residual_out).
+        T(inputs.y_dtype.value_or(x.dtype)),
+        W(inputs.w.dtype),
+        acc(contract.accumulation),
+        d_row(double(contract.depths.row)),
+        d_col(double(contract.depths.col)),
+        delta_r((d_row + 3.0) / 2.0 + tolerance::kRsqrtUnits),
+        llama(inputs.spec.rounding == Rounding::Llama),
+        offset(inputs.spec.weight_offset),
+        // Llama's dw terms dy round_T(x r), products of two activation-dtype
+        // values, are formed in T (see the derivation).
+        llama_terms_in_T(llama && T != DType::F32),
+        // offset + w is one more fp32 rounding wherever the weight enters.
+        w_units(offset != 0.0 ? 1.0 : 0.0),
+        u(unitRoundoff(acc)),
+        // stats=T: rstd saved in T, and the backward taken at the saved value.
+        stats_in_T(inputs.spec.stats && T != DType::F32),
+        // rstd's relative error in the backward, in units of u: none where it consumes a saved T value exactly.
+        delta_b(stats_in_T ? 0.0 : delta_r),
+        w(size_t(N)),
+        w_exact(size_t(N), kWeightPrec),
+        w_words(size_t(N)) {
+    if (T != x.dtype && (inputs.spec.rounding != Rounding::Plain || inputs.spec.stats))
+      throw std::invalid_argument("rmsnorm oracle: an x in another dtype than y is modelled for rounding=plain only");
+    if (inputs.spec.bias != (inputs.b != nullptr))
+      throw std::invalid_argument("rmsnorm oracle: spec.bias and the b given disagree");
+    if (stats_in_T && llama) throw std::invalid_argument("rmsnorm oracle: stats=T with rounding=llama is not modelled");
+    if (inputs.b && llama) throw std::invalid_argument("rmsnorm oracle: a bias with rounding=llama is not modelled");
+    // The effective weight offset + w: in double for the budgets (rounded),
+    // exactly in MPFR and as a double word (exact: a sum of two doubles).
+    for (int64_t j = 0; j < N; ++j) {
+      mpfr_set_d(w_exact[j], inputs.w.value(0, j), MPFR_RNDN);
+      mpfr_add_d(w_exact[j], w_exact[j], offset, MPFR_RNDN);  // exact at 192 bits
+      w[j] = mpfr_get_d(w_exact[j], MPFR_RNDN);
+      w_words[j] = dw::twoSum(inputs.w.value(0, j), offset);
+    }
+  }
+  const RmsNormInputs& in;
+  const HostMatrix& x;
+  const int64_t M, N;
+  const DType T, W, acc;
+  const double d_row, d_col, delta_r;
+  const bool llama;
+  const double offset;
+  const bool llama_terms_in_T;
+  const double w_units, u;
+  const bool stats_in_T;
+  const double delta_b;
+  std::vector<double> w;
+  RealArray w_exact;
+  std::vector<dw::DW> w_words;
+};
 
-RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
-  const HostMatrix& x = in.x;
-  const int64_t M = x.rows, N = x.cols;
-  // T: the activations' dtype (y, dx; x's unless y_dtype says otherwise, when x is an fp32 residual_out).
-  const DType T = in.y_dtype.value_or(x.dtype), W = in.w.dtype;
-  if (T != x.dtype && (in.spec.rounding != Rounding::Plain || in.spec.stats))
-    throw std::invalid_argument("rmsnorm oracle: an x in another dtype than y is modelled for rounding=plain only");
-  if (in.spec.bias != (in.b != nullptr)) throw std::invalid_argument("rmsnorm oracle: spec.bias and the b given disagree");
-  const DType acc = contract.accumulation;
-  const double d_row = double(contract.depths.row), d_col = double(contract.depths.col);
-  const double delta_r = (d_row + 3.0) / 2.0 + tolerance::kRsqrtUnits;
-  const bool llama = in.spec.rounding == Rounding::Llama;
-  const double offset = in.spec.weight_offset;
-  // Llama's dw terms dy round_T(x r), products of two activation-dtype
-  // values, are formed in T (see the derivation).
-  const bool llama_terms_in_T = llama && T != DType::F32;
-  // offset + w is one more fp32 rounding wherever the weight enters.
-  const double w_units = offset != 0.0 ? 1.0 : 0.0;
-  const double u = unitRoundoff(acc);
-  // stats=T: rstd saved in T, and the backward taken at the saved value.
-  const bool stats_in_T = in.spec.stats && T != DType::F32;
-  if (stats_in_T && llama) throw std::invalid_argument("rmsnorm oracle: stats=T with rounding=llama is not modelled");
-  if (in.b && llama) throw std::invalid_argument("rmsnorm oracle: a bias with rounding=llama is not modelled");
-  // rstd's relative error in the backward, in units of u: none where it consumes a saved T value exactly.
-  const double delta_b = stats_in_T ? 0.0 : delta_r;
-
-  RmsNormReference ref{ReferenceTensor::zeros("y", T, M, N, true),
-                       ReferenceTensor::zeros("rstd", statsDtype(in.spec), M, 1, true),
-                       ReferenceTensor::zeros("dx", T, M, N, true), ReferenceTensor::zeros("dw", W, 1, N, false)};
+RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract, ThreadPool& pool) {
+  RmsNormReference ref{ReferenceTensor::zeros("y", s.T, s.M, s.N, true),
+                       ReferenceTensor::zeros("rstd", statsDtype(s.in.spec), s.M, 1, true),
+                       ReferenceTensor::zeros("dx", s.T, s.M, s.N, true), ReferenceTensor::zeros("dw", s.W, 1, s.N, false)};
   ref.dx.withMagnitudes();  // r (|a| + |xhat c|): dx = r (a - xhat c) cancels
   ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
-  if (in.b) {
+  if (s.in.b) {
     ref.y.withMagnitudes();  // |xhat (offset + w)| + |b|: y = xhat w + b cancels
-    ref.db = mp::biasGradientReference("db", in.dy, W, contract, pool);
+    ref.db = mp::biasGradientReference("db", s.in.dy, s.W, contract, pool);
   }
+  return ref;
+}
 
-  // The effective weight offset + w: in double for the budgets (rounded),
-  // exactly in MPFR for the values.
-  std::vector<double> w(N);
-  RealArray w_exact(size_t(N), kWeightPrec);
-  for (int64_t j = 0; j < N; ++j) {
-    mpfr_set_d(w_exact[j], in.w.value(0, j), MPFR_RNDN);
-    mpfr_add_d(w_exact[j], w_exact[j], offset, MPFR_RNDN);  // exact at 192 bits
-    w[j] = mpfr_get_d(w_exact[j], MPFR_RNDN);
+// The budgets, one function each so that both paths compute the same doubles.
+
+/// y = x r (offset + w) (+ b) under plain rounding.
+void setPlainY(const Setup& s, RmsNormReference& ref, int64_t e, int64_t j, double exact, double xhat, double bias,
+               double r) {
+  ref.y.exact[e] = exact;
+  // + b: one more fp32 rounding, of a sum as large as |xhat w| + |b|.
+  const double bias_units = s.in.b ? std::fabs(xhat * s.w[j]) + std::fabs(bias) : 0.0;
+  ref.y.budget[e] = elementBudget(s.T, s.acc, exact, (s.delta_r + 2.0 + s.w_units) * std::fabs(xhat * s.w[j]) + bias_units,
+                                  1.0 + std::fabs(s.w[j]) + r);
+  if (s.in.b) ref.y.magnitude[e] = std::fabs(xhat * s.w[j]) + std::fabs(bias);
+}
+
+void setDx(const Setup& s, RmsNormReference& ref, int64_t e, double exact, double a, double xv, double c, double m,
+           double rb, double spread_r) {
+  const double xhat_b = xv * rb;
+  ref.dx.exact[e] = exact;
+  const double scale_dx =
+      rb * ((s.delta_b + 3.0 + s.w_units) * std::fabs(a) + (2.0 * s.delta_b + 4.0) * std::fabs(xhat_b * c) +
+            (s.d_row + s.delta_b + 4.0 + s.w_units) * std::fabs(xhat_b) * m);
+  const double spread_dx =
+      spread_r * (std::fabs(a) + std::fabs(xv * c) * (3.0 * rb + 3.0 * spread_r + spread_r * spread_r / rb));
+  ref.dx.budget[e] =
+      elementBudget(s.T, s.acc, exact, scale_dx, rb * (2.0 + std::fabs(c) + std::fabs(xhat_b)) + 1.0, spread_dx);
+  ref.dx.magnitude[e] = rb * (std::fabs(a) + std::fabs(xhat_b * c));
+}
+
+/// The magnitudes of a plain dw leaf dy (x rb).
+void addPlainDwMagnitudes(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, double xv, double rb, double spread_r) {
+  const double xhat_b = xv * rb;
+  dwc.abs_terms[j] += std::fabs(dyv * xhat_b);
+  dwc.sq_terms[j] += (dyv * xhat_b) * (dyv * xhat_b);
+  dwc.spread[j] += spread_r * std::fabs(dyv * xv);
+}
+
+void addDwGain(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, double rb) { dwc.gain[j] += 1.0 + std::fabs(dyv) + rb; }
+
+/// r = 1 / sqrt(sum x^2 / N + eps) of row i into sc.r, at 160 bits.
+void mpfrRstd(const Setup& s, int64_t i, RowScratch& sc) {
+  for (int64_t j = 0; j < s.N; ++j) {
+    const double xv = s.x.value(i, j);
+    mpfr_set_d(sc.squares[j], xv * xv, MPFR_RNDN);  // exact: 48-bit product
   }
+  sc.squares.sum(sc.s, s.N);
+  mpfr_div_si(sc.s, sc.s, long(s.N), MPFR_RNDN);
+  mpfr_add_d(sc.s, sc.s, double(s.in.eps), MPFR_RNDN);
+  mpfr_rec_sqrt(sc.r, sc.s, MPFR_RNDN);
+}
 
-  // Fixed chunking of rows for dW (sum |dy xhat| and sum (1 + |dy|) beside
-  // the exact sum), so the 256-bit sums are reproducible.
-  const int64_t chunks = mp::columnChunkCount(M, N);
-  mp::ColumnSumChunks dw_chunks(chunks);
+/// What the dW column sums need of every row beside the chunks.
+struct DwRows {
+  DwRows(const Setup& s, bool ordered)
+      : llama_leaf(s.llama && ordered ? size_t(s.M * s.N) : 0), rstd_backward(size_t(s.M)) {}
   // Llama's dW leaves dy round_T(xhat) (rounded to T once more in 16 bits):
   // from the rounded xhat of the exact rstd, exact in float, for the ordered
-  // column bound below.
-  const bool ordered_dw = !contract.column_reduction_ftz && !contract.depths.col_orders.empty();
-  std::vector<float> llama_leaf(llama && ordered_dw ? size_t(M * N) : 0);
-  std::vector<double> rstd_backward(static_cast<size_t>(M));  // as a double (a T value under stats=T), for the ordered bound
+  // column bound.
+  std::vector<float> llama_leaf;
+  std::vector<double> rstd_backward;  // as a double (a T value under stats=T), for the ordered bound
+};
 
-  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
-    RowScratch sc(N, offset != 0.0);
-    Real weighted(kOffsetProductPrec);
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      auto dwc = std::make_unique<mp::ColumnSumChunk>(N);
-      const int64_t row_begin = M * chunk / chunks, row_end = M * (chunk + 1) / chunks;
-      for (int64_t i = row_begin; i < row_end; ++i) {
-        // rstd = 1 / sqrt(sum x^2 / N + eps)
-        for (int64_t j = 0; j < N; ++j) {
-          const double xv = x.value(i, j);
-          mpfr_set_d(sc.squares[j], xv * xv, MPFR_RNDN);  // exact: 48-bit product
-        }
-        sc.squares.sum(sc.s, N);
-        mpfr_div_si(sc.s, sc.s, long(N), MPFR_RNDN);
-        mpfr_add_d(sc.s, sc.s, double(in.eps), MPFR_RNDN);
-        mpfr_rec_sqrt(sc.r, sc.s, MPFR_RNDN);
-        const double r = mpfr_get_d(sc.r, MPFR_RNDN);
-        ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
-        // The fp32 r~'s error bound, then saved in fp32 or rounded to T.
-        const double rstd_budget = elementBudget(DType::F32, acc, ref.rstd.exact[i], delta_r * r, 0.0);
-        ref.rstd.budget[i] = elementBudget(ref.rstd.dtype, acc, ref.rstd.exact[i], delta_r * r, 0.0);
-        // The rstd the backward consumes: r, or the saved round_T(r) with its spread.
-        double rb = r, spread_r = 0.0;
-        if (stats_in_T) {
-          const RoundingPoint saved = roundingPoint(T, sc.r, rstd_budget);
-          rb = saved.spec;
-          spread_r = saved.spread;
-          mpfr_set_d(sc.rb, rb, MPFR_RNDN);
-        } else {
-          mpfr_set(sc.rb, sc.r, MPFR_RNDN);
-        }
-        rstd_backward[size_t(i)] = stats_in_T ? rb : ref.rstd.exact[size_t(i)];
+/// Row i of y, rstd and dx at 160 bits, and its dW terms into `dwc` unless null.
+void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, mp::ColumnSumChunk* dwc, DwRows& rows) {
+  const HostMatrix& x = s.x;
+  const int64_t N = s.N;
+  const DType T = s.T;
+  const std::vector<double>& w = s.w;
+  mpfrRstd(s, i, sc);
+  const double r = mpfr_get_d(sc.r, MPFR_RNDN);
+  ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
+  // The fp32 r~'s error bound, then saved in fp32 or rounded to T.
+  const double rstd_budget = elementBudget(DType::F32, s.acc, ref.rstd.exact[i], s.delta_r * r, 0.0);
+  ref.rstd.budget[i] = elementBudget(ref.rstd.dtype, s.acc, ref.rstd.exact[i], s.delta_r * r, 0.0);
+  // The rstd the backward consumes: r, or the saved round_T(r) with its spread.
+  double rb = r, spread_r = 0.0;
+  if (s.stats_in_T) {
+    const RoundingPoint saved = roundingPoint(T, sc.r, rstd_budget);
+    rb = saved.spec;
+    spread_r = saved.spread;
+    mpfr_set_d(sc.rb, rb, MPFR_RNDN);
+  } else {
+    mpfr_set(sc.rb, sc.r, MPFR_RNDN);
+  }
+  rows.rstd_backward[size_t(i)] = s.stats_in_T ? rb : ref.rstd.exact[size_t(i)];
 
-        // c = r / N * sum_j (w_j dy_j) x_j, and m = r / N * sum_j |w_j dy_j x_j|
-        double abs_sum = 0.0;
-        for (int64_t j = 0; j < N; ++j) {
-          const double dyv = in.dy.value(i, j);
-          if (offset == 0.0) {
-            mpfr_set_d(sc.products[j], w[j] * dyv, MPFR_RNDN);  // exact: 48 bits
-          } else {
-            mpfr_mul_d(sc.products[j], w_exact[j], dyv, MPFR_RNDN);  // exact: 216 bits
-          }
-          mpfr_mul_d(sc.products[j], sc.products[j], x.value(i, j), MPFR_RNDN);  // exact
-          abs_sum += std::fabs(w[j] * dyv * x.value(i, j));
-        }
-        sc.products.sum(sc.c, N);
-        mpfr_mul(sc.c, sc.c, sc.rb, MPFR_RNDN);
-        mpfr_div_si(sc.c, sc.c, long(N), MPFR_RNDN);
-        const double c = mpfr_get_d(sc.c, MPFR_RNDN);
-        const double m = abs_sum * rb / double(N);
-
-        for (int64_t j = 0; j < N; ++j) {
-          const double xv = x.value(i, j), dyv = in.dy.value(i, j);
-          // xhat: the forward's x r; xhat_b: the backward's x rb (the same unless stats=T)
-          const double a = w[j] * dyv, xhat = xv * r, xhat_b = xv * rb;
-          const int64_t e = i * N + j;
-
-          mpfr_mul_d(sc.t, sc.r, xv, MPFR_RNDN);  // xhat = x r
-          if (llama) {
-            // y = round_T(x r) (offset + w): the kernel's x r~ is within
-            // |x| rstd_budget + one fp32 rounding of x r.
-            const RoundingPoint q =
-                roundingPoint(T, sc.t, std::fabs(xv) * rstd_budget + u * std::fabs(xv) * (r + rstd_budget));
-
-            mpfr_mul_d(sc.out, w_exact[j], q.spec, MPFR_RNDN);
-            ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
-            // q (offset + w) in fp32: one rounding, one more for offset + w;
-            // the rounding point adds its spread times the weight.
-            const double err = tolerance::kBudgetSafety * (u * (1.0 + w_units) * std::fabs(q.spec * w[j]) +
-                                                           tolerance::kUnderflowHalfUlps * minSubnormal(acc) *
-                                                               (1.0 + std::fabs(w[j]) + r)) +
-                               q.spread * std::fabs(w[j]);
-            ref.y.budget[e] = budgetFromError(T, ref.y.exact[e], err);
-            // The leaf dy q, a product in T in 16 bits; where q may be either
-            // neighbour its rounding may move by one more ulp of the term.
-            const double term = llama_terms_in_T ? roundToFormat(T, dyv * q.spec) : dyv * q.spec;
-            if (!llama_leaf.empty()) llama_leaf[size_t(e)] = float(term);
-            dwc->abs_terms[j] += std::fabs(term);
-            dwc->sq_terms[j] += term * term;
-            if (q.spread > 0.0)
-              dwc->spread[j] += q.spread * std::fabs(dyv) +
-                                (llama_terms_in_T ? ulpOf(T, std::fabs(dyv) * (std::fabs(q.spec) + q.spread)) : 0.0);
-            mpfr_set_d(sc.acc_term, term, MPFR_RNDN);  // exact: 48 bits
-          } else {
-            if (offset == 0.0) mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
-            else mpfr_mul(sc.out, sc.t, w_exact[j], MPFR_RNDN);             // y = (x r) (offset + w)
-            // + b: one more fp32 rounding, of a sum as large as |xhat w| + |b|.
-            const double bias = in.b ? in.b->value(0, j) : 0.0;
-            if (in.b) mpfr_add_d(sc.out, sc.out, bias, MPFR_RNDN);
-            ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
-            const double bias_units = in.b ? std::fabs(xhat * w[j]) + std::fabs(bias) : 0.0;
-            ref.y.budget[e] = elementBudget(
-                T, acc, ref.y.exact[e], (delta_r + 2.0 + w_units) * std::fabs(xhat * w[j]) + bias_units,
-                1.0 + std::fabs(w[j]) + r);
-            if (in.b) ref.y.magnitude[e] = std::fabs(xhat * w[j]) + std::fabs(bias);
-            dwc->abs_terms[j] += std::fabs(dyv * xhat_b);
-            dwc->sq_terms[j] += (dyv * xhat_b) * (dyv * xhat_b);
-            dwc->spread[j] += spread_r * std::fabs(dyv * xv);
-            mpfr_mul_d(sc.acc_term, sc.rb, dyv * xv, MPFR_RNDN);  // exact at 256 bits: 160 + 48
-          }
-          mpfr_add(dwc->sum[j], dwc->sum[j], sc.acc_term, MPFR_RNDN);
-          dwc->gain[j] += 1.0 + std::fabs(dyv) + rb;
-
-          if (stats_in_T) mpfr_mul_d(sc.t, sc.rb, xv, MPFR_RNDN);  // the backward's x rb
-          mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);  // t = x rb c
-          if (offset == 0.0) {
-            mpfr_d_sub(sc.s, a, sc.t, MPFR_RNDN);  // a - t
-          } else {
-            mpfr_mul_d(weighted, w_exact[j], dyv, MPFR_RNDN);  // a = (offset + w) dy, exact
-            mpfr_sub(sc.s, weighted, sc.t, MPFR_RNDN);
-          }
-          mpfr_mul(sc.out, sc.s, sc.rb, MPFR_RNDN);
-          ref.dx.exact[e] = toDoubleRoundToOdd(sc.out);
-          const double scale_dx =
-              rb * ((delta_b + 3.0 + w_units) * std::fabs(a) + (2.0 * delta_b + 4.0) * std::fabs(xhat_b * c) +
-                    (d_row + delta_b + 4.0 + w_units) * std::fabs(xhat_b) * m);
-          const double spread_dx =
-              spread_r * (std::fabs(a) + std::fabs(xv * c) * (3.0 * rb + 3.0 * spread_r + spread_r * spread_r / rb));
-          ref.dx.budget[e] = elementBudget(T, acc, ref.dx.exact[e], scale_dx,
-                                           rb * (2.0 + std::fabs(c) + std::fabs(xhat_b)) + 1.0, spread_dx);
-          ref.dx.magnitude[e] = rb * (std::fabs(a) + std::fabs(xhat_b * c));
-        }
-      }
-      dw_chunks[chunk] = std::move(dwc);
+  // c = r / N * sum_j (w_j dy_j) x_j, and m = r / N * sum_j |w_j dy_j x_j|
+  double abs_sum = 0.0;
+  for (int64_t j = 0; j < N; ++j) {
+    const double dyv = s.in.dy.value(i, j);
+    if (s.offset == 0.0) {
+      mpfr_set_d(sc.products[j], w[j] * dyv, MPFR_RNDN);  // exact: 48 bits
+    } else {
+      mpfr_mul_d(sc.products[j], s.w_exact[j], dyv, MPFR_RNDN);  // exact: 216 bits
     }
-  });
+    mpfr_mul_d(sc.products[j], sc.products[j], x.value(i, j), MPFR_RNDN);  // exact
+    abs_sum += std::fabs(w[j] * dyv * x.value(i, j));
+  }
+  sc.products.sum(sc.c, N);
+  mpfr_mul(sc.c, sc.c, sc.rb, MPFR_RNDN);
+  mpfr_div_si(sc.c, sc.c, long(N), MPFR_RNDN);
+  const double c = mpfr_get_d(sc.c, MPFR_RNDN);
+  const double m = abs_sum * rb / double(N);
 
+  for (int64_t j = 0; j < N; ++j) {
+    const double xv = x.value(i, j), dyv = s.in.dy.value(i, j);
+    // xhat: the forward's x r
+    const double a = w[j] * dyv, xhat = xv * r;
+    const int64_t e = i * N + j;
+
+    mpfr_mul_d(sc.t, sc.r, xv, MPFR_RNDN);  // xhat = x r
+    if (s.llama) {
+      // y = round_T(x r) (offset + w): the kernel's x r~ is within
+      // |x| rstd_budget + one fp32 rounding of x r.
+      const RoundingPoint q =
+          roundingPoint(T, sc.t, std::fabs(xv) * rstd_budget + s.u * std::fabs(xv) * (r + rstd_budget));
+
+      mpfr_mul_d(sc.out, s.w_exact[j], q.spec, MPFR_RNDN);
+      ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
+      // q (offset + w) in fp32: one rounding, one more for offset + w;
+      // the rounding point adds its spread times the weight.
+      const double err = tolerance::kBudgetSafety * (s.u * (1.0 + s.w_units) * std::fabs(q.spec * w[j]) +
+                                                     tolerance::kUnderflowHalfUlps * minSubnormal(s.acc) *
+                                                         (1.0 + std::fabs(w[j]) + r)) +
+                         q.spread * std::fabs(w[j]);
+      ref.y.budget[e] = budgetFromError(T, ref.y.exact[e], err);
+      if (dwc) {
+        // The leaf dy q, a product in T in 16 bits; where q may be either
+        // neighbour its rounding may move by one more ulp of the term.
+        const double term = s.llama_terms_in_T ? roundToFormat(T, dyv * q.spec) : dyv * q.spec;
+        if (!rows.llama_leaf.empty()) rows.llama_leaf[size_t(e)] = float(term);
+        dwc->abs_terms[j] += std::fabs(term);
+        dwc->sq_terms[j] += term * term;
+        if (q.spread > 0.0)
+          dwc->spread[j] += q.spread * std::fabs(dyv) +
+                            (s.llama_terms_in_T ? ulpOf(T, std::fabs(dyv) * (std::fabs(q.spec) + q.spread)) : 0.0);
+        mpfr_set_d(sc.acc_term, term, MPFR_RNDN);  // exact: 48 bits
+      }
+    } else {
+      if (s.offset == 0.0) mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
+      else mpfr_mul(sc.out, sc.t, s.w_exact[j], MPFR_RNDN);               // y = (x r) (offset + w)
+      const double bias = s.in.b ? s.in.b->value(0, j) : 0.0;
+      if (s.in.b) mpfr_add_d(sc.out, sc.out, bias, MPFR_RNDN);
+      setPlainY(s, ref, e, j, toDoubleRoundToOdd(sc.out), xhat, bias, r);
+      if (dwc) {
+        addPlainDwMagnitudes(*dwc, j, dyv, xv, rb, spread_r);
+        mpfr_mul_d(sc.acc_term, sc.rb, dyv * xv, MPFR_RNDN);  // exact at 256 bits: 160 + 48
+      }
+    }
+    if (dwc) {
+      mpfr_add(dwc->sum[j], dwc->sum[j], sc.acc_term, MPFR_RNDN);
+      addDwGain(*dwc, j, dyv, rb);
+    }
+
+    if (s.stats_in_T) mpfr_mul_d(sc.t, sc.rb, xv, MPFR_RNDN);  // the backward's x rb
+    mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);  // t = x rb c
+    if (s.offset == 0.0) {
+      mpfr_d_sub(sc.s, a, sc.t, MPFR_RNDN);  // a - t
+    } else {
+      mpfr_mul_d(sc.weighted, s.w_exact[j], dyv, MPFR_RNDN);  // a = (offset + w) dy, exact
+      mpfr_sub(sc.s, sc.weighted, sc.t, MPFR_RNDN);
+    }
+    mpfr_mul(sc.out, sc.s, sc.rb, MPFR_RNDN);
+    setDx(s, ref, e, toDoubleRoundToOdd(sc.out), a, xv, c, m, rb, spread_r);
+  }
+}
+
+/// dW from the combined columns: exact values and magnitudes in `totals`,
+/// budgets from the depth bound or the orders a launch may take.
+void finishDw(const Setup& s, const AccuracyContract& contract, const std::vector<mp::ColumnTotal>& totals,
+              const DwRows& rows, bool ordered_dw, RmsNormReference& ref, ThreadPool& pool) {
+  const int64_t M = s.M, N = s.N;
+  const double u = s.u;
   // A flushed add loses at most the smallest normal, in units of eta.
-  const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(acc);
-  const double ftz_gain = contract.column_reduction_ftz ? d_col * std::ldexp(1.0, formatOf(acc).emin) / eta : 0.0;
+  const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(s.acc);
+  const double ftz_gain = contract.column_reduction_ftz ? s.d_col * std::ldexp(1.0, formatOf(s.acc).emin) / eta : 0.0;
 
   // dW in each order the launch may take: sum_v |s_v| of its tree, from
   // dy x rstd in double (rstd's double within 2^-52 of the exact value), or
@@ -371,23 +432,21 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
       ordered.push_back(mp::orderedColumnBound(
           M, N, order,
           [&](int64_t i, int64_t j) {
-            if (llama) return mp::Leaf{double(llama_leaf[size_t(i * N + j)]), 0.0};
-            const double t = in.dy.value(i, j) * x.value(i, j) * rstd_backward[size_t(i)];
+            if (s.llama) return mp::Leaf{double(rows.llama_leaf[size_t(i * N + j)]), 0.0};
+            const double t = s.in.dy.value(i, j) * s.x.value(i, j) * rows.rstd_backward[size_t(i)];
             return mp::Leaf{t, 0x1p-51 * std::fabs(t)};
           },
           pool));
   // A leaf's error in units of u: Llama's dy round_T(xhat) is one product
   // rounding (plus its rounding point's spread, absolute); the plain leaf
   // dy (x r~) carries rstd's delta_r and two products.
-  const double leaf_units = llama ? 1.0 : delta_b + 2.0;
+  const double leaf_units = s.llama ? 1.0 : s.delta_b + 2.0;
 
-  // Combine the dW chunks in chunk order.
-  Real total(kAccPrec);
   for (int64_t j = 0; j < N; ++j) {
-    const mp::ColumnTotal t = mp::combineColumn(dw_chunks, j, total);
+    const mp::ColumnTotal& t = totals[size_t(j)];
     ref.dw.exact[j] = t.exact;
     const double spread_units = t.spread / u;
-    double scale = (d_col + leaf_units) * t.abs_terms + (1.0 + d_col * u) * spread_units,
+    double scale = (s.d_col + leaf_units) * t.abs_terms + (1.0 + s.d_col * u) * spread_units,
            gain = 1.0 + t.gain + ftz_gain;
     if (!ordered.empty()) {
       const double tau_units = leaf_units * t.abs_terms + spread_units;  // the leaves' error, in units of u
@@ -399,12 +458,325 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
       }
       if (worst < scale) scale = worst, gain += adds;
     }
-    ref.dw.budget[j] = elementBudget(W, acc, t.exact, scale, gain);
+    ref.dw.budget[j] = elementBudget(s.W, s.acc, t.exact, scale, gain);
     ref.dw.magnitude[j] = t.magnitude();
   }
-  if (stats_in_T)
+  if (s.stats_in_T)
     for (ReferenceTensor* t : {&ref.dx, &ref.dw}) anyNonFiniteWhereNotFinite(*t);
+}
+
+bool orderedDw(const AccuracyContract& contract) {
+  return !contract.column_reduction_ftz && !contract.depths.col_orders.empty();
+}
+
+}  // namespace
+
+RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
+  const Setup s(in, contract);
+  RmsNormReference ref = emptyReference(s, contract, pool);
+  // Fixed chunking of rows for dW (sum |dy xhat| and sum (1 + |dy|) beside
+  // the exact sum), so the 256-bit sums are reproducible.
+  const int64_t chunks = mp::columnChunkCount(s.M, s.N);
+  mp::ColumnSumChunks dw_chunks(chunks);
+  DwRows rows(s, orderedDw(contract));
+  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
+    RowScratch sc(s.N, s.offset != 0.0);
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      auto dwc = std::make_unique<mp::ColumnSumChunk>(s.N);
+      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) mpfrRow(s, ref, i, sc, dwc.get(), rows);
+      dw_chunks[chunk] = std::move(dwc);
+    }
+  });
+  // Combine the dW chunks in chunk order.
+  std::vector<mp::ColumnTotal> totals(size_t(s.N));
+  Real total(kAccPrec);
+  for (int64_t j = 0; j < s.N; ++j) totals[size_t(j)] = mp::combineColumn(dw_chunks, j, total);
+  finishDw(s, contract, totals, rows, orderedDw(contract), ref, pool);
   return ref;
+}
+
+// ---------------------------------------------------------------------------
+// The certified fast path
+//
+// The same values in double-word arithmetic (oracles/double_word.h: about
+// 106 bits, each operation with a proven relative error bound), each carried
+// with a bound e on its distance from the exact value; then every double the
+// MPFR path would produce (the round-to-odd exact values, the nearest r and
+// c the budgets are made of) is taken from the double word only where the
+// interval [v - e, v + e] decides it (dw::roundToOdd, dw::roundToNearest).
+// The interval is widened by kMpfrSlack times the magnitude of the value's
+// terms, which covers the MPFR path's own distance from the exact value
+// (160-bit operations, 256-bit sums: below 2^-150 of the magnitudes); so a
+// decided double is the one the MPFR path computes, and every budget made
+// from such doubles is the same double too. A row with anything undecided
+// is computed by the MPFR path (mpfrRow); a dW column whose sum is
+// undecided is summed by it. The references are then bitwise those of
+// rmsnormReferenceMpfr: the verdicts cannot differ (the audit checks it).
+//
+// Error propagation, first order, u2 = 2^-106 (dw::kU2), rel(.) relative:
+//   sum x^2: exact terms, DWPlusFP each: e_sq = 2 u2 sum_k |partial_k|
+//   ms = sq / N + eps:  e_ms = e_sq / N + 9.8 u2 |sq / N| + 2 u2 |ms|
+//   r = 1 / sqrt(ms):   rel(r) = rel(ms) / 2 + (25/8 + 9.8) u2
+//   P = sum_j (w_j dy_j) x_j: exact terms (twoProd; w dy has 48 bits) or,
+//     with an offset, (offset + w_j) dy_j x_j with 4 u2 each; AccurateDWPlusDW
+//     each: e_P = sum_k (4 u2 |p_k| +) 3.01 u2 |P_k|
+//   c = P r / N:        e_c = (e_P r + |P| e_r + 4 u2 |P r|) / N + 9.8 u2 |c|
+//   y = r (x w) [+ b]:  e_y = (rel(r) + 2 u2) |y| [+ 2 u2 |y + b|]
+//     (with an offset: (r x)(offset + w): rel(r) + 6 u2)
+//   dx = (a - (r x) c) r: e = e_t + (2 u2 | 3.01 u2 with an offset's a) |a - t|,
+//     e_t = e_xr |c| + |xr| e_c + 4 u2 |t|; then e r + |a - t| e_r + 4 u2 |dx|
+//   dw_j = sum_i r_i (dy x)_ij: (rel(r_i) + 2 u2) |term| + 3.01 u2 |partial|
+// Second-order terms (products of two bounds, each below 2^-90 relative,
+// and |computed| for |exact|, 2^-52 apart) are covered by dw::up's 2^-48.
+// The double words stay in [2^-900, 2^900] for fp32 inputs (|x|, |w|, |dy|
+// >= 2^-149, r <= 2^30), so no bound meets underflow; a non-finite input
+// sends its row to the MPFR path.
+
+namespace {
+
+using dw::kU2;
+
+// The MPFR path's distance from the exact value, relative to the magnitude
+// of the terms (below 2^-150 of them; see above): the certified interval
+// is widened by this much, with room.
+constexpr double kMpfrSlack = 0x1p-140;
+
+/// dW column sums of one chunk of rows in double words, with error bounds.
+struct FastColumnChunk : mp::ColumnMagnitudes {
+  explicit FastColumnChunk(int64_t N) : ColumnMagnitudes(N), sum(size_t(N)), err(size_t(N), 0.0) {}
+  std::vector<dw::DW> sum;
+  std::vector<double> err;
+};
+
+/// Row i's rstd, y and dx certified from double words into `ref`; r as a
+/// double word and its relative error bound into r / rel_r. False where
+/// something is not decided (what was written is then overwritten).
+/// `widen` multiplies every interval (1; the audit's forced fallback sets more).
+bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw::DW& r, double& rel_r, double& r_near) {
+  const HostMatrix& x = s.x;
+  const int64_t N = s.N;
+  dw::DW sq;
+  double partials = 0;
+  for (int64_t j = 0; j < N; ++j) {
+    const double xv = x.value(i, j), dyv = s.in.dy.value(i, j);
+    if (!std::isfinite(xv) || !std::isfinite(dyv)) return false;
+    sq = dw::plus(sq, xv * xv);  // x^2 exact: 48 bits
+    partials += sq.h;
+  }
+  const dw::DW n{double(N), 0.0};
+  dw::DW ms = dw::divide(sq, n);
+  double e_ms = 2.0 * kU2 * partials / double(N) + 9.8 * kU2 * ms.h;
+  ms = dw::plus(ms, double(s.in.eps));
+  e_ms = dw::up(e_ms + 2.0 * kU2 * ms.h);
+  if (!(ms.h > 0.0) || !dw::inRange(ms)) return false;
+  r = dw::divide(dw::DW{1.0, 0.0}, dw::sqrt(ms));
+  rel_r = dw::up(0.5 * e_ms / ms.h + (3.125 + 9.8) * kU2);
+  const double e_r = rel_r * r.h;
+  double r_odd;
+  if (!dw::inRange(r) || !dw::roundToNearest(r, widen * (e_r + kMpfrSlack * r.h), r_near) ||
+      !dw::roundToOdd(r, widen * (e_r + kMpfrSlack * r.h), r_odd))
+    return false;
+  ref.rstd.exact[i] = r_odd;
+  ref.rstd.budget[i] = elementBudget(ref.rstd.dtype, s.acc, r_odd, s.delta_r * r_near, 0.0);
+
+  // c = r / N sum_j (offset + w_j) dy_j x_j, and m as the MPFR path has it.
+  dw::DW P;
+  double e_P = 0, abs_sum = 0;
+  for (int64_t j = 0; j < N; ++j) {
+    const double dyv = s.in.dy.value(i, j), xv = x.value(i, j);
+    dw::DW p;
+    if (s.offset == 0.0) {
+      p = dw::twoProd(s.w[j] * dyv, xv);  // exact: w dy has 48 bits
+    } else {
+      p = dw::times(dw::times(s.w_words[j], dyv), xv);
+      e_P += 4.0 * kU2 * std::fabs(p.h);
+    }
+    P = dw::plus(P, p);
+    e_P += 3.01 * kU2 * std::fabs(P.h);
+    abs_sum += std::fabs(s.w[j] * dyv * x.value(i, j));
+  }
+  const dw::DW Pr = dw::times(P, r);
+  const dw::DW c = dw::divide(Pr, n);
+  const double e_c =
+      dw::up((e_P * r.h + std::fabs(P.h) * e_r + 4.0 * kU2 * std::fabs(Pr.h)) / double(N) + 9.8 * kU2 * std::fabs(c.h));
+  const double m = abs_sum * r_near / double(N);
+  double c_near;
+  if (!dw::roundToNearest(c, widen * (e_c + kMpfrSlack * m), c_near)) return false;
+
+  for (int64_t j = 0; j < N; ++j) {
+    const double xv = x.value(i, j), dyv = s.in.dy.value(i, j);
+    const double a = s.w[j] * dyv, xhat = xv * r_near;
+    const int64_t e = i * N + j;
+    // y
+    dw::DW y;
+    double e_y;
+    if (s.offset == 0.0) {
+      y = dw::times(r, xv * s.w[j]);  // x w exact
+      e_y = (rel_r + 2.0 * kU2) * std::fabs(y.h);
+    } else {
+      y = dw::times(dw::times(r, xv), s.w_words[j]);
+      e_y = (rel_r + 6.0 * kU2) * std::fabs(y.h);
+    }
+    double bias = 0.0, y_terms = std::fabs(y.h);
+    if (s.in.b) {
+      bias = s.in.b->value(0, j);
+      y_terms += std::fabs(bias);
+      y = dw::plus(y, bias);
+      e_y += 2.0 * kU2 * std::fabs(y.h);
+    }
+    double y_odd;
+    if (!dw::inRange(y) || !dw::roundToOdd(y, widen * dw::up(e_y + kMpfrSlack * y_terms), y_odd)) return false;
+    setPlainY(s, ref, e, j, y_odd, xhat, bias, r_near);
+
+    // dx = (a - (x r) c) r
+    const dw::DW xr = dw::times(r, xv);
+    const double e_xr = (rel_r + 2.0 * kU2) * std::fabs(xr.h);
+    const dw::DW t = dw::times(xr, c);
+    double e_diff = e_xr * std::fabs(c.h) + std::fabs(xr.h) * e_c + 4.0 * kU2 * std::fabs(t.h);
+    dw::DW diff;
+    if (s.offset == 0.0) {
+      diff = dw::plus(dw::DW{-t.h, -t.l}, a);  // a = w dy exact
+      e_diff += 2.0 * kU2 * std::fabs(diff.h);
+    } else {
+      const dw::DW a_words = dw::times(s.w_words[j], dyv);
+      diff = dw::plus(dw::DW{-t.h, -t.l}, a_words);
+      e_diff += 2.0 * kU2 * std::fabs(a_words.h) + 3.01 * kU2 * std::fabs(diff.h);
+    }
+    const dw::DW dx = dw::times(diff, r);
+    const double e_dx = e_diff * r.h + std::fabs(diff.h) * e_r + 4.0 * kU2 * std::fabs(dx.h);
+    const double dx_terms = r_near * (std::fabs(a) + std::fabs(xhat * c_near) + std::fabs(xhat) * m);
+    double dx_odd;
+    if (!dw::inRange(dx) || !dw::roundToOdd(dx, widen * dw::up(e_dx + kMpfrSlack * dx_terms), dx_odd)) return false;
+    setDx(s, ref, e, dx_odd, a, xv, c_near, m, r_near, 0.0);
+  }
+  return true;
+}
+
+/// Row i's dW terms r (dy x) into the chunk's double words, and the magnitudes.
+void addFastDwRow(const Setup& s, int64_t i, const dw::DW& r, double rel_r, double r_near, FastColumnChunk& chunk) {
+  for (int64_t j = 0; j < s.N; ++j) {
+    const double xv = s.x.value(i, j), dyv = s.in.dy.value(i, j);
+    const dw::DW term = dw::times(r, dyv * xv);  // dy x exact: 48 bits
+    chunk.sum[j] = dw::plus(chunk.sum[j], term);
+    chunk.err[j] += (rel_r + 2.0 * kU2) * std::fabs(term.h) + 3.01 * kU2 * std::fabs(chunk.sum[j].h);
+    addPlainDwMagnitudes(chunk, j, dyv, xv, r_near, 0.0);
+    addDwGain(chunk, j, dyv, r_near);
+  }
+}
+
+/// The round-to-odd dW of `columns` as the MPFR path sums them: each chunk
+/// of rows at 256 bits in row order, the chunks in chunk order.
+std::vector<double> mpfrDwColumns(const Setup& s, int64_t chunks, const std::vector<int64_t>& columns) {
+  RowScratch sc(s.N, false);
+  std::vector<std::unique_ptr<Real>> total, chunk_sum;
+  for (size_t k = 0; k < columns.size(); ++k) {
+    total.push_back(std::make_unique<Real>(kAccPrec));
+    chunk_sum.push_back(std::make_unique<Real>(kAccPrec));
+    mpfr_set_zero(*total[k], 1);
+  }
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    for (auto& p : chunk_sum) mpfr_set_zero(*p, 1);
+    for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
+      mpfrRstd(s, i, sc);
+      for (size_t k = 0; k < columns.size(); ++k) {
+        const int64_t j = columns[k];
+        mpfr_mul_d(sc.acc_term, sc.r, s.in.dy.value(i, j) * s.x.value(i, j), MPFR_RNDN);
+        mpfr_add(*chunk_sum[k], *chunk_sum[k], sc.acc_term, MPFR_RNDN);
+      }
+    }
+    for (size_t k = 0; k < columns.size(); ++k) mpfr_add(*total[k], *total[k], *chunk_sum[k], MPFR_RNDN);
+  }
+  std::vector<double> out;
+  for (auto& t : total) out.push_back(toDoubleRoundToOdd(*t));
+  return out;
+}
+
+}  // namespace
+
+bool rmsnormFastPathApplies(const RmsNormInputs& in) {
+  return in.spec.rounding == Rounding::Plain && !(in.spec.stats && in.y_dtype.value_or(in.x.dtype) != DType::F32);
+}
+
+RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                      FastOracleCounts* counts, double widen) {
+  const Setup s(in, contract);
+  const int64_t elements = s.M * (2 * s.N + 1) + s.N;
+  if (!rmsnormFastPathApplies(in)) {
+    if (counts) counts->mpfr_only += elements;
+    return rmsnormReferenceMpfr(in, contract, pool);
+  }
+  RmsNormReference ref = emptyReference(s, contract, pool);
+  const int64_t chunks = mp::columnChunkCount(s.M, s.N);
+  std::vector<std::unique_ptr<FastColumnChunk>> dw_chunks(chunks);
+  DwRows rows(s, orderedDw(contract));
+  std::vector<int64_t> fallback_rows(size_t(chunks), 0);
+  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
+    std::unique_ptr<RowScratch> sc;  // only for rows the double words do not decide
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      auto dwc = std::make_unique<FastColumnChunk>(s.N);
+      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
+        dw::DW r;
+        double rel_r = 0, r_near = 0;
+        if (!fastRow(s, ref, i, widen, r, rel_r, r_near)) {
+          if (!sc) sc = std::make_unique<RowScratch>(s.N, s.offset != 0.0);
+          mpfrRow(s, ref, i, *sc, nullptr, rows);
+          // r from its 160-bit value: the double word within 2^-105 of the exact r.
+          r_near = mpfr_get_d(sc->r, MPFR_RNDN);
+          mpfr_sub_d(sc->t, sc->r, r_near, MPFR_RNDN);
+          r = dw::DW{r_near, mpfr_get_d(sc->t, MPFR_RNDN)};
+          rel_r = 0x1p-104;
+          ++fallback_rows[size_t(chunk)];
+        }
+        rows.rstd_backward[size_t(i)] = ref.rstd.exact[size_t(i)];
+        addFastDwRow(s, i, r, rel_r, r_near, *dwc);
+      }
+      dw_chunks[chunk] = std::move(dwc);
+    }
+  });
+
+  // The columns in chunk order; those the double words do not decide from MPFR.
+  std::vector<mp::ColumnTotal> totals(size_t(s.N));
+  std::vector<int64_t> undecided;
+  for (int64_t j = 0; j < s.N; ++j) {
+    mp::ColumnTotal t = mp::combineMagnitudes(dw_chunks, j);
+    dw::DW sum;
+    double err = 0;
+    for (const auto& chunk : dw_chunks) {
+      sum = dw::plus(sum, chunk->sum[size_t(j)]);
+      err += chunk->err[size_t(j)] + 3.01 * kU2 * std::fabs(sum.h);
+    }
+    if (!dw::roundToOdd(sum, widen * dw::up(err + kMpfrSlack * t.abs_terms), t.exact)) undecided.push_back(j);
+    totals[size_t(j)] = t;
+  }
+  if (!undecided.empty()) {
+    const std::vector<double> exact = mpfrDwColumns(s, chunks, undecided);
+    for (size_t k = 0; k < undecided.size(); ++k) totals[size_t(undecided[k])].exact = exact[k];
+  }
+  finishDw(s, contract, totals, rows, orderedDw(contract), ref, pool);
+  if (counts) {
+    int64_t rows_back = 0;
+    for (int64_t n : fallback_rows) rows_back += n;
+    const int64_t fell_back = rows_back * (2 * s.N + 1) + int64_t(undecided.size());
+    counts->fast += elements - fell_back;
+    counts->fell_back += fell_back;
+  }
+  return ref;
+}
+
+RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
+  switch (oracleMode()) {
+    case OracleMode::Mpfr:
+      return rmsnormReferenceMpfr(in, contract, pool);
+    case OracleMode::Audit: {
+      RmsNormReference exact = rmsnormReferenceMpfr(in, contract, pool);
+      const RmsNormReference fast = rmsnormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
+      auditReferences("rmsnorm", {&exact.y, &exact.rstd, &exact.dx, &exact.dw}, {&fast.y, &fast.rstd, &fast.dx, &fast.dw});
+      return exact;
+    }
+    case OracleMode::Fast:
+    default:
+      return rmsnormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
+  }
 }
 
 }  // namespace ulpcheck

@@ -8,6 +8,7 @@
 #include "harness/core/datagen.h"
 #include "harness/core/norm_spec.h"
 #include "harness/core/parallel.h"
+#include "oracles/oracle_mode.h"
 #include "oracles/reference.h"
 
 namespace ulpcheck {
@@ -32,6 +33,22 @@ struct RmsNormReference {
 /// Exact y, rstd (fp32), dx and dw of the spec, with budgets for a kernel
 /// that honours `contract`. Parallel over rows; the result does not depend on
 /// the number of threads.
+/// The oracle of the process's mode (oracles/oracle_mode.h): the certified
+/// fast path, MPFR only, or both compared.
 RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);
+
+/// Every value at 160 bits (256 for dW) in MPFR.
+RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);
+
+/// Double-word arithmetic with error bounds, MPFR where they do not decide
+/// an element: bitwise rmsnormReferenceMpfr's result (rmsnorm.cpp). Counts
+/// go to `counts` if given; `widen` multiplies every certified interval
+/// (1; more forces fallbacks, to test them).
+RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                      FastOracleCounts* counts = nullptr, double widen = 1.0);
+
+/// Whether the fast path models the spec (plain rounding, rstd saved in
+/// fp32); otherwise rmsnormReferenceFast is the MPFR path.
+bool rmsnormFastPathApplies(const RmsNormInputs& in);
 
 }  // namespace ulpcheck

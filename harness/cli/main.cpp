@@ -19,6 +19,7 @@
 #include "harness/runner/mutants.h"
 #include "kernels/plugin/plugin_loader.h"
 #include "kernels/plugin/remote.h"
+#include "oracles/oracle_mode.h"
 
 using namespace ulpcheck;
 
@@ -197,6 +198,16 @@ int severity(int code) {
   }
 }
 
+/// What each oracle path computed so far in this process.
+std::string formatOracleCounts() {
+  const FastOracleCounts& c = oracleCounts();
+  const int64_t fast = c.fast.load(), back = c.fell_back.load(), only = c.mpfr_only.load();
+  return fmt::format("oracle {}: {} reference elements by the certified fast path, {} recomputed by MPFR (undecided "
+                     "there), {} by MPFR only (not in the fast path yet: rounding=llama, stats=T, layernorm, allreduce "
+                     "sums)",
+                     oracleModeName(oracleMode()), fast, back, only);
+}
+
 int cmdRun(const RunArgs& a) {
   const std::vector<std::string> ops = opsToRun(a);
   const ExecContext exec = execContext(a.backend, a.perturb_schedule);
@@ -217,6 +228,7 @@ int cmdRun(const RunArgs& a) {
     // A fault may have left the GPU unusable, and a hung kernel still runs.
     if (code == exit_code::kRuntimeError || code == exit_code::kHang) return worst;
   }
+  fmt::print("\n# {}\n", formatOracleCounts());
   for (const auto& [property, ops_without] : inapplicable)
     if (size_t(ops_without) == ops.size()) {
       fmt::print("\n# NOTHING JUDGED: --property {} applies to no kernel selected in this run\n", property);
@@ -417,6 +429,12 @@ int main(int argc, char** argv) {
                     "run the mutants and controls in this process, not in a worker (a sticky GPU fault then ends the "
                     "matrix)");
 
+  std::string oracle_text;
+  for (CLI::App* sub : {run, repro, mutants})
+    sub->add_option("--oracle", oracle_text,
+                    "fast (default: double words with certified bounds, MPFR where they do not decide), mpfr (MPFR "
+                    "only), or audit (both, failing on any difference); also $ULPCHECK_ORACLE");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -425,6 +443,11 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (!oracle_text.empty()) {
+      const auto mode = parseOracleMode(oracle_text);
+      if (!mode) throw UsageError(fmt::format("--oracle '{}' is not one of fast, mpfr, audit", oracle_text));
+      setOracleMode(*mode);
+    }
     if (app.got_subcommand("worker")) {  // a worker process: the plugins' kernels run here, in-process
       for (const auto& path : plugin_paths) loadPlugin(path);
       return remote::serve(worker_fd);

@@ -38,7 +38,16 @@ ULPCHECK_HD constexpr FloatFormat formatOf(DType t) {
 ULPCHECK_HD constexpr int storageBytes(DType t) { return formatOf(t).storage_bits / 8; }
 
 /// Unit roundoff 2^-p of a format: the relative error bound of one rounding.
-ULPCHECK_HD inline double unitRoundoff(DType t) { return std::ldexp(1.0, -formatOf(t).precision); }
+/// 2^k for k in the normal range of double, [-1022, 1023], from its bits:
+/// the oracles call the helpers below per element (no ldexp there).
+ULPCHECK_HD inline double pow2(int k) {
+  const uint64_t bits = uint64_t(k + 1023) << 52;
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+}
+
+ULPCHECK_HD inline double unitRoundoff(DType t) { return pow2(-formatOf(t).precision); }
 
 /// Largest finite value of the format.
 ULPCHECK_HD inline double maxFinite(DType t) {
@@ -49,7 +58,7 @@ ULPCHECK_HD inline double maxFinite(DType t) {
 /// Smallest positive subnormal, 2^(emin - p + 1).
 ULPCHECK_HD inline double minSubnormal(DType t) {
   const FloatFormat f = formatOf(t);
-  return std::ldexp(1.0, f.emin - f.precision + 1);
+  return pow2(f.emin - f.precision + 1);
 }
 
 /// Rounds a double to the nearest value of the format, ties to even. Values at
@@ -130,18 +139,17 @@ ULPCHECK_HD inline uint32_t doubleToBits(DType t, double x) { return encodeBits(
 /// binade's spacing at and beyond overflow, and the subnormal spacing at 0).
 ULPCHECK_HD inline double ulpOf(DType t, double x) {
   const FloatFormat f = formatOf(t);
-  const double a = std::fabs(x);
-  int exponent = f.emin;
-  if (a != 0.0 && !std::isinf(a) && a == a) {
-    int e2 = 0;
-    std::frexp(a, &e2);
-    exponent = e2 - 1;
-  } else if (std::isinf(a)) {
-    exponent = f.emax;
-  }
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits &= ~(uint64_t{1} << 63);  // |x|
+  const int biased = int(bits >> 52);
+  // The binade from the double's exponent field (a hot path of the oracles:
+  // no frexp/ldexp): 0 for zero and double subnormals, which are below
+  // every format's emin, and 0x7ff for Inf and NaN.
+  int exponent = biased == 0 ? f.emin : biased == 0x7ff ? (bits == uint64_t{0x7ff} << 52 ? f.emax : f.emin) : biased - 1023;
   if (exponent < f.emin) exponent = f.emin;
   if (exponent > f.emax) exponent = f.emax;
-  return std::ldexp(1.0, exponent - (f.precision - 1));
+  return pow2(exponent - (f.precision - 1));  // >= 2^-149 for every format here
 }
 
 /// Distance in ulps of the exact value's binade between a stored value and an

@@ -20,6 +20,7 @@
 
 #include "harness/core/dtype.h"
 #include "harness/core/parallel.h"
+#include "oracles/double_word.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/reference.h"
 
@@ -63,17 +64,8 @@ inline constexpr int kFdStepLog2 = -100;
 inline constexpr double kFdRelative = 0x1p-50;  // 4x the round-to-odd conversion's 2^-52
 inline constexpr double kFdScale = 0x1p-100;    // 2^50 above the FD and oracle errors, far below 2^-52
 
-inline uint64_t bitsOf(double v) {
-  uint64_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-
-inline double fromBits(uint64_t b) {
-  double v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
-}
+using dw::bitsOf;  // a double's bit pattern, and back (oracles/double_word.h)
+using dw::fromBits;
 
 inline bool sameBits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;

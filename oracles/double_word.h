@@ -1,0 +1,161 @@
+// Double-word ("double-double") arithmetic with proven error bounds, and the
+// certification of a value known within a bound: the fast oracles'
+// arithmetic (oracles/rmsnorm.cpp, "The certified fast path").
+//
+// A double word is an unevaluated sum h + l of doubles with h = RN(h + l).
+// The algorithms and their relative error bounds, u = 2^-53, are those of
+// Joldes, Muller & Popescu, "Tight and rigorous error bounds for basic
+// building blocks of double-word arithmetic", ACM TOMS 44(2), 2017:
+//   DWPlusFP (Alg. 4)          2 u^2
+//   AccurateDWPlusDW (Alg. 6)  3 u^2 + 13 u^3
+//   DWTimesFP3 (Alg. 9)        2 u^2
+//   DWTimesDW3 (Alg. 12)       4 u^2 (their Theorem 5.3)
+//   DWDivDW3 (Alg. 18)         9.8 u^2
+// and the square root of Lefèvre, Louvet, Muller, Picot & Rideau, "Accurate
+// calculation of Euclidean norms using double-word arithmetic", ACM TOMS
+// 49(1), 2023 (SQRTDWtoDW): 25/8 u^2. They hold without underflow or
+// overflow; the callers keep every value in [2^-900, 2^900] or give up
+// (kDoubleWordRange) and fall back to MPFR.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace ulpcheck::dw {
+
+/// u^2 for binary64, u = 2^-53: the unit of the bounds above.
+inline constexpr double kU2 = 0x1p-106;
+/// The magnitudes inside which the bounds hold (no underflow of a low word,
+/// no overflow): a value outside makes the caller fall back.
+inline constexpr double kMinMagnitude = 0x1p-900, kMaxMagnitude = 0x1p900;
+
+struct DW {
+  double h = 0, l = 0;
+};
+
+inline DW fastTwoSum(double a, double b) {  // |a| >= |b| or a = 0
+  const double s = a + b, z = s - a;
+  return {s, b - z};
+}
+inline DW twoSum(double a, double b) {
+  const double s = a + b, bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+inline DW twoProd(double a, double b) {
+  const double p = a * b;
+  return {p, std::fma(a, b, -p)};
+}
+/// Alg. 4: (x + y), relative error <= 2 u^2.
+inline DW plus(DW x, double y) {
+  const DW s = twoSum(x.h, y);
+  return fastTwoSum(s.h, x.l + s.l);
+}
+/// Alg. 6: (x + y), relative error <= 3 u^2 + 13 u^3.
+inline DW plus(DW x, DW y) {
+  const DW s = twoSum(x.h, y.h), t = twoSum(x.l, y.l);
+  const DW v = fastTwoSum(s.h, s.l + t.h);
+  return fastTwoSum(v.h, t.l + v.l);
+}
+/// Alg. 9: x y, relative error <= 2 u^2.
+inline DW times(DW x, double y) {
+  const DW c = twoProd(x.h, y);
+  return fastTwoSum(c.h, std::fma(x.l, y, c.l));
+}
+/// Alg. 12: x y, relative error <= 4 u^2.
+inline DW times(DW x, DW y) {
+  const DW c = twoProd(x.h, y.h);
+  const double tl1 = std::fma(x.h, y.l, x.l * y.l);
+  return fastTwoSum(c.h, c.l + std::fma(x.l, y.h, tl1));
+}
+/// Alg. 18: x / y, relative error <= 9.8 u^2.
+inline DW divide(DW x, DW y) {
+  const double th = 1.0 / y.h;
+  const DW e = fastTwoSum(std::fma(-y.h, th, 1.0), -y.l * th);
+  const DW m = plus(times(e, th), th);
+  return times(x, m);
+}
+/// SQRTDWtoDW: sqrt(x), relative error <= 25/8 u^2 (x > 0).
+inline DW sqrt(DW x) {
+  const double sh = std::sqrt(x.h);
+  const double rho = x.l + std::fma(-sh, sh, x.h);
+  return fastTwoSum(sh, rho / (2.0 * sh));
+}
+
+/// A bound computed in double, rounded up past its own rounding errors:
+/// the callers sum a handful of nonnegative terms, each product and sum
+/// rounding by at most 2^-53 relative, so 2^-48 of headroom covers them.
+inline double up(double bound) { return bound * (1.0 + 0x1p-48); }
+
+inline bool inRange(const DW& v) {
+  const double a = std::fabs(v.h);
+  return a == 0.0 || (a >= kMinMagnitude && a <= kMaxMagnitude);
+}
+
+inline uint64_t bitsOf(double d) {
+  uint64_t b;
+  std::memcpy(&b, &d, sizeof b);
+  return b;
+}
+
+inline double fromBits(uint64_t b) {
+  double d;
+  std::memcpy(&d, &b, sizeof d);
+  return d;
+}
+
+/// The gaps from a nonzero finite d to its neighbours above and below
+/// (the neighbours' bit patterns are d's plus and minus one in magnitude).
+inline void gaps(double d, double& up, double& down) {
+  const double a = std::fabs(d);
+  const uint64_t b = bitsOf(a);
+  const double away = fromBits(b + 1) - a, toward = a - fromBits(b - 1);
+  up = d > 0 ? away : toward;
+  down = d > 0 ? toward : away;
+}
+
+/// The round-to-odd double of a value v with |v - (x.h + x.l)| <= e, if
+/// every such v has the same one (oracles/mpfr_util.h toDoubleRoundToOdd of
+/// any of them gives it). x must be normalised (x.h = RN(x.h + x.l)), as
+/// every result above is. False where the interval may hold a double: the
+/// value may be that double or lie on either side of it. The comparisons
+/// of l -+ e with gaps (doubles) survive the rounding of l -+ e, which is
+/// monotonic.
+inline bool roundToOdd(DW x, double e, double& out) {
+  if (!std::isfinite(x.h) || !std::isfinite(x.l) || !(e >= 0.0)) return false;
+  if (e == 0.0 && x.l == 0.0) {  // v = x.h exactly
+    out = x.h;
+    return true;
+  }
+  if (x.h == 0.0) return false;
+  double up, down;
+  gaps(x.h, up, down);
+  if (x.l - e > 0.0 && x.l + e < up) {  // x.h < v < its successor
+    out = (bitsOf(x.h) & 1u) ? x.h : x.h + up;
+    return true;
+  }
+  if (x.l + e < 0.0 && x.l - e > -down) {  // its predecessor < v < x.h
+    out = (bitsOf(x.h) & 1u) ? x.h : x.h - down;
+    return true;
+  }
+  return false;
+}
+
+/// The round-to-nearest double of every v with |v - (x.h + x.l)| <= e, if
+/// they share it: the interval holds no midpoint between doubles (then it
+/// is x.h, x being normalised).
+inline bool roundToNearest(DW x, double e, double& out) {
+  if (!std::isfinite(x.h) || !std::isfinite(x.l) || !(e >= 0.0)) return false;
+  if (x.h == 0.0) {
+    if (x.l != 0.0 || e != 0.0) return false;
+    out = x.h;
+    return true;
+  }
+  double up, down;
+  gaps(x.h, up, down);
+  if (!(x.l + e < 0.5 * up && x.l - e > -0.5 * down)) return false;
+  out = x.h;
+  return true;
+}
+
+}  // namespace ulpcheck::dw

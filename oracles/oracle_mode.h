@@ -1,0 +1,49 @@
+// Which oracle computes the references: the certified fast path (default),
+// MPFR only, or both with their results compared (the audit). The fast path
+// gives bitwise the MPFR path's references (oracles/rmsnorm.cpp, "The
+// certified fast path"), so the mode changes time, never a verdict; the
+// audit is how that is checked.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "oracles/reference.h"
+
+namespace ulpcheck {
+
+enum class OracleMode { Fast, Mpfr, Audit };
+
+const char* oracleModeName(OracleMode m);
+std::optional<OracleMode> parseOracleMode(std::string_view name);
+
+/// The process's mode: set once from the command line (`--oracle`) or the
+/// environment (ULPCHECK_ORACLE), before cases run.
+OracleMode oracleMode();
+void setOracleMode(OracleMode m);
+
+/// How many reference elements each path produced.
+struct FastOracleCounts {
+  std::atomic<int64_t> fast{0};       // decided by the double words
+  std::atomic<int64_t> fell_back{0};  // recomputed by MPFR: the double words did not decide them
+  std::atomic<int64_t> mpfr_only{0};  // a spec the fast path does not model (e.g. rounding=llama)
+};
+FastOracleCounts& oracleCounts();
+
+/// The fast and the MPFR oracle disagreed (only the audit raises it).
+struct OracleDisagreement : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Throws OracleDisagreement unless each pair of tensors has the same shape
+/// and, per element, the same exact value, budget and magnitude (== on
+/// doubles: the sign of an exact zero is not compared; no verdict reads it).
+void auditReferences(const char* op, const std::vector<const ReferenceTensor*>& mpfr,
+                     const std::vector<const ReferenceTensor*>& fast);
+
+}  // namespace ulpcheck

@@ -1,0 +1,158 @@
+// The audit of the certified fast oracle (oracles/rmsnorm.cpp, "The
+// certified fast path") against the MPFR oracle it replaces: the references
+// must be bitwise the same on generated cases of every spec, when the double
+// words decide nothing (forced fallbacks), and the accuracy verdicts must
+// agree on outputs placed where a verdict is most fragile: within a hair of
+// the budget on either side, and on both neighbours of a rounding tie.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <rapidcheck.h>
+
+#include "harness/core/case_spec.h"
+#include "harness/core/datagen.h"
+#include "harness/core/parallel.h"
+#include "oracles/oracle_mode.h"
+#include "oracles/rmsnorm.h"
+#include "properties/accuracy.h"
+#include "properties/generators.h"
+#include "properties/rmsnorm_inputs.h"
+
+namespace ulpcheck {
+namespace {
+
+struct Audited {
+  CaseSpec c;
+  RmsNormInputData in;
+  RmsNormInputs inputs() const { return RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr}; }
+};
+
+/// Generated rmsnorm cases of host_separate (which declares every spec the
+/// oracle models), Smoke tier: shapes, distributions and specs as a campaign draws them.
+std::vector<Audited> generatedCases(uint64_t seed, int count) {
+  gen::CaseOptions o;
+  o.op = "rmsnorm";
+  o.kernels = {"host_separate"};
+  o.tier = Tier::Smoke;
+  rc::Random random(seed);
+  std::vector<Audited> cases;
+  for (int k = 0; k < count; ++k) {
+    const CaseSpec c = gen::caseSpec(o)(random.split(), rc::kNominalSize).value();
+    cases.push_back(Audited{c, generateRmsNormInputs(c, identityRows(c.M))});
+  }
+  return cases;
+}
+
+AccuracyContract contractOf(const CaseSpec& c) { return AccuracyContract{DType::F32, ReductionDepths{c.N, c.M}}; }
+
+std::vector<const ReferenceTensor*> tensors(const RmsNormReference& r) { return {&r.y, &r.rstd, &r.dx, &r.dw}; }
+
+TEST(OracleAudit, FastPathIsBitwiseTheMpfrOracleOnGeneratedCases) {
+  ThreadPool pool(2);
+  FastOracleCounts counts;
+  int64_t plain = 0, bias = 0, offset = 0, mixed = 0;
+  for (const Audited& a : generatedCases(0xa0d17, 400)) {
+    const RmsNormReference exact = rmsnormReferenceMpfr(a.inputs(), contractOf(a.c), pool);
+    const RmsNormReference fast = rmsnormReferenceFast(a.inputs(), contractOf(a.c), pool, &counts);
+    EXPECT_NO_THROW(auditReferences("rmsnorm", tensors(exact), tensors(fast))) << toCaseString(a.c);
+    if (!rmsnormFastPathApplies(a.inputs())) continue;
+    plain += a.c.spec.plain();
+    bias += a.c.spec.bias;
+    offset += a.c.spec.weight_offset != 0.f;
+    mixed += a.c.spec.weight.has_value();
+  }
+  // The fast path carried the generated cases of its specs; the others (Llama, stats=T) went to MPFR whole.
+  EXPECT_GT(plain, 50);
+  EXPECT_GT(bias, 30);
+  EXPECT_GT(offset, 30);
+  EXPECT_GT(mixed, 30);
+  EXPECT_GT(counts.fast.load(), 1'000'000);
+  EXPECT_GT(counts.mpfr_only.load(), 0);
+  std::printf("fast %lld, fell back %lld, MPFR only (specs the fast path does not model) %lld elements\n",
+              (long long)counts.fast.load(), (long long)counts.fell_back.load(), (long long)counts.mpfr_only.load());
+}
+
+TEST(OracleAudit, ForcedFallbacksGiveBitwiseTheSameReferences) {
+  // Intervals widened until the double words decide about half, then none,
+  // of the values: every mix of fast rows, MPFR rows and MPFR columns.
+  ThreadPool pool(2);
+  int64_t fell_back = 0, fast = 0, cases_mixed = 0;
+  for (const Audited& a : generatedCases(0xfa11, 60)) {
+    if (!rmsnormFastPathApplies(a.inputs())) continue;
+    const RmsNormReference exact = rmsnormReferenceMpfr(a.inputs(), contractOf(a.c), pool);
+    for (double widen : {0x1p46, 0x1p49, 0x1p52, 0x1p80}) {
+      FastOracleCounts counts;
+      const RmsNormReference forced = rmsnormReferenceFast(a.inputs(), contractOf(a.c), pool, &counts, widen);
+      EXPECT_NO_THROW(auditReferences("rmsnorm", tensors(exact), tensors(forced)))
+          << toCaseString(a.c) << " widened " << widen;
+      fell_back += counts.fell_back.load();
+      fast += counts.fast.load();
+      cases_mixed += counts.fell_back.load() > 0 && counts.fast.load() > 0;
+    }
+  }
+  EXPECT_GT(fell_back, 100'000);
+  EXPECT_GT(fast, 10'000);
+  EXPECT_GT(cases_mixed, 10);  // rows of both kinds, and columns, in one reference
+}
+
+/// Outputs of the reference's dtype placed at the fragile points of element
+/// e's verdict: the dtype's values nearest exact + budget and exact - budget
+/// (one inside, one outside, where the format has them), and both
+/// neighbours of the exact value (a tie when it sits on a midpoint).
+std::vector<double> fragileOutputs(const ReferenceTensor& r, size_t e) {
+  const double x = r.exact[e], b = r.budget[e], unit = ulpOf(r.dtype, x);
+  std::vector<double> out;
+  for (double edge : {x + b, x - b})
+    for (double step : {-1.0, 0.0, 1.0}) out.push_back(roundToFormat(r.dtype, edge + step * unit));
+  out.push_back(roundToFormat(r.dtype, x - 0.5 * unit));
+  out.push_back(roundToFormat(r.dtype, x + 0.5 * unit));
+  return out;
+}
+
+TEST(OracleAudit, VerdictsAgreeAtTheBudgetEdgeAndAtRoundingTies) {
+  ThreadPool pool(2);
+  int64_t judged = 0, failing = 0;
+  for (const Audited& a : generatedCases(0x71e5, 40)) {
+    if (!rmsnormFastPathApplies(a.inputs())) continue;
+    const RmsNormReference exact = rmsnormReferenceMpfr(a.inputs(), contractOf(a.c), pool);
+    const RmsNormReference fast = rmsnormReferenceFast(a.inputs(), contractOf(a.c), pool);
+    const std::vector<ReferenceTensor> exact_refs{exact.y, exact.rstd, exact.dx, exact.dw};
+    const std::vector<ReferenceTensor> fast_refs{fast.y, fast.rstd, fast.dx, fast.dw};
+    // One output per fragile point: element e of each tensor takes the
+    // point k = e mod (points), so every point is met across the elements.
+    for (int variant = 0; variant < 8; ++variant) {
+      RunResult run;
+      for (const ReferenceTensor& r : exact_refs) {
+        OutputTensor o{r.name, r.dtype, r.rows, r.cols, r.cols, r.per_row, {}};
+        for (size_t e = 0; e < r.exact.size(); ++e) {
+          const std::vector<double> points = fragileOutputs(r, e);
+          o.bits.push_back(doubleToBits(r.dtype, points[(e + size_t(variant)) % points.size()]));
+        }
+        run.outputs.push_back(std::move(o));
+      }
+      const DescribeInputs none = [](const std::string&, int64_t, int64_t) { return std::string(); };
+      const Outcome with_mpfr = judgeAccuracy(run, exact_refs, none), with_fast = judgeAccuracy(run, fast_refs, none);
+      ASSERT_EQ(with_mpfr.verdict, with_fast.verdict) << toCaseString(a.c) << " variant " << variant;
+      ASSERT_EQ(with_mpfr.stats.size(), with_fast.stats.size());
+      for (size_t t = 0; t < with_mpfr.stats.size(); ++t) {
+        EXPECT_EQ(with_mpfr.stats[t].wrong, with_fast.stats[t].wrong) << toCaseString(a.c) << " " << with_mpfr.stats[t].tensor;
+        EXPECT_EQ(with_mpfr.stats[t].max_ratio, with_fast.stats[t].max_ratio);
+      }
+      ++judged;
+      failing += with_mpfr.verdict == Verdict::Fail;
+    }
+  }
+  // The injected outputs decide both ways: a point just outside the budget
+  // fails the case, and a variant can pass where every point is inside
+  // (the exact value's own neighbours).
+  EXPECT_GT(judged, 100);
+  EXPECT_GT(failing, 10);
+}
+
+}  // namespace
+}  // namespace ulpcheck
