@@ -766,6 +766,7 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
 RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
   switch (oracleMode()) {
     case OracleMode::Mpfr:
+      oracleCounts().mpfr_only += in.x.rows * (2 * in.x.cols + 1) + in.x.cols;
       return rmsnormReferenceMpfr(in, contract, pool);
     case OracleMode::Audit: {
       RmsNormReference exact = rmsnormReferenceMpfr(in, contract, pool);

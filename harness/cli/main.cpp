@@ -203,7 +203,7 @@ std::string formatOracleCounts() {
   const FastOracleCounts& c = oracleCounts();
   const int64_t fast = c.fast.load(), back = c.fell_back.load(), only = c.mpfr_only.load();
   return fmt::format("oracle {}: {} reference elements by the certified fast path, {} recomputed by MPFR (undecided "
-                     "there), {} by MPFR only (not in the fast path yet: rounding=llama, stats=T, layernorm, allreduce "
+                     "there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: rounding=llama, stats=T, layernorm, allreduce "
                      "sums)",
                      oracleModeName(oracleMode()), fast, back, only);
 }
