@@ -49,10 +49,10 @@ ULPCHECK_HD inline double pow2(int k) {
 
 ULPCHECK_HD inline double unitRoundoff(DType t) { return pow2(-formatOf(t).precision); }
 
-/// Largest finite value of the format.
+/// Largest finite value of the format, (2 - 2^(1-p)) 2^emax (exact).
 ULPCHECK_HD inline double maxFinite(DType t) {
   const FloatFormat f = formatOf(t);
-  return std::ldexp(2.0 - std::ldexp(1.0, 1 - f.precision), f.emax);
+  return (2.0 - pow2(1 - f.precision)) * pow2(f.emax);
 }
 
 /// Smallest positive subnormal, 2^(emin - p + 1).
@@ -64,22 +64,48 @@ ULPCHECK_HD inline double minSubnormal(DType t) {
 /// Rounds a double to the nearest value of the format, ties to even. Values at
 /// or beyond max + ulp/2 become Inf, as IEEE 754 overflow does; values below
 /// half the smallest subnormal become a signed zero.
+///
+/// On the bits (the hot path of input generation: no frexp/ldexp). In the
+/// format's normal range the value keeps p - 1 of the double's 52 fraction
+/// bits: adding half a unit of the kept last place, less one where that place
+/// is even, and truncating rounds to nearest with ties to even, a carry out
+/// of the fraction stepping the exponent up exactly as the rounded value
+/// does. Below the format's normal range the quantum is fixed at 2^(emin-p+1):
+/// scaling by powers of two is exact there, and rint rounds ties to even.
 ULPCHECK_HD inline double roundToFormat(DType t, double x) {
   if (!(x == x) || x == 0.0 || std::isinf(x)) return x;
   const FloatFormat f = formatOf(t);
-  const double a = std::fabs(x);
-  int e2 = 0;
-  std::frexp(a, &e2);                               // a = m * 2^e2, m in [0.5, 1)
-  const int exponent = e2 - 1;                 // floor(log2 a)
-  const int quantum = (exponent > f.emin ? exponent : f.emin) - (f.precision - 1);
-  const double rounded = std::ldexp(std::rint(std::ldexp(a, -quantum)), quantum);  // rint: ties to even
-  const double result = rounded > maxFinite(t) ? INFINITY : rounded;
-  return std::copysign(result, x);
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint64_t sign = bits & (uint64_t{1} << 63);
+  uint64_t mag = bits ^ sign;
+  const int exponent = int(mag >> 52) - 1023;  // floor(log2 |x|) for a normal double
+  double rounded;
+  if (exponent >= f.emin) {
+    const int drop = 52 - (f.precision - 1);
+    const uint64_t half = uint64_t{1} << (drop - 1);
+    mag = (mag + half - 1 + ((mag >> drop) & 1)) & ~((uint64_t{1} << drop) - 1);
+    std::memcpy(&rounded, &mag, sizeof rounded);
+    if (rounded > maxFinite(t)) rounded = INFINITY;
+  } else {
+    // Double subnormals (exponent field 0) lie far below half the smallest
+    // subnormal of every format here and round to zero.
+    const int quantum = f.emin - (f.precision - 1);
+    double a;
+    std::memcpy(&a, &mag, sizeof a);
+    rounded = mag >> 52 == 0 ? 0.0 : std::rint(a * pow2(-quantum)) * pow2(quantum);
+  }
+  uint64_t out;
+  std::memcpy(&out, &rounded, sizeof out);
+  out |= sign;
+  std::memcpy(&rounded, &out, sizeof rounded);
+  return rounded;
 }
 
 /// Encodes a value that is exactly representable in the format (as produced
 /// by roundToFormat) into its storage bits. NaN becomes the format's default
-/// quiet NaN with the sign of the input.
+/// quiet NaN with the sign of the input. fp32 and bf16 are read off the
+/// float's bits (bf16 is its upper half); fp16 rebiases them.
 ULPCHECK_HD inline uint32_t encodeBits(DType t, double v) {
   const FloatFormat f = formatOf(t);
   const int mant_bits = f.precision - 1;
@@ -87,18 +113,17 @@ ULPCHECK_HD inline uint32_t encodeBits(DType t, double v) {
   const uint32_t exp_all_ones = (1u << exp_bits) - 1u;
   const uint32_t sign = std::signbit(v) ? (1u << (f.storage_bits - 1)) : 0u;
   if (!(v == v)) return sign | (exp_all_ones << mant_bits) | (1u << (mant_bits - 1));
-  const double a = std::fabs(v);
-  if (std::isinf(a)) return sign | (exp_all_ones << mant_bits);
-  if (a == 0.0) return sign;
-  int e2 = 0;
-  std::frexp(a, &e2);
-  const int exponent = e2 - 1;
-  if (exponent < f.emin) {  // subnormal: the significand counts units of the smallest subnormal
-    return sign | static_cast<uint32_t>(std::ldexp(a, -(f.emin - mant_bits)));
-  }
-  const int bias = (1 << (exp_bits - 1)) - 1;
-  const uint32_t fraction = static_cast<uint32_t>(std::ldexp(std::ldexp(a, -exponent) - 1.0, mant_bits));
-  return sign | (static_cast<uint32_t>(exponent + bias) << mant_bits) | fraction;
+  const float vf = static_cast<float>(v);  // exact: every format here is a subset of fp32
+  uint32_t b32;
+  std::memcpy(&b32, &vf, sizeof b32);
+  if (t == DType::F32) return b32;
+  if (t == DType::BF16) return b32 >> 16;
+  const uint32_t mag = b32 & 0x7fffffffu;
+  if (mag >= 0x7f800000u) return sign | (exp_all_ones << mant_bits);  // Inf
+  const int exponent = int(mag >> 23) - 127;
+  if (exponent >= f.emin) return sign | (uint32_t(exponent + 15) << mant_bits) | ((mag & 0x7fffffu) >> 13);
+  // Zero or subnormal: the significand counts units of 2^-24 (exact).
+  return sign | static_cast<uint32_t>(std::fabs(v) * pow2(24));
 }
 
 /// Decodes storage bits to the exact double they represent. Every format is

@@ -53,6 +53,17 @@ TEST(DType, RoundingMatchesMpfrOnRandomDoubles) {
       const double x = std::ldexp(mantissa(rng), exponent(rng)) * (i % 2 ? -1 : 1);
       ASSERT_EQ(roundToFormat(t, x), mpfrRound(t, x)) << dtypeName(t) << " x=" << hexFloat(x);
     }
+    // Exact ties and their neighbours in every binade (fp32's too: the
+    // exhaustive tie test below covers the 16-bit formats only), doubles far
+    // outside the format's range, and double subnormals.
+    std::uniform_int_distribution<uint64_t> significand(uint64_t{1} << (f.precision - 1), (uint64_t{1} << f.precision) - 1);
+    for (int i = 0; i < 200000; ++i) {
+      const double tie = std::ldexp(double(2 * significand(rng) + 1), exponent(rng) - f.precision);
+      for (const double x : {tie, std::nextafter(tie, 0.0), std::nextafter(tie, INFINITY), -tie})
+        ASSERT_EQ(roundToFormat(t, x), mpfrRound(t, x)) << dtypeName(t) << " x=" << hexFloat(x);
+    }
+    for (const double x : {1e300, -1e300, 0x1.fffffffffffffp+1023, 1e-300, -1e-300, 0x1p-1074, -0x1p-1074, 0x1p-1022})
+      ASSERT_EQ(roundToFormat(t, x), mpfrRound(t, x)) << dtypeName(t) << " x=" << hexFloat(x);
   }
 }
 
