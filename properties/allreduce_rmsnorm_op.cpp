@@ -54,7 +54,8 @@ class AllreduceRmsNormOp final : public OpAdapter {
     const int64_t M = static_cast<int64_t>(layout.size());
     const RowShape shape{c.dtype, M, c.N, c.ld, c.eps, c.spec};
     const LaunchEnv env = launchEnv(c, ctx);
-    const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, layout);
+    AllreduceRmsNormInputData fresh;
+    const AllreduceRmsNormInputData& in = caseInputs(ctx, layout, fresh, [&] { return generateAllreduceRmsNormInputs(c, layout); });
 
     RunBuffers buf(k.info.backend, k.info.unprovided_outputs);
     AllreduceRmsNormArgs args;
@@ -107,7 +108,9 @@ class AllreduceRmsNormOp final : public OpAdapter {
 
   std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {
     const AllreduceRmsNormKernel& k = kernelOf(c);
-    const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, identityRows(c.M));
+    const RowLayout rows = identityRows(c.M);
+    AllreduceRmsNormInputData fresh;
+    const AllreduceRmsNormInputData& in = caseInputs(ctx, rows, fresh, [&] { return generateAllreduceRmsNormInputs(c, rows); });
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), false};
     AllreduceRmsNormReference ref = allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec},

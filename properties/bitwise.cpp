@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "harness/core/phase_timer.h"
+
 namespace ulpcheck {
 
 void compareTensors(const OutputTensor& a, const OutputTensor& b, BitwiseDiff& d,
@@ -27,6 +29,7 @@ void compareTensors(const OutputTensor& a, const OutputTensor& b, BitwiseDiff& d
 
 BitwiseDiff compareBitwise(const RunResult& a, const RunResult& b, const std::function<int64_t(int64_t)>& row_map,
                            const std::function<bool(const std::string&)>& include) {
+  const PhaseScope phase(Phase::Judge);
   BitwiseDiff d;
   for (const OutputTensor& ta : a.outputs) {
     if ((row_map && !ta.per_row) || (include && !include(ta.name))) continue;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "harness/core/datagen.h"
+#include "harness/core/phase_timer.h"
 
 namespace ulpcheck {
 
@@ -16,6 +17,7 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 
 CaseContext::CaseContext(CaseSpec spec, const OpAdapter& op, const ExecContext& exec)
     : spec_(std::move(spec)), op_(op), exec_(exec) {
+  exec_.inputs = inputs_.get();
   const KernelInfo* k = OpAdapter::findKernel(spec_.op, spec_.kernel);
   if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec_.op, spec_.kernel));
   if (!k->supports(spec_.dtype))
@@ -29,6 +31,7 @@ const RunResult& CaseContext::baseRun() {
 }
 
 RunResult CaseContext::run(const RowLayout& layout, bool perturb_schedule) {
+  const PhaseScope phase(Phase::Kernel);  // what generation, buffers and checks inside leave over
   const auto t0 = std::chrono::steady_clock::now();
   ExecContext exec = exec_;
   exec.perturb_schedule |= perturb_schedule;
@@ -39,6 +42,7 @@ RunResult CaseContext::run(const RowLayout& layout, bool perturb_schedule) {
 
 const std::vector<ReferenceTensor>& CaseContext::reference() {
   if (!reference_) {
+    const PhaseScope phase(Phase::Oracle);
     const auto t0 = std::chrono::steady_clock::now();
     reference_ = op_.reference(spec_, exec_);
     // Only the outputs the variant produces are judged.

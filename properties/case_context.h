@@ -2,6 +2,7 @@
 // properties share (the base run and the oracle are computed once).
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "properties/op.h"
@@ -39,6 +40,7 @@ class CaseContext {
   std::optional<RunResult> base_;
   std::optional<std::vector<ReferenceTensor>> reference_;
   double kernel_seconds_ = 0, oracle_seconds_ = 0;
+  std::unique_ptr<InputCache> inputs_ = std::make_unique<InputCache>();  // exec_.inputs points here
 };
 
 }  // namespace ulpcheck

@@ -3,6 +3,7 @@
 // per-row. Each op registers one OpAdapter; properties never name an op.
 #pragma once
 
+#include <any>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,39 @@ struct RunResult {
   }
 };
 
+/// The input tensors of one case's runs, generated once per batch layout: a
+/// case runs its kernel up to ten times (determinism's repeats, batch
+/// invariance, fused vs unfused) on the same rows, and the oracle reads them
+/// too. Holds the case's own rows and the last other layout. Inputs are
+/// pure functions of the case's data fields and the rows' logical ids
+/// (harness/core/datagen.h), so a cached one is the generated one.
+class InputCache {
+ public:
+  /// The inputs of `layout`, made by `make` unless held already.
+  template <typename T, typename Make>
+  const T& get(const RowLayout& layout, Make&& make) {
+    for (Entry& e : entries_)
+      if (e.layout == layout)
+        if (const T* held = std::any_cast<T>(&e.value)) return *held;
+    const bool identity = isIdentity(layout);
+    std::erase_if(entries_, [&](const Entry& e) { return isIdentity(e.layout) == identity; });
+    entries_.push_back(Entry{layout, std::any(make())});
+    return std::any_cast<const T&>(entries_.back().value);
+  }
+
+ private:
+  static bool isIdentity(const RowLayout& l) {
+    for (size_t i = 0; i < l.size(); ++i)
+      if (l[i] != int64_t(i)) return false;
+    return true;
+  }
+  struct Entry {
+    RowLayout layout;
+    std::any value;
+  };
+  std::vector<Entry> entries_;
+};
+
 /// Where cases execute.
 struct ExecContext {
   Backend backend = Backend::Host;
@@ -72,7 +106,20 @@ struct ExecContext {
   /// case (`ulpcheck repro`, a kill's replay) affords more, and a race or a
   /// missing fence shows on some runs only (kThoroughDeterminismRepeats).
   int determinism_repeats = 3;
+  /// The case's inputs, shared by its runs and its oracle (CaseContext owns
+  /// it); null: generate afresh each time.
+  InputCache* inputs = nullptr;
 };
+
+/// The inputs of case `c` on the rows of `layout`, from the context's cache
+/// where it has one. Every run and the oracle of a case share its data fields,
+/// whichever variant runs (fused_vs_unfused runs another on the same data).
+template <typename T, typename Make>
+const T& caseInputs(const ExecContext& ctx, const RowLayout& layout, T& fresh, Make&& make) {
+  if (ctx.inputs) return ctx.inputs->get<T>(layout, std::forward<Make>(make));
+  fresh = make();
+  return fresh;
+}
 
 constexpr int kThoroughDeterminismRepeats = 24;
 

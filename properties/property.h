@@ -88,5 +88,8 @@ bool registerProperty(Property p);
 nlohmann::json toJson(const Finding& f);
 nlohmann::json toJson(const TensorStats& s);
 nlohmann::json toJson(const Outcome& o);
+/// The inverse of toJson(Outcome) (a worker's outcomes reach its coordinator
+/// this way); throws nlohmann::json::exception on a malformed record.
+Outcome outcomeFromJson(const nlohmann::json& j);
 
 }  // namespace ulpcheck

@@ -1,3 +1,7 @@
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "properties/op.h"
@@ -80,7 +84,42 @@ nlohmann::json toJson(const Outcome& o) {
   nlohmann::json j = {{"verdict", verdictName(o.verdict)}, {"summary", o.summary}};
   for (const auto& f : o.findings) j["findings"].push_back(toJson(f));
   for (const auto& s : o.stats) j["stats"].push_back(toJson(s));
+  if (o.fault) j["fault"] = true;
   return j;
+}
+
+namespace {
+// JSON has no Inf or NaN: nlohmann writes them as null.
+double number(const nlohmann::json& j) { return j.is_null() ? INFINITY : j.get<double>(); }
+double hexNumber(const nlohmann::json& j) { return std::strtod(j.get<std::string>().c_str(), nullptr); }
+}  // namespace
+
+Outcome outcomeFromJson(const nlohmann::json& j) {
+  Outcome o;
+  const std::string verdict = j.at("verdict").get<std::string>();
+  bool known = false;
+  for (Verdict v : {Verdict::Pass, Verdict::Fail, Verdict::Expected, Verdict::Skip, Verdict::Inconclusive})
+    if (verdict == verdictName(v)) o.verdict = v, known = true;
+  if (!known) throw std::invalid_argument("unknown verdict '" + verdict + "'");
+  o.summary = j.at("summary").get<std::string>();
+  o.fault = j.value("fault", false);
+  for (const auto& f : j.value("findings", nlohmann::json::array()))
+    o.findings.push_back({f.at("tensor"), f.at("row"), f.at("col"), hexNumber(f.at("got")), hexNumber(f.at("exact")),
+                          hexNumber(f.at("correctly_rounded")), number(f.at("ulp")), number(f.at("budget_ulp")),
+                          number(f.at("ratio")), f.at("note"), f.at("inputs")});
+  for (const auto& s : j.value("stats", nlohmann::json::array())) {
+    TensorStats t;
+    t.tensor = s.at("tensor");
+    t.elements = s.at("elements");
+    t.wrong = s.at("wrong");
+    t.max_ulp = number(s.at("max_ulp"));
+    t.rms_ulp = number(s.at("rms_ulp"));
+    t.max_ratio = number(s.at("max_ratio"));
+    t.nonzero = s.at("nonzero");
+    t.sharp = s.at("sharp");
+    o.stats.push_back(std::move(t));
+  }
+  return o;
 }
 
 }  // namespace ulpcheck

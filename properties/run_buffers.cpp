@@ -1,8 +1,11 @@
 #include "properties/run_buffers.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
+
+#include "harness/core/phase_timer.h"
 
 namespace ulpcheck {
 
@@ -15,33 +18,36 @@ void note(MemoryReport& m, std::string s) {
 }  // namespace
 
 void* RunBuffers::input(const std::string& name, const HostMatrix& m) {
+  const PhaseScope phase(Phase::Buffers);
   Entry e{std::make_unique<Buffer>(where_, size_t(m.rows * m.ld) * storageBytes(m.dtype), name),
-          OutputTensor{name, m.dtype, m.rows, m.cols, m.ld, true, m.bits}, Entry::kInput};
-  const auto packed = m.packed();
-  e.buffer->upload(packed.data(), packed.size());
+          OutputTensor{name, m.dtype, m.rows, m.cols, m.ld, true, {}}, Entry::kInput, m.packed()};
+  e.buffer->upload(e.uploaded.data(), e.uploaded.size());
   entries_.push_back(std::move(e));
   return entries_.back().buffer->data();
 }
 
 void* RunBuffers::output(const std::string& name, DType t, int64_t rows, int64_t cols, int64_t ld, bool per_row) {
+  const PhaseScope phase(Phase::Buffers);
   if (std::find(unprovided_.begin(), unprovided_.end(), name) != unprovided_.end())
     return scratch(name, size_t(rows * ld) * storageBytes(t));
   Entry e{std::make_unique<Buffer>(where_, size_t(rows * ld) * storageBytes(t), name),
-          OutputTensor{name, t, rows, cols, ld, per_row, {}}, Entry::kOutput};
+          OutputTensor{name, t, rows, cols, ld, per_row, {}}, Entry::kOutput, {}};
   e.buffer->fillPattern(poisonBits(t), storageBytes(t));
   entries_.push_back(std::move(e));
   return entries_.back().buffer->data();
 }
 
 void* RunBuffers::scratch(const std::string& name, size_t bytes) {
+  const PhaseScope phase(Phase::Buffers);
   Entry e{std::make_unique<Buffer>(where_, bytes, name), OutputTensor{name, DType::F32, 0, 0, 0, false, {}},
-          Entry::kScratch};
+          Entry::kScratch, {}};
   e.buffer->fillPattern(kPoisonF32, 4);
   entries_.push_back(std::move(e));
   return entries_.back().buffer->data();
 }
 
 RunResult RunBuffers::collect() const {
+  const PhaseScope phase(Phase::Collect);
   RunResult r;
   MemoryReport& mem = r.memory;
   for (const Entry& e : entries_) {
@@ -51,15 +57,18 @@ RunResult RunBuffers::collect() const {
     }
     if (e.kind == Entry::kScratch) continue;
     const OutputTensor& g = e.shape;
-    const std::vector<uint32_t> bits = unpackBits(e.buffer->downloadAll(), g.dtype);
+    const std::vector<uint8_t> bytes = e.buffer->downloadAll();
     if (e.kind == Entry::kInput) {
-      for (size_t i = 0; i < bits.size(); ++i)
-        if (bits[i] != g.bits[i]) {
+      if (bytes == e.uploaded) continue;
+      const int w = storageBytes(g.dtype);
+      for (size_t i = 0; i * w < bytes.size(); ++i)
+        if (std::memcmp(&bytes[i * w], &e.uploaded[i * w], w) != 0) {
           if (mem.inputs_modified++ == 0)
             note(mem, fmt::format("input '{}' modified at row {} col {}", g.name, int64_t(i) / g.ld, int64_t(i) % g.ld));
         }
       continue;
     }
+    const std::vector<uint32_t> bits = unpackBits(bytes, g.dtype);
     const uint32_t poison = poisonBits(g.dtype);
     for (int64_t row = 0; row < g.rows; ++row)
       for (int64_t col = 0; col < g.ld; ++col) {

@@ -33,8 +33,9 @@ class RunBuffers {
  private:
   struct Entry {
     std::unique_ptr<Buffer> buffer;
-    OutputTensor shape;             // outputs: geometry; inputs: geometry + original bits
+    OutputTensor shape;             // geometry
     enum Kind { kInput, kOutput, kScratch } kind;
+    std::vector<uint8_t> uploaded;  // inputs: the bytes uploaded, which must come back unchanged
   };
   Backend where_;
   std::vector<std::string> unprovided_;

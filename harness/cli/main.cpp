@@ -1,22 +1,27 @@
 // ulpcheck: property-based verification of GPU numerical kernels against an
 // MPFR oracle. Subcommands: list, run, repro.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <random>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "harness/core/device.h"
+#include "harness/report/progress.h"
 #include "harness/report/table.h"
 #include "harness/runner/campaign.h"
+#include "harness/runner/campaign_json.h"
 #include "harness/runner/corpus.h"
 #include "harness/runner/exit_codes.h"
 #include "harness/runner/mutants.h"
+#include "harness/runner/workers.h"
 #include "kernels/plugin/plugin_loader.h"
 #include "kernels/plugin/remote.h"
 #include "oracles/oracle_mode.h"
@@ -28,6 +33,25 @@ namespace {
 struct UsageError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
+
+int64_t parseCount(const char* option, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno == ERANGE || v < 0)
+    throw UsageError(fmt::format("{}: '{}' is not a count >= 0 (or auto)", option, text));
+  return v;
+}
+
+/// "--shard i/n" (1-based, as CI matrices number their jobs) to (i - 1, n).
+std::pair<int, int> parseShard(const std::string& text) {
+  if (text.empty()) return {0, 1};
+  int i = 0, n = 0;
+  char slash = 0, extra = 0;
+  if (std::sscanf(text.c_str(), "%d%c%d%c", &i, &slash, &n, &extra) != 3 || slash != '/' || n < 1 || i < 1 || i > n)
+    throw UsageError(fmt::format("--shard: '{}' is not i/n with 1 <= i <= n (e.g. 2/4)", text));
+  return {i - 1, n};
+}
 
 uint64_t parseSeed(const std::string& text) {
   char* end = nullptr;
@@ -110,28 +134,48 @@ int cmdList() {
   return exit_code::kOk;
 }
 
+// The default campaign: every applicable kernel x property x dtype gets this
+// many cases (the README's main job; sized so it ends within a minute on an
+// H100 and five on a 2-core CPU), within at most kDefaultCaseCap cases per op.
+constexpr int64_t kDefaultPerCellGpu = 50;
+constexpr int64_t kDefaultPerCellHost = 20;
+constexpr int64_t kDefaultCaseCap = 2000;
+
 struct RunArgs {
-  std::string op = "all", backend = "auto", tier = "default", json, corpus, seed;
+  std::string op = "all", backend = "auto", tier = "default", json, corpus, seed, cases = "auto", shard, gpus = "all";
   std::vector<std::string> kernels, properties, dtypes;
-  int64_t cases = 2000;
+  int64_t per_cell = 0;  // 0: the backend's default (with --cases auto)
+  int workers = 0;       // 0: one per GPU used (cuda), 1 (host)
   double time_budget = 0, shrink_budget = 60, case_timeout = 300;
   bool no_shrink = false, no_corpus = false, no_save = false, quiet = false, perturb_schedule = false;
+  bool report_to_coordinator = false;  // a worker of a coordinated run (harness/runner/workers.h)
 };
 
-/// One op's campaign of a `run`: its exit code, leaving out the --property
-/// names that apply to none of its kernels (added to `inapplicable`: the run
-/// decides those over all its ops).
-int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, JsonlWriter* json,
-          std::map<std::string, int>& inapplicable) {
+// This process's arguments after the program name: workers get them again.
+std::vector<std::string> g_args;
+
+uint64_t runSeed(const RunArgs& a) {
+  return a.seed.empty() ? std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32) : parseSeed(a.seed);
+}
+
+/// A campaign's options from a run's arguments (one op of it).
+CampaignOptions campaignOptions(const RunArgs& a, const std::string& op, const ExecContext& exec) {
   CampaignOptions o;
   o.op = op;
   o.kernels = a.kernels;
   o.properties = a.properties;
   o.dtypes = parseDTypes(a.dtypes);
-  if (a.cases < 0) throw UsageError("--cases must be >= 0");
   if (a.time_budget < 0 || a.shrink_budget < 0 || a.case_timeout < 0) throw UsageError("time limits must be >= 0");
-  o.cases = a.cases;
-  o.seed = a.seed.empty() ? std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32) : parseSeed(a.seed);
+  if (a.per_cell < 0) throw UsageError("--per-cell must be >= 0");
+  if (a.cases == "auto") {
+    o.cases = kDefaultCaseCap;
+    o.per_cell = a.per_cell > 0 ? a.per_cell : exec.backend == Backend::Cuda ? kDefaultPerCellGpu : kDefaultPerCellHost;
+  } else {
+    o.cases = parseCount("--cases", a.cases);
+    o.per_cell = a.per_cell;  // with --cases N: N is then the most the plan may take
+  }
+  std::tie(o.shard_index, o.shard_count) = parseShard(a.shard);
+  o.seed = runSeed(a);
   o.time_budget_s = a.time_budget;
   o.shrink_budget_s = a.shrink_budget;
   o.case_timeout_s = a.case_timeout;
@@ -140,30 +184,73 @@ int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, Json
   o.replay_corpus = !a.no_corpus;
   o.save_failures = !a.no_save;
   o.corpus_dir = a.corpus;
-  o.json = json;
-  if (!a.quiet)
-    o.log = [](const std::string& line) {
-      fmt::print("# {}\n", line);
-      std::fflush(stdout);
-    };
+  return o;
+}
+
+/// The first line of an op's campaign.
+void printCampaignHeader(const RunArgs& a, const CampaignOptions& o, const ExecContext& exec, const std::string& workers) {
   const std::vector<std::string> kernels = o.kernels.empty() ? defaultKernels(o.op, exec.backend) : o.kernels;
   if (kernels.empty()) throw UsageError(fmt::format("no {} kernel variant of '{}' is registered", backendName(exec.backend), o.op));
-  fmt::print("# op {} | kernels {} | tier {} | cases {}{} | seed {:#x} | corpus {}\n", o.op, fmt::join(kernels, ","),
-             a.tier, o.cases, o.time_budget_s > 0 ? fmt::format(" (time budget {:g} s)", o.time_budget_s) : "", o.seed,
+  const std::string cases = o.per_cell > 0 ? fmt::format("{} per kernel x property x dtype (at most {})", o.per_cell, o.cases)
+                                           : std::to_string(o.cases);
+  fmt::print("# op {} | kernels {} | tier {} | cases {}{}{}{} | seed {:#x} | corpus {}\n", o.op, fmt::join(kernels, ","),
+             a.tier, cases, o.time_budget_s > 0 ? fmt::format(" (time budget {:g} s)", o.time_budget_s) : "",
+             o.shard_count > 1 ? fmt::format(" | shard {}/{}", o.shard_index + 1, o.shard_count) : "", workers, o.seed,
              o.corpus_dir.empty() ? defaultCorpusDir() : o.corpus_dir);
   std::fflush(stdout);
+}
 
-  const CampaignResult r = runCampaign(o, exec);
+/// The table, failures and summaries of an op's campaign; its exit code,
+/// leaving out the --property names that apply to none of its kernels
+/// (added to `inapplicable`: the run decides those over all its ops).
+int reportCampaign(const CampaignResult& r, JsonlWriter* json, std::map<std::string, int>& inapplicable) {
   fmt::print("\n{}{}", formatCampaignTable(r), formatCoverage(r));
   for (const FailureRecord& f : r.failures) fmt::print("\n{}", formatFailure(f));
   fmt::print("\n{}", formatJudgedSummary(r));
-  fmt::print("# {} generated cases{} + {} regression cases in {:.1f} s: {}\n", r.cases_run,
+  fmt::print("# {} generated cases{}{} + {} regression cases in {:.1f} s: {}\n", r.cases_run,
+             r.topped_up_cases ? fmt::format(" ({} of them topping up cells with inconclusive cases)", r.topped_up_cases)
+                               : "",
              r.stopped_by_time ? " (time budget reached)" : "", r.regression_cases, r.seconds,
              r.failures.empty() && r.fatal_error.empty() ? "no failures" : fmt::format("{} failures", r.failures.size()));
   if (!r.fatal_error.empty()) fmt::print("# FATAL: {}\n", r.fatal_error);
   if (json) json->write(campaignSummaryJson(r));
   for (const auto& p : r.inapplicable_properties) ++inapplicable[p];
   return r.exitCode(/*count_inapplicable_properties=*/false);
+}
+
+/// One op's campaign in this process: its exit code (as reportCampaign's).
+/// A worker of a coordinated run sends its progress, log, records and
+/// result to the coordinator instead of printing them.
+int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, JsonlWriter* json,
+          std::map<std::string, int>& inapplicable) {
+  CampaignOptions o = campaignOptions(a, op, exec);
+  o.json = json;
+  if (a.report_to_coordinator) {
+    o.log = [](const std::string& line) { workers::say(workers::kLog, line); };
+    o.progress = [](const CampaignProgress& p) {
+      workers::say(workers::kProgress, {{"done", p.done},
+                                        {"total", p.total},
+                                        {"failures", p.failures},
+                                        {"seconds", p.seconds},
+                                        {"time_budget_s", p.time_budget_s}});
+    };
+    const CampaignResult r = runCampaign(o, exec);
+    workers::say(workers::kResult, {{"op", op}, {"result", campaignResultToJson(r)}});
+    return r.exitCode(/*count_inapplicable_properties=*/false);
+  }
+  ProgressReporter progress(op, !a.quiet && ProgressReporter::stderrIsTerminal());
+  if (!a.quiet) {
+    o.log = [&progress](const std::string& line) {
+      progress.clear();
+      fmt::print("# {}\n", line);
+      std::fflush(stdout);
+    };
+    o.progress = [&progress](const CampaignProgress& p) { progress.update(p); };
+  }
+  printCampaignHeader(a, o, exec, "");
+  const CampaignResult r = runCampaign(o, exec);
+  progress.clear();
+  return reportCampaign(r, json, inapplicable);
 }
 
 /// The ops a `run` covers: the one named, or with `--op all` every op (only
@@ -198,37 +285,193 @@ int severity(int code) {
   }
 }
 
-/// What each oracle path computed so far in this process.
-std::string formatOracleCounts() {
-  const FastOracleCounts& c = oracleCounts();
-  const int64_t fast = c.fast.load(), back = c.fell_back.load(), only = c.mpfr_only.load();
+/// What each oracle path computed (`counts`: fast, fell back, MPFR only).
+std::string formatOracleCounts(const std::array<int64_t, 3>& counts) {
   return fmt::format("oracle {}: {} reference elements by the certified fast path, {} recomputed by MPFR (undecided "
                      "there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: rounding=llama, stats=T, layernorm, allreduce "
                      "sums)",
-                     oracleModeName(oracleMode()), fast, back, only);
+                     oracleModeName(oracleMode()), counts[0], counts[1], counts[2]);
+}
+
+std::array<int64_t, 3> processOracleCounts() {
+  const FastOracleCounts& c = oracleCounts();
+  return {c.fast.load(), c.fell_back.load(), c.mpfr_only.load()};
+}
+
+/// How many worker processes a run uses, and the GPUs they share (one each
+/// where there are as many; round-robin otherwise).
+struct WorkerLayout {
+  int workers = 1;
+  std::vector<std::string> gpus;  // CUDA device ids, empty on the host
+};
+
+WorkerLayout workerLayout(const RunArgs& a, const ExecContext& exec) {
+  if (a.workers < 0) throw UsageError("--workers must be >= 1");
+  WorkerLayout w;
+  if (a.report_to_coordinator) return w;  // a worker runs its share itself
+  if (exec.backend == Backend::Cuda) {
+    const int count = queryDevice().count;
+    int use = count;
+    if (a.gpus != "all") {
+      use = int(parseCount("--gpus", a.gpus));
+      if (use < 1 || use > count)
+        throw UsageError(fmt::format("--gpus {}: this machine has {} usable GPU{}", a.gpus, count, count == 1 ? "" : "s"));
+    }
+    w.gpus = workers::visibleGpus(use);
+    w.workers = a.workers > 0 ? a.workers : int(w.gpus.size());
+  } else {
+    if (a.gpus != "all") throw UsageError("--gpus needs the cuda backend (on the host, --workers N splits the CPU)");
+    w.workers = a.workers > 0 ? a.workers : 1;
+  }
+  return w;
+}
+
+/// One op's campaign split over worker processes, each a shard of it (of the
+/// run's own shard, if it has one) on its own GPU; their results add up to
+/// what one process would report.
+int runOpOnWorkers(const RunArgs& a, const std::string& op, const ExecContext& exec, const WorkerLayout& layout,
+                   JsonlWriter* json, std::map<std::string, int>& inapplicable, std::array<int64_t, 3>& oracle,
+                   std::array<double, size_t(Phase::kCount)>& phases) {
+  const CampaignOptions o = campaignOptions(a, op, exec);
+  const int n = layout.workers;
+  const std::string where =
+      layout.gpus.empty()
+          ? fmt::format(" | {} workers", n)
+          : fmt::format(" | {} workers on GPU{} {}", n, layout.gpus.size() == 1 ? "" : "s", fmt::join(layout.gpus, ","));
+  printCampaignHeader(a, o, exec, where);
+  // Every worker gets the run's arguments with its own op, seed and shard.
+  const std::vector<std::string> base = workers::withoutOptions(
+      g_args, {"--op", "--seed", "--shard", "--gpus", "--workers", "--json", "--time-budget"});
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency() / unsigned(n));
+  std::vector<workers::WorkerSpec> specs;
+  for (int k = 0; k < n; ++k) {
+    workers::WorkerSpec s;
+    s.argv.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+    s.argv.insert(s.argv.end(), base.begin(), base.end());
+    const int shard = o.shard_index + o.shard_count * k, shards = o.shard_count * n;
+    for (const std::string& arg : {std::string("--op"), op, std::string("--seed"), fmt::format("{:#x}", o.seed),
+                                   std::string("--shard"), fmt::format("{}/{}", shard + 1, shards),
+                                   std::string("--workers"), std::string("1"), std::string("--report-to-coordinator")})
+      s.argv.push_back(arg);
+    if (o.time_budget_s > 0) s.argv.insert(s.argv.end(), {"--time-budget", fmt::format("{}", o.time_budget_s)});
+    s.env.push_back({"ULPCHECK_THREADS", std::to_string(threads)});
+    if (!layout.gpus.empty()) {
+      // Its own GPU first (device 0 in the worker), the others after it, so
+      // variants with one rank per GPU still find them all.
+      std::vector<std::string> order;
+      for (size_t g = 0; g < layout.gpus.size(); ++g) order.push_back(layout.gpus[(k + g) % layout.gpus.size()]);
+      s.env.push_back({"CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(order, ","))});
+      s.name = fmt::format("worker {} (GPU {})", k + 1, order.front());
+    } else {
+      s.name = fmt::format("worker {}", k + 1);
+    }
+    specs.push_back(std::move(s));
+  }
+
+  ProgressReporter progress(fmt::format("{} ({} workers)", op, n), !a.quiet && ProgressReporter::stderrIsTerminal());
+  std::vector<CampaignProgress> each(static_cast<size_t>(n), CampaignProgress{});
+  std::vector<bool> reported(size_t(n), false);
+  CampaignResult total;
+  workers::Handlers h;
+  h.message = [&](int k, const std::string& tag, const nlohmann::json& j) {
+    const std::string& who = specs[size_t(k)].name;
+    if (tag + " " == workers::kProgress) {
+      CampaignProgress& p = each[size_t(k)];
+      p.done = j.at("done"), p.total = j.at("total"), p.failures = j.at("failures"), p.seconds = j.at("seconds");
+      p.time_budget_s = j.at("time_budget_s");
+      CampaignProgress sum{0, 0, 0, 0, p.time_budget_s};
+      for (const CampaignProgress& e : each) {
+        sum.done += e.done, sum.total += e.total, sum.failures += e.failures;
+        sum.seconds = std::max(sum.seconds, e.seconds);
+      }
+      if (!a.quiet) progress.update(sum);
+    } else if (tag + " " == workers::kLog) {
+      if (a.quiet) return;
+      progress.clear();
+      fmt::print("# [{}] {}\n", who, j.get<std::string>());
+      std::fflush(stdout);
+    } else if (tag + " " == workers::kJson) {
+      if (!json) return;
+      nlohmann::json record = j;
+      record["worker"] = k + 1;
+      json->write(record);
+    } else if (tag + " " == workers::kResult) {
+      mergeCampaignResult(total, campaignResultFromJson(j.at("result")), who);
+      reported[size_t(k)] = true;
+    } else if (tag + " " == workers::kStats) {
+      for (size_t i = 0; i < oracle.size(); ++i) oracle[i] += j.at("oracle").at(i).get<int64_t>();
+      for (size_t i = 0; i < phases.size(); ++i) phases[i] += j.at("phases").at(i).get<double>();
+    }
+  };
+  h.other = [&](int k, const std::string& line) {
+    if (line.rfind("# ", 0) == 0) return;  // a worker's header lines repeat the coordinator's
+    progress.clear();
+    fmt::print("# [{}] {}\n", specs[size_t(k)].name, line);
+  };
+  std::vector<int> signals;
+  const std::vector<int> codes = workers::runWorkers(specs, h, &signals);
+  progress.clear();
+  total.shard_index = o.shard_index;
+  total.shard_count = o.shard_count;
+  for (int k = 0; k < n; ++k) {
+    // A worker that ended without its result (a crash, a hang, an error)
+    // ends the run as the same failure would end a single process.
+    if (reported[size_t(k)] && codes[size_t(k)] >= 0 && codes[size_t(k)] != exit_code::kHang) continue;
+    const std::string why = codes[size_t(k)] == exit_code::kHang ? "a case hung (exit code 5)"
+                            : signals[size_t(k)]                ? fmt::format("killed by signal {}", signals[size_t(k)])
+                                                                : fmt::format("exit code {}", codes[size_t(k)]);
+    total.fatal_error += fmt::format("{}{} ended without its result: {} (its messages are above)",
+                                     total.fatal_error.empty() ? "" : "\n", specs[size_t(k)].name, why);
+  }
+  int code = reportCampaign(total, json, inapplicable);
+  for (int c : codes)
+    if (c == exit_code::kHang && severity(c) > severity(code)) code = c;
+  return code;
 }
 
 int cmdRun(const RunArgs& a) {
   const std::vector<std::string> ops = opsToRun(a);
-  const ExecContext exec = execContext(a.backend, a.perturb_schedule);
+  const ExecContext exec = execContext(a.backend, a.perturb_schedule, a.report_to_coordinator);
+  const WorkerLayout layout = workerLayout(a, exec);
   std::unique_ptr<JsonlWriter> json;
-  if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
+  if (a.report_to_coordinator) json = std::make_unique<JsonlWriter>([](const std::string& line) {
+    workers::say(workers::kJson, nlohmann::json::parse(line));
+  });
+  else if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
   const auto t0 = std::chrono::steady_clock::now();
   int worst = exit_code::kNothingRan;
   std::map<std::string, int> inapplicable;  // --property name -> ops it applies to nothing of
+  std::array<int64_t, 3> oracle{};            // summed over workers
+  std::array<double, size_t(Phase::kCount)> phases{};
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (i) fmt::print("\n");
+    if (i && !a.report_to_coordinator) fmt::print("\n");
     RunArgs per_op = a;
     if (a.time_budget > 0) {  // --time-budget is for the whole run: share what is left among the ops to go
       const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       per_op.time_budget = std::max(1.0, (a.time_budget - spent) / double(ops.size() - i));
     }
-    const int code = runOp(per_op, ops[i], exec, json.get(), inapplicable);
+    if (a.seed.empty()) per_op.seed = fmt::format("{:#x}", runSeed(a));  // one seed for all of an op's workers
+    const int code = layout.workers > 1
+                         ? runOpOnWorkers(per_op, ops[i], exec, layout, json.get(), inapplicable, oracle, phases)
+                         : runOp(per_op, ops[i], exec, json.get(), inapplicable);
     if (severity(code) > severity(worst)) worst = code;
     // A fault may have left the GPU unusable, and a hung kernel still runs.
-    if (code == exit_code::kRuntimeError || code == exit_code::kHang) return worst;
+    if (code == exit_code::kRuntimeError || code == exit_code::kHang) break;
   }
-  fmt::print("\n# {}\n", formatOracleCounts());
+  if (a.report_to_coordinator) {
+    const auto p = phaseSeconds();
+    workers::say(workers::kStats, {{"oracle", processOracleCounts()}, {"phases", std::vector<double>(p.begin(), p.end())}});
+    return worst;
+  }
+  if (worst == exit_code::kRuntimeError || worst == exit_code::kHang) return worst;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (layout.workers > 1) {
+    fmt::print("\n# {} (summed over {} workers)\n", formatOracleCounts(oracle), layout.workers);
+    fmt::print("# wall {:.1f} s; summed over the workers: {}\n", seconds, formatPhaseTimes(phases, -1));
+  } else {
+    fmt::print("\n# {}\n", formatOracleCounts(processOracleCounts()));
+    fmt::print("# {}\n", formatPhaseTimes(phaseSeconds(), seconds));
+  }
   for (const auto& [property, ops_without] : inapplicable)
     if (size_t(ops_without) == ops.size()) {
       fmt::print("\n# NOTHING JUDGED: --property {} applies to no kernel selected in this run\n", property);
@@ -369,7 +612,23 @@ int main(int argc, char** argv) {
   run->add_option("--kernel", ra.kernels, "kernel variant(s); default: every correct variant of the backend");
   run->add_option("--property", ra.properties, "propert(y|ies) to check; default: all");
   run->add_option("--dtype", ra.dtypes, "fp32, fp16, bf16; default: all");
-  run->add_option("--cases", ra.cases, "generated cases")->capture_default_str();
+  run->add_option("--cases", ra.cases,
+                  "generated cases per op, or auto: until every kernel x property x dtype has --per-cell cases (at "
+                  "most 2000)")
+      ->capture_default_str();
+  run->add_option("--per-cell", ra.per_cell,
+                  "with --cases auto: cases for every kernel x property x dtype (default 50 on the GPU, 20 on the "
+                  "host); with --cases N: stop before N once every cell has this many");
+  run->add_option("--gpus", ra.gpus, "GPUs to use, one worker process each (cuda backend): a count, or all")
+      ->capture_default_str();
+  run->add_option("--workers", ra.workers,
+                  "worker processes sharing the campaign (default: one per GPU used; 1 on the host, where N splits "
+                  "the CPU)");
+  run->add_flag("--report-to-coordinator", ra.report_to_coordinator,
+                "be a worker of a coordinated run: report on stdout in tagged lines (internal)")
+      ->group("");
+  run->add_option("--shard", ra.shard,
+                  "i/n: run the i-th of n disjoint shares of the campaign (CI runners; together they are the whole)");
   run->add_option("--seed", ra.seed, "generation seed (decimal or 0x hex); default: random, printed");
   run->add_option("--time-budget", ra.time_budget, "stop generating after this many seconds (0: no limit)");
   run->add_option("--tier", ra.tier, "smoke | default | nightly (largest shapes)")->capture_default_str();
@@ -435,6 +694,7 @@ int main(int argc, char** argv) {
                     "fast (default: double words with certified bounds, MPFR where they do not decide), mpfr (MPFR "
                     "only), or audit (both, failing on any difference); also $ULPCHECK_ORACLE");
 
+  for (int i = 1; i < argc; ++i) g_args.emplace_back(argv[i]);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,7 +1,12 @@
 #include "harness/core/buffer.h"
 
+#include <bit>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,23 +19,127 @@ const char* backendName(Backend b) { return b == Backend::Cuda ? "cuda" : "host"
 
 namespace {
 void fillHostPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes) {
-  auto* out = static_cast<uint8_t*>(p);
-  for (size_t i = 0; i + element_bytes <= bytes; i += element_bytes) std::memcpy(out + i, &pattern, element_bytes);
+  // Payloads are 256-byte aligned (kRedZoneBytes), so typed stores are aligned.
+  if (element_bytes == 4) std::fill_n(static_cast<uint32_t*>(p), bytes / 4, pattern);
+  else std::fill_n(static_cast<uint16_t*>(p), bytes / 2, static_cast<uint16_t>(pattern));
 }
+
+/// Released allocations kept for the next Buffer of the same size class.
+/// A case makes a dozen buffers per run and runs its kernel up to ten
+/// times; cudaMalloc/cudaFree (which synchronises the device) and a fresh
+/// memfd whose pages fault in one by one cost more than the kernels. A
+/// reused block holds nothing of its past: every Buffer sets its red zones
+/// and payload afresh (canary bytes, then poison or the uploaded input), so
+/// the memory checks see exactly what a fresh allocation would show.
+class BlockPool {
+ public:
+  /// Where the block lives, and its size class.
+  using Key = std::tuple<Backend, int, size_t>;
+
+  /// Sizes are rounded up to a quarter of their power of two (at most 25%
+  /// more than asked), so batches of nearby shapes share blocks.
+  static size_t sizeClass(size_t bytes) {
+    const size_t step = std::max<size_t>(4096, std::bit_floor(bytes) / 4);
+    return (bytes + step - 1) / step * step;
+  }
+
+  void* acquire(Backend where, int device, size_t capacity, const std::string& name) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find({where, device, capacity});
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_bytes_[size_t(where)] -= capacity;
+        return p;
+      }
+    }
+    try {
+      return allocateFresh(where, capacity, name);
+    } catch (const OutOfMemory&) {  // what the pool holds may be what is missing
+      trim(where, 0);
+      return allocateFresh(where, capacity, name);
+    }
+  }
+
+  void give(Backend where, int device, size_t capacity, void* base) noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_bytes_[size_t(where)] + capacity <= kMaxCachedBytes) {
+        free_[{where, device, capacity}].push_back(base);
+        cached_bytes_[size_t(where)] += capacity;
+        return;
+      }
+    }
+    releaseFresh(where, device, base);
+  }
+
+  /// Releases cached blocks of `where` until at most `keep_bytes` remain.
+  void trim(Backend where, size_t keep_bytes) noexcept {
+    std::vector<std::tuple<int, void*>> out;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& [key, blocks] : free_) {
+        if (std::get<0>(key) != where) continue;
+        while (!blocks.empty() && cached_bytes_[size_t(where)] > keep_bytes) {
+          out.emplace_back(std::get<1>(key), blocks.back());
+          blocks.pop_back();
+          cached_bytes_[size_t(where)] -= std::get<2>(key);
+        }
+      }
+    }
+    for (const auto& [device, base] : out) releaseFresh(where, device, base);
+  }
+
+  static BlockPool& instance() {
+    // Never destroyed: at exit the CUDA runtime may already be gone, and the
+    // process's memory goes with it anyway.
+    static BlockPool* pool = new BlockPool;
+    return *pool;
+  }
+
+ private:
+  static constexpr size_t kMaxCachedBytes = size_t{4} << 30;  // per backend
+
+  static void* allocateFresh(Backend where, size_t capacity, const std::string& name) {
+    if (where == Backend::Host) return allocateSharedHost(capacity, name);
+    void* p = cudaops::allocate(capacity);
+    registerDeviceRegion(p, capacity, cudaops::currentDevice());
+    return p;
+  }
+
+  static void releaseFresh(Backend where, int device, void* base) noexcept {
+    if (where == Backend::Host) {
+      releaseSharedHost(base);
+      return;
+    }
+    unregisterDeviceRegion(base);
+    try {
+      cudaops::DeviceScope on(device);
+      cudaops::release(base);
+    } catch (...) {  // a dead context: the memory goes with it
+    }
+  }
+
+  std::mutex mutex_;
+  std::map<Key, std::vector<void*>> free_;
+  size_t cached_bytes_[2] = {0, 0};
+};
 }  // namespace
 
 Buffer::Buffer(Backend where, size_t bytes, std::string name) : where_(where), bytes_(bytes), name_(std::move(name)) {
   const size_t total = bytes + 2 * kRedZoneBytes;
+  capacity_ = BlockPool::sizeClass(total);
   // Shared regions (harness/core/shared_memory.h): a kernel in a worker
-  // process works on these very bytes.
+  // process works on these very bytes. The whole block starts as canary
+  // bytes, the part past the trailing red zone included.
   if (where == Backend::Host) {
-    base_ = allocateSharedHost(total, name_);
-    std::memset(base_, kCanaryByte, total);
+    base_ = BlockPool::instance().acquire(where, 0, capacity_, name_);
+    std::memset(base_, kCanaryByte, capacity_);
   } else {
     device_ = cudaops::currentDevice();
-    base_ = cudaops::allocate(total);
-    registerDeviceRegion(base_, total, device_);
-    cudaops::setBytes(base_, kCanaryByte, total);
+    base_ = BlockPool::instance().acquire(where, device_, capacity_, name_);
+    cudaops::setBytes(base_, kCanaryByte, capacity_);
   }
 }
 
@@ -39,6 +148,7 @@ Buffer::~Buffer() { release(); }
 Buffer::Buffer(Buffer&& o) noexcept
     : where_(o.where_),
       bytes_(o.bytes_),
+      capacity_(o.capacity_),
       device_(o.device_),
       base_(std::exchange(o.base_, nullptr)),
       name_(std::move(o.name_)) {}
@@ -48,6 +158,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     release();
     where_ = o.where_;
     bytes_ = o.bytes_;
+    capacity_ = o.capacity_;
     device_ = o.device_;
     base_ = std::exchange(o.base_, nullptr);
     name_ = std::move(o.name_);
@@ -57,16 +168,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 
 void Buffer::release() noexcept {
   if (!base_) return;
-  if (where_ == Backend::Host) {
-    releaseSharedHost(base_);
-  } else {
-    unregisterDeviceRegion(base_);
-    try {
-      cudaops::DeviceScope on(device_);
-      cudaops::release(base_);
-    } catch (...) {  // a dead context: the memory goes with it
-    }
-  }
+  BlockPool::instance().give(where_, device_, capacity_, base_);
   base_ = nullptr;
 }
 

@@ -58,6 +58,7 @@ class Buffer {
   void release() noexcept;
   Backend where_ = Backend::Host;
   size_t bytes_ = 0;
+  size_t capacity_ = 0;   // of the whole block, red zones included (a pooled size class)
   int device_ = 0;        // the GPU it lives on (current when it was made)
   void* base_ = nullptr;  // start of the leading red zone
   std::string name_;

@@ -76,8 +76,9 @@ ULPCHECK_HD inline double sampleValue(const DistParams& p, DType t, uint64_t see
   const uint64_t h2 = counterHash2(seed, 2 * s + 1, row, col);
   const double z = detail::standardNormalish(h1, h2);
   const double normal = detail::addRn(p.mean, detail::mulRn(p.sigma, z));
-  const uint64_t row_bits = counterHash(seed, static_cast<uint64_t>(TensorStream::RowFeature) + 16 * s, row);
-  const uint64_t col_bits = counterHash(seed, static_cast<uint64_t>(TensorStream::ColFeature) + 16 * s, col);
+  // Row and column features are hashed only by the regimes that use them.
+  const auto row_bits = [&] { return counterHash(seed, static_cast<uint64_t>(TensorStream::RowFeature) + 16 * s, row); };
+  const auto col_bits = [&] { return counterHash(seed, static_cast<uint64_t>(TensorStream::ColFeature) + 16 * s, col); };
   double raw = normal;
   switch (p.kind) {
     case Dist::Normal:
@@ -85,7 +86,7 @@ ULPCHECK_HD inline double sampleValue(const DistParams& p, DType t, uint64_t see
       break;
     case Dist::ConstantRows: {
       const uint64_t r2 = counterHash(seed, 2 * s + 7, row);
-      raw = detail::addRn(p.mean, detail::mulRn(p.sigma, detail::standardNormalish(row_bits, r2)));
+      raw = detail::addRn(p.mean, detail::mulRn(p.sigma, detail::standardNormalish(row_bits(), r2)));
       break;
     }
     case Dist::ZeroRows: {
@@ -100,7 +101,7 @@ ULPCHECK_HD inline double sampleValue(const DistParams& p, DType t, uint64_t see
       raw = (h1 & 1) ? normal : ((h2 & 1) ? -0.0 : 0.0);
       break;
     case Dist::OutlierChannels:
-      raw = (col_bits % 32 == 0) ? detail::mulRn(normal, 256.0) : normal;
+      raw = (col_bits() % 32 == 0) ? detail::mulRn(normal, 256.0) : normal;
       break;
     case Dist::Subnormal: {
       const int mant_bits = formatOf(t).precision - 1;

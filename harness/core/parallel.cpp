@@ -1,6 +1,7 @@
 #include "harness/core/parallel.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 
 namespace ulpcheck {
@@ -20,7 +21,13 @@ ThreadPool::~ThreadPool() {
 }
 
 ThreadPool& ThreadPool::shared() {
-  static ThreadPool pool;
+  // $ULPCHECK_THREADS: a worker process of `ulpcheck run --workers` gets its
+  // share of the cores, so workers do not fight over them.
+  static ThreadPool pool([] {
+    const char* env = std::getenv("ULPCHECK_THREADS");
+    const long n = env ? std::strtol(env, nullptr, 10) : 0;
+    return n > 0 && n < 4096 ? unsigned(n) : 0u;
+  }());
   return pool;
 }
 

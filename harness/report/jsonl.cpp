@@ -10,6 +10,10 @@ JsonlWriter::JsonlWriter(const std::string& path) : path_(path), out_(path, std:
 
 void JsonlWriter::write(const nlohmann::json& record) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (sink_) {
+    sink_(record.dump());
+    return;
+  }
   out_ << record.dump() << '\n';
   out_.flush();
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -13,12 +14,16 @@ namespace ulpcheck {
 class JsonlWriter {
  public:
   explicit JsonlWriter(const std::string& path);  // throws std::runtime_error if it cannot be opened
+  /// Hands each record, serialised on one line, to `sink` instead (a worker
+  /// sends its records to its coordinator).
+  explicit JsonlWriter(std::function<void(const std::string&)> sink) : sink_(std::move(sink)) {}
   void write(const nlohmann::json& record);
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   std::ofstream out_;
+  std::function<void(const std::string&)> sink_;
   std::mutex mutex_;
 };
 

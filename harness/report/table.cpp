@@ -1,9 +1,11 @@
 #include "harness/report/table.h"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "harness/core/phase_timer.h"
 #include "harness/runner/campaign.h"
 
 namespace ulpcheck {
@@ -36,6 +38,27 @@ std::string formatJudgedSummary(const CampaignResult& r) {
                        property == "accuracy" ? " with full power" : "",
                        s.inconclusive ? fmt::format(", {} inconclusive", s.inconclusive) : "",
                        s.skipped ? fmt::format(", {} skipped", s.skipped) : "");
+  if (r.per_cell > 0 && r.shard_count == 1) {
+    const auto below = r.belowTarget();
+    if (below.empty()) {
+      int64_t fewest = -1;
+      for (const auto& cell : r.applicable_cells) {
+        const int64_t judged = r.cells.at(cell).judged();
+        fewest = fewest < 0 ? judged : std::min(fewest, judged);
+      }
+      out += fmt::format("# target met: each of the {} kernel x property x dtype cells judged >= {} cases "
+                         "conclusively (fewest {})\n",
+                         r.applicable_cells.size(), r.per_cell, fewest);
+    } else {
+      std::string list;
+      for (const auto& [cell, judged] : below)
+        list += fmt::format("{}{} {} {}: {}", list.empty() ? "" : ", ", std::get<0>(cell), std::get<1>(cell),
+                            std::get<2>(cell), judged);
+      out += fmt::format("# BELOW TARGET: {} of {} kernel x property x dtype cells judged fewer than {} cases "
+                         "conclusively: {}\n",
+                         below.size(), r.applicable_cells.size(), r.per_cell, list);
+    }
+  }
   for (const auto& [kernel, property] : r.unjudged())
     out += fmt::format("# NOTHING JUDGED: {} applies to {} but judged none of its cases\n", property, kernel);
   for (const auto& property : r.inapplicable_properties)
@@ -107,6 +130,10 @@ nlohmann::json campaignSummaryJson(const CampaignResult& r) {
                       {"regression_cases", r.regression_cases},
                       {"failures", r.failures.size()},
                       {"stopped_by_time", r.stopped_by_time},
+                      {"planned_cases", r.planned_cases},
+                      {"topped_up_cases", r.topped_up_cases},
+                      {"per_cell", r.per_cell},
+                      {"shard", {r.shard_index + 1, r.shard_count}},
                       {"seconds", r.seconds},
                       {"fatal_error", r.fatal_error}};
   for (const auto& [key, c] : r.cells) {
@@ -119,6 +146,9 @@ nlohmann::json campaignSummaryJson(const CampaignResult& r) {
   }
   for (const auto& [kernel, property] : r.unjudged())
     j["unjudged"].push_back({{"kernel", kernel}, {"property", property}});
+  for (const auto& [cell, judged] : r.belowTarget())
+    j["below_target"].push_back(
+        {{"kernel", std::get<0>(cell)}, {"property", std::get<1>(cell)}, {"dtype", std::get<2>(cell)}, {"judged", judged}});
   for (const auto& property : r.inapplicable_properties) j["inapplicable_properties"].push_back(property);
   for (const auto& [kernel, paths] : r.paths)
     for (const auto& [path, cases] : paths) j["paths"][kernel][path] = cases;
@@ -129,6 +159,18 @@ nlohmann::json campaignSummaryJson(const CampaignResult& r) {
                                  {"repro", reproCommand(f)},
                                  {"seconds_to_detect", f.seconds_to_detect}});
   return j;
+}
+
+std::string formatPhaseTimes(const std::array<double, size_t(Phase::kCount)>& phases, double seconds) {
+  std::string out = seconds >= 0 ? fmt::format("time {:.1f} s:", seconds) : "time:";
+  double charged = 0;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    out += fmt::format("{} {} {:.1f} s", i ? "," : "", phaseName(Phase(i)), phases[i]);
+    charged += phases[i];
+  }
+  if (seconds >= 0)
+    out += fmt::format(", the rest (case generation, shrinking, reports) {:.1f} s", std::max(0.0, seconds - charged));
+  return out;
 }
 
 }  // namespace ulpcheck

@@ -170,9 +170,11 @@ Selection select(const CampaignOptions& o, const ExecContext& exec) {
   return s;
 }
 
+/// `index`: a generated case's place in the seed's sequence (-1: a regression replay).
 nlohmann::json caseRecord(const char* kind, const CaseSpec& spec, const std::string& property, const Outcome& o,
-                          double seconds) {
+                          double seconds, int64_t index = -1) {
   nlohmann::json j = {{"type", kind}, {"case", toJson(spec)}, {"property", property}, {"seconds", seconds}};
+  if (index >= 0) j["index"] = index;
   j["outcome"] = toJson(o);
   return j;
 }
@@ -183,6 +185,19 @@ std::vector<std::pair<std::string, std::string>> CampaignResult::unjudged() cons
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [pair, n] : judged)
     if (n == 0) out.push_back(pair);
+  return out;
+}
+
+std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t>> CampaignResult::belowTarget() const {
+  std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t>> out;
+  if (per_cell <= 0) return out;
+  for (const auto& cell : applicable_cells) {
+    const auto it = cells.find(cell);
+    const int64_t judged = it == cells.end() ? 0 : it->second.judged();
+    const auto share = cell_targets.find(cell);
+    if (judged < (shard_count > 1 && share != cell_targets.end() ? share->second : per_cell))
+      out.emplace_back(cell, judged);
+  }
   return out;
 }
 
@@ -268,13 +283,24 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   auto repro = [&](const CaseSpec& spec, const std::string& property) {
     return reproCommand(spec, property, exec.perturb_schedule);
   };
+  if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
+    throw std::invalid_argument(fmt::format("shard {} of {} does not exist", o.shard_index + 1, o.shard_count));
   CampaignResult result;
+  result.per_cell = o.per_cell;
+  result.shard_index = o.shard_index;
+  result.shard_count = o.shard_count;
   for (const auto& kernel : sel.kernels) {
     const KernelInfo& info = *OpAdapter::findKernel(o.op, kernel);
     for (const auto& path : info.code_paths) result.paths[kernel][path] = 0;
     for (const Property* p : sel.properties)
-      if (p->appliesTo(*sel.op, info)) result.judged[{kernel, p->name}] = 0;
+      if (p->appliesTo(*sel.op, info)) {
+        result.judged[{kernel, p->name}] = 0;
+        for (DType t : sel.dtypes)
+          if (info.supports(t)) result.applicable_cells.insert({kernel, p->name, dtypeName(t)});
+      }
   }
+  const bool mine_only = o.shard_count > 1;
+  auto mine = [&](int64_t index) { return !mine_only || index % o.shard_count == o.shard_index; };
   for (const auto& name : o.properties)
     if (std::none_of(result.judged.begin(), result.judged.end(), [&](const auto& j) { return j.first.second == name; }))
       result.inapplicable_properties.push_back(name);
@@ -318,58 +344,121 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     }
   };
 
+  // The regression replays (every corpus case on every selected kernel of
+  // its op) and the generated cases this campaign (or shard) runs.
+  struct Replay {
+    const CorpusEntry* entry;
+    const Property* property;
+    CaseSpec spec;
+  };
+  std::vector<CorpusEntry> corpus;
+  std::vector<Replay> replays;
+  if (o.replay_corpus) {
+    corpus = loadCorpus(corpus_dir, "regression");
+    int64_t index = 0;
+    for (const CorpusEntry& entry : corpus) {
+      if (entry.op != o.op) continue;
+      const Property* p = findProperty(entry.property);
+      if (!p) throw CorpusError(fmt::format("{}: no property named '{}'", entry.path, entry.property));
+      if (std::find(sel.properties.begin(), sel.properties.end(), p) == sel.properties.end()) continue;
+      if (std::find(sel.dtypes.begin(), sel.dtypes.end(), entry.spec.dtype) == sel.dtypes.end()) continue;
+      for (const auto& kernel : sel.kernels) {
+        CaseSpec spec = entry.spec;
+        spec.kernel = kernel;
+        if (!Selection::fits(spec) || !sel.applies(*p, spec)) continue;
+        if (mine(index++)) replays.push_back({&entry, p, spec});
+      }
+    }
+  }
+  gen::CaseOptions gopts{o.op, sel.kernels, sel.dtypes, o.tier};
+  const rc::Gen<CaseSpec> generator = gen::caseSpec(gopts);
+  auto draw = [&](int64_t i) {
+    const rc::Random random(rc::Random::Key{o.seed, uint64_t(i), 0x756c70636865636bULL, 0});
+    rc::Shrinkable<CaseSpec> s = generator(random, int(i % 101));
+    validateCase(s.value());
+    return s;
+  };
+  // A per-cell plan: the seed's cases in order until every applicable cell
+  // has its share. What applies to a case is known before it runs, so every
+  // shard computes the same plan.
+  int64_t planned = o.cases;
+  if (o.per_cell > 0) {
+    std::map<std::tuple<std::string, std::string, std::string>, int64_t> counts, mine_counts;
+    size_t filled = 0;
+    result.plan_reached_target = result.applicable_cells.empty();
+    for (planned = 0; planned < o.cases && !result.plan_reached_target; ++planned) {
+      const CaseSpec spec = draw(planned).value();
+      if (!Selection::fits(spec)) continue;
+      for (const Property* p : sel.properties) {
+        if (!sel.applies(*p, spec)) continue;
+        const std::tuple<std::string, std::string, std::string> cell{spec.kernel, p->name, dtypeName(spec.dtype)};
+        if (++counts[cell] == o.per_cell) ++filled;
+        mine_counts[cell] += mine(planned);
+      }
+      result.plan_reached_target = filled == result.applicable_cells.size();
+    }
+    // A shard's share of each cell's target, in proportion to the plan's
+    // cases of the cell it runs (rounded up: the shares add up to the target).
+    for (const auto& [cell, n] : counts)
+      result.cell_targets[cell] = (mine_counts[cell] * std::min(n, o.per_cell) + n - 1) / n;
+  }
+  result.planned_cases = planned;
+  if (o.per_cell > 0)
+    log(result.plan_reached_target
+            ? fmt::format("plan: {} generated cases give each of the {} kernel x property x dtype cells {} cases",
+                          planned, result.applicable_cells.size(), o.per_cell)
+            : fmt::format("plan: {} generated cases (the most allowed) leave some of the {} kernel x property x dtype "
+                          "cells under {} cases",
+                          planned, result.applicable_cells.size(), o.per_cell));
+  CampaignProgress progress{0, int64_t(replays.size()), 0, 0, o.time_budget_s};
+  for (int64_t i = 0; i < planned; ++i) progress.total += mine(i);
+  if (mine_only)
+    log(fmt::format("shard {}/{}: {} of the {} generated cases, {} regression replays", o.shard_index + 1,
+                    o.shard_count, progress.total - int64_t(replays.size()), planned, replays.size()));
+  auto advance = [&] {
+    ++progress.done;
+    progress.failures = int64_t(result.failures.size());
+    progress.seconds = since(t0);
+    if (o.progress) o.progress(progress);
+  };
+
   try {
     // 1. The regression corpus, for every selected kernel of its op.
     if (o.replay_corpus) {
-      for (const CorpusEntry& entry : loadCorpus(corpus_dir, "regression")) {
-        if (entry.op != o.op) continue;
-        const Property* p = findProperty(entry.property);
-        if (!p) throw CorpusError(fmt::format("{}: no property named '{}'", entry.path, entry.property));
-        if (std::find(sel.properties.begin(), sel.properties.end(), p) == sel.properties.end()) continue;
-        if (std::find(sel.dtypes.begin(), sel.dtypes.end(), entry.spec.dtype) == sel.dtypes.end()) continue;
-        for (const auto& kernel : sel.kernels) {
-          CaseSpec spec = entry.spec;
-          spec.kernel = kernel;
-          if (!Selection::fits(spec) || !sel.applies(*p, spec)) continue;
-          enter(spec, p->name);
-          const auto c0 = Clock::now();
-          CaseContext ctx(spec, *sel.op, exec);
-          Outcome out;
-          for (int k = 0; k < entry.repeat && out.verdict != Verdict::Fail; ++k) {
-            ctx.forgetRuns();
-            out = checkOne(*p, spec, exec, &ctx);
-            if (out.verdict == Verdict::Fail && entry.repeat > 1)
-              out.summary += fmt::format(" (run {} of up to {})", k + 1, entry.repeat);
-          }
-          watchdog.leave();
-          ++result.regression_cases;
-          cover(spec);
-          tally(spec, p->name, out, since(c0));
-          if (o.json) o.json->write(caseRecord("regression", spec, p->name, out, since(c0)));
-          if (out.verdict == Verdict::Fail) {
-            log(fmt::format("REGRESSION FAILED {} [{}]: {}", entry.path, kernel, out.summary));
-            result.failures.push_back({"regression", p->name, spec, spec, out, 0, -1, since(t0), entry.path,
-                                       exec.perturb_schedule, entry.repeat});
-          }
+      for (const Replay& replay : replays) {
+        const CorpusEntry& entry = *replay.entry;
+        const Property* p = replay.property;
+        const CaseSpec& spec = replay.spec;
+        const std::string& kernel = spec.kernel;
+        enter(spec, p->name);
+        const auto c0 = Clock::now();
+        CaseContext ctx(spec, *sel.op, exec);
+        Outcome out;
+        for (int k = 0; k < entry.repeat && out.verdict != Verdict::Fail; ++k) {
+          ctx.forgetRuns();
+          out = checkOne(*p, spec, exec, &ctx);
+          if (out.verdict == Verdict::Fail && entry.repeat > 1)
+            out.summary += fmt::format(" (run {} of up to {})", k + 1, entry.repeat);
         }
+        watchdog.leave();
+        ++result.regression_cases;
+        cover(spec);
+        tally(spec, p->name, out, since(c0));
+        if (o.json) o.json->write(caseRecord("regression", spec, p->name, out, since(c0)));
+        if (out.verdict == Verdict::Fail) {
+          log(fmt::format("REGRESSION FAILED {} [{}]: {}", entry.path, kernel, out.summary));
+          result.failures.push_back({"regression", p->name, spec, spec, out, 0, -1, since(t0), entry.path,
+                                     exec.perturb_schedule, entry.repeat});
+        }
+        advance();
       }
       log(fmt::format("replayed {} regression cases", result.regression_cases));
     }
 
-    // 2. Generated cases.
-    gen::CaseOptions gopts{o.op, sel.kernels, sel.dtypes, o.tier};
-    const rc::Gen<CaseSpec> generator = gen::caseSpec(gopts);
-    const auto gen_t0 = Clock::now();
-    for (int64_t i = 0; i < o.cases; ++i) {
-      if (o.time_budget_s > 0 && since(gen_t0) > o.time_budget_s) {
-        result.stopped_by_time = true;
-        break;
-      }
-      const rc::Random random(rc::Random::Key{o.seed, uint64_t(i), 0x756c70636865636bULL, 0});
-      const rc::Shrinkable<CaseSpec> shrinkable = generator(random, int(i % 101));
+    // 2. Generated cases. Runs case i of the seed's sequence; false: nothing is left to check.
+    auto runGenerated = [&](int64_t i, const rc::Shrinkable<CaseSpec>& shrinkable) {
       const CaseSpec spec = shrinkable.value();
-      validateCase(spec);
-      if (!Selection::fits(spec)) continue;  // not this kernel's dtype (generators respect the layout)
+      if (!Selection::fits(spec)) return true;  // not this kernel's dtype (generators respect the layout)
       CaseContext ctx(spec, *sel.op, exec);
       ++result.cases_run;
       cover(spec);
@@ -381,7 +470,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         watchdog.leave();
         const double secs = since(c0);
         tally(spec, p->name, out, secs);
-        if (o.json) o.json->write(caseRecord("case", spec, p->name, out, secs));
+        if (o.json) o.json->write(caseRecord("case", spec, p->name, out, secs, i));
         if (out.verdict != Verdict::Fail) continue;
         // A fault (the kernel crashed, hung, returned an error) fails the case
         // but not the kernel's other cases: they are still judged. The first
@@ -455,11 +544,43 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         result.failures.push_back(std::move(f));
         if (out.fault) break;  // the kernel cannot run this case: its other properties would fault the same way
       }
-      if (failed.size() == result.judged.size()) break;  // nothing left to check
-      if (!o.stop_after_failure_of.empty() &&
-          std::any_of(failed.begin(), failed.end(), [&](const auto& f) { return f.second == o.stop_after_failure_of; }))
-        break;
-      if ((i + 1) % 100 == 0) log(fmt::format("{} cases, {} failures, {:.1f} s", i + 1, result.failures.size(), since(t0)));
+      if (failed.size() == result.judged.size()) return false;
+      return o.stop_after_failure_of.empty() ||
+             std::none_of(failed.begin(), failed.end(), [&](const auto& f) { return f.second == o.stop_after_failure_of; });
+    };
+    const auto gen_t0 = Clock::now();
+    auto out_of_time = [&] {
+      if (o.time_budget_s > 0 && since(gen_t0) > o.time_budget_s) result.stopped_by_time = true;
+      return result.stopped_by_time;
+    };
+    bool going = true;
+    for (int64_t i = 0; i < planned && going; ++i) {
+      if (!mine(i)) continue;
+      if (out_of_time()) break;
+      going = runGenerated(i, draw(i));
+      advance();
+    }
+    // A top-up: the plan gave each cell its share of cases, but a case may be
+    // inconclusive (or skipped): further cases of the sequence, each run only
+    // if it applies to a cell still short of judged cases, until none is (or
+    // `cases` runs out). A shard tops up its own share of each cell from its
+    // own cases of the sequence, so shards never run the same case.
+    for (int64_t i = planned; going && o.per_cell > 0 && i < o.cases; ++i) {
+      if (!mine(i)) continue;
+      const auto below = result.belowTarget();
+      if (below.empty() || out_of_time()) break;
+      const rc::Shrinkable<CaseSpec> shrinkable = draw(i);
+      const CaseSpec& spec = shrinkable.value();
+      const bool needed = Selection::fits(spec) && std::any_of(sel.properties.begin(), sel.properties.end(), [&](const Property* p) {
+        const std::tuple<std::string, std::string, std::string> cell{spec.kernel, p->name, dtypeName(spec.dtype)};
+        return sel.applies(*p, spec) &&
+               std::any_of(below.begin(), below.end(), [&](const auto& b) { return b.first == cell; });
+      });
+      if (!needed) continue;
+      ++progress.total;
+      ++result.topped_up_cases;
+      going = runGenerated(i, shrinkable);
+      advance();
     }
   } catch (const CudaError& e) {
     result.fatal_error = fmt::format("{}\n  while running: {}", e.what(), in_flight);

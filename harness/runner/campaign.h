@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,28 @@
 
 namespace ulpcheck {
 
+/// Where a campaign stands, for progress bars: cases done of those it will
+/// run (regression replays included), failures so far, seconds spent.
+struct CampaignProgress {
+  int64_t done = 0, total = 0, failures = 0;
+  double seconds = 0, time_budget_s = 0;
+};
+
 struct CampaignOptions {
   std::string op = "rmsnorm";
   std::vector<std::string> kernels;     // empty: every correct (non-mutant) variant of the backend
   std::vector<std::string> properties;  // empty: all
   std::vector<DType> dtypes;            // empty: all
-  int64_t cases = 2000;
+  int64_t cases = 2000;                 // generated cases; with per_cell, the most it may take
+  // > 0: the campaign is the shortest prefix of the seed's cases (at most
+  // `cases`) in which every applicable (kernel, property, dtype) cell has this
+  // many cases; how many of them were judged conclusively is reported.
+  int64_t per_cell = 0;
+  // Runs only the cases (and regression replays) whose index is shard_index
+  // modulo shard_count: n shards of one campaign are disjoint and together
+  // are the whole (a plan is made from the seed alone, so every shard
+  // computes the same one).
+  int shard_index = 0, shard_count = 1;
   uint64_t seed = 0;
   double time_budget_s = 0;             // 0: no limit; generation stops once spent
   double shrink_budget_s = 60;          // per failure
@@ -34,6 +51,7 @@ struct CampaignOptions {
   std::string stop_after_failure_of;    // a property: stop generating once it has failed (kill-matrix tests)
   JsonlWriter* json = nullptr;
   std::function<void(const std::string&)> log;  // progress lines; may be empty
+  std::function<void(const CampaignProgress&)> progress;  // after every case; may be empty
 };
 
 /// Figures of one (kernel, property, dtype) cell.
@@ -60,6 +78,13 @@ struct FailureRecord {
 
 struct CampaignResult {
   int64_t cases_run = 0, regression_cases = 0;
+  // The generated cases the campaign set out to run (its plan), and, with
+  // CampaignOptions::per_cell, the target and whether the plan reached it
+  // (false: `cases` ran out first).
+  int64_t planned_cases = 0, per_cell = 0;
+  int64_t topped_up_cases = 0;  // run after the plan, for cells whose cases were not all judged
+  bool plan_reached_target = true;
+  int shard_index = 0, shard_count = 1;
   std::map<std::tuple<std::string, std::string, std::string>, CellStats> cells;  // (kernel, property, dtype)
   // Every (kernel, property) the selection makes applicable (Property::
   // appliesTo), with the cases it judged: 0 means it could have passed
@@ -76,6 +101,15 @@ struct CampaignResult {
   std::string fatal_error;   // a sticky GPU fault or similar ended the campaign early
   /// The (kernel, property) pairs that apply and judged no case.
   std::vector<std::pair<std::string, std::string>> unjudged() const;
+  /// With a per-cell target: the applicable cells (every selected kernel x
+  /// property x dtype, a case of which could apply) judged fewer times than
+  /// the target, with their counts.
+  std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t>> belowTarget() const;
+  // Every applicable (kernel, property, dtype) cell, judged or not.
+  std::set<std::tuple<std::string, std::string, std::string>> applicable_cells;
+  // A shard's share of each cell's per-cell target (its part of the plan's
+  // cases of the cell, in proportion; the shares add up to the target).
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> cell_targets;
   /// 4 fatal, 1 a failure, 7 an applicable pair judged nothing (or, unless
   /// a multi-op run decides that across its ops, a named property applies to
   /// nothing selected), 6 nothing ran, 0 otherwise.

@@ -1,0 +1,57 @@
+// Worker processes of one campaign (`ulpcheck run --gpus/--workers`): the
+// coordinator starts one `ulpcheck run` per worker on its own shard of the
+// campaign (and its own GPU), reads what each says on its standard output,
+// one tagged line at a time, and adds their results up. A worker that
+// crashes or hangs ends alone; what the others measured stands.
+//
+// The lines a worker writes (each payload one line of JSON):
+//   @progress {"done":..,"total":..,"failures":..,"seconds":..,"time_budget_s":..}
+//   @log "text"
+//   @json {a JSON-lines record}
+//   @result {"op":..,"result":{campaignResultToJson}}
+//   @stats {"oracle":[fast, fell_back, mpfr_only],"phases":[seconds per Phase]}
+// Anything else a worker prints is passed on, named by its worker.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ulpcheck::workers {
+
+constexpr const char* kProgress = "@progress ";
+constexpr const char* kLog = "@log ";
+constexpr const char* kJson = "@json ";
+constexpr const char* kResult = "@result ";
+constexpr const char* kStats = "@stats ";
+
+/// Writes one tagged line to standard output (thread-safe, flushed).
+void say(const char* tag, const nlohmann::json& payload);
+
+struct WorkerSpec {
+  std::vector<std::string> argv;                            // argv[0]: the executable
+  std::vector<std::pair<std::string, std::string>> env;     // set in the worker's environment
+  std::string name;                                         // e.g. "gpu 1", for messages
+};
+
+struct Handlers {
+  std::function<void(int worker, const std::string& tag, const nlohmann::json& payload)> message;
+  std::function<void(int worker, const std::string& line)> other;  // an untagged line
+};
+
+/// Starts every worker, dispatches their lines until all have exited, and
+/// returns their exit codes (-1: killed by a signal, whose number is in
+/// `signals`). Throws std::runtime_error if a worker cannot be started.
+std::vector<int> runWorkers(const std::vector<WorkerSpec>& specs, const Handlers& handlers,
+                            std::vector<int>* signals = nullptr);
+
+/// `args` without the named options (each as `--name value` or `--name=value`).
+std::vector<std::string> withoutOptions(const std::vector<std::string>& args, const std::vector<std::string>& names);
+
+/// The GPUs a process may use, as CUDA numbers them for children:
+/// $CUDA_VISIBLE_DEVICES's entries, or 0..count-1.
+std::vector<std::string> visibleGpus(int count);
+
+}  // namespace ulpcheck::workers
