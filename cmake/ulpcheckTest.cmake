@@ -36,7 +36,9 @@ function(ulpcheck_add_test)
            COMMAND ulpcheck::cli run --plugin ${plugin} ${kernels} --cases ${T_CASES} --tier ${T_TIER}
                    --seed ${T_SEED} --no-save --no-corpus --quiet ${T_ARGS})
   if(T_GPU)
-    set_tests_properties(${T_NAME} PROPERTIES SKIP_REGULAR_EXPRESSION "needs a GPU")
+    # One GPU of its own under `ctest --resource-spec-file` (ulpcheck reads
+    # CTest's allocation), so GPU tests can run side by side on a multi-GPU runner.
+    set_tests_properties(${T_NAME} PROPERTIES SKIP_REGULAR_EXPRESSION "needs a GPU" RESOURCE_GROUPS "gpus:1")
   endif()
   if(T_LABELS)
     set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}")

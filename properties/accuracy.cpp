@@ -9,6 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "harness/core/parallel.h"
+#include "harness/core/phase_timer.h"
+
 namespace ulpcheck {
 
 namespace {
@@ -19,8 +22,108 @@ double overflowThreshold(DType t) { return maxFinite(t) + 0.5 * ulpOf(t, maxFini
 
 }  // namespace
 
+namespace {
+
+// Rows are judged in blocks of this many elements (at least one row), on the
+// pool; each block keeps its own figures and worst findings, merged in
+// block order, so every figure is the same whatever the thread count.
+constexpr int64_t kJudgeBlockElements = int64_t{1} << 16;
+
+struct BlockJudgment {
+  TensorStats st;
+  double sum_sq_ulp = 0;
+  int64_t finite_count = 0, statistical_flags = 0;
+  bool nontrivial = false;
+  std::vector<Finding> failures, worst;
+};
+
+bool worse(const Finding& a, const Finding& b) { return a.ratio > b.ratio; }
+
+/// Keeps the worst few of a list (at most 4x as many until the end).
+void trimFindings(std::vector<Finding>& v, size_t keep) {
+  if (v.size() <= keep) return;
+  std::partial_sort(v.begin(), v.begin() + ptrdiff_t(keep), v.end(), worse);
+  v.resize(keep);
+}
+
+void judgeRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_begin, int64_t row_end,
+               BlockJudgment& b) {
+  for (int64_t r = row_begin; r < row_end; ++r)
+    for (int64_t c = 0; c < ref.cols; ++c) {
+      const int64_t i = r * ref.cols + c;
+      // A black box on data its model fits is held to its probabilistic
+      // budget (oracles/probabilistic.h), which is never above the rigorous one.
+      const bool statistical = !ref.statistical_budget.empty();
+      const double exact = ref.exact[i], rigorous = ref.budget[i], got = out.value(r, c);
+      const double budget = statistical ? std::min(rigorous, ref.statistical_budget[i]) : rigorous;
+      const double unit = ulpOf(ref.dtype, exact);
+      Finding f{ref.name, r, c, got, exact, ref.correctlyRounded(i), 0, budget / unit, 0, "", ""};
+      bool ok;
+      if (!std::isfinite(exact) && std::isinf(rigorous)) {
+        // The spec's own result overflowed (oracles/reference.h, anyNonFiniteWhereNotFinite).
+        ok = !std::isfinite(got);
+        f.note = ok ? "" : "finite where the spec's result is not (a saved statistic beyond the dtype's range)";
+      } else if (std::isnan(exact)) {
+        ok = std::isnan(got);
+        f.note = ok ? "" : "exact result is NaN";
+      } else if (std::isnan(got)) {
+        ok = false;
+        // The buffer's own dtype: saved statistics of T values are fp32 arrays (stats=T).
+        const uint32_t bits = out.at(r, c), all_ones = out.dtype == DType::F32 ? 0xffffffffu : 0xffffu;
+        f.note = bits == poisonBits(out.dtype) ? "never written (poison)"
+                 : bits == all_ones ? "never written by the library (its allocator's memory was poisoned all ones)"
+                                    : "NaN";
+      } else if (std::isinf(got)) {
+        ok = std::signbit(got) == std::signbit(exact) && std::fabs(exact) + budget >= overflowThreshold(ref.dtype);
+        f.note = ok ? "" : "Inf where the exact result is finite";
+      } else {
+        ok = true;
+      }
+      const double err = std::isfinite(got) && std::isfinite(exact) ? std::fabs(got - exact) : INFINITY;
+      f.ulp = ok && !std::isfinite(err) ? 0 : err / unit;
+      // A budget of 0 (an output the spec determines exactly) admits only err == 0.
+      f.ratio = (ok && !std::isfinite(err)) || err == 0.0 ? 0 : err / budget;
+      if (ok && f.ratio > 1.0 && err <= rigorous) {
+        f.note = fmt::format("over the probabilistic budget of a black box (within the rigorous one, {:.3g}x it): "
+                             "a systematic error, not random rounding",
+                             err / rigorous);
+        ++b.statistical_flags;
+      }
+      ok = ok && f.ratio <= 1.0;
+      TensorStats& st = b.st;
+      ++st.elements;
+      if (std::isfinite(f.ulp)) {
+        st.max_ulp = std::max(st.max_ulp, f.ulp);
+        b.sum_sq_ulp += f.ulp * f.ulp;
+        ++b.finite_count;
+      }
+      st.max_ratio = std::max(st.max_ratio, f.ratio);
+      b.nontrivial |= exact != 0.0;
+      if (std::isfinite(exact) && exact != 0.0) {
+        // Sharp: the budget is below 1/64 of the element's magnitude, or
+        // within one ulp of the output format there (a subnormal output
+        // cannot carry 1/64 of itself; its budget is as sharp as the
+        // format allows).
+        ++st.nonzero;
+        st.sharp += budget <= std::max(tolerance::kPowerErrorFraction * ref.magnitudeAt(i), unit);
+      }
+      // Only the worst few of each list are kept (an element is a finding
+      // only if it could be among them).
+      std::vector<Finding>& list = ok ? b.worst : b.failures;
+      if (!ok) ++st.wrong;
+      if (list.size() < kReportedFindings || f.ratio > list.back().ratio || !ok) {
+        list.push_back(std::move(f));
+        if (list.size() > 4 * kReportedFindings) trimFindings(list, kReportedFindings);
+        if (ok) std::sort(list.begin(), list.end(), worse);
+      }
+    }
+}
+
+}  // namespace
+
 Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& reference,
                       const DescribeInputs& describe) {
+  const PhaseScope phase(Phase::Judge);
   Outcome o;
   std::vector<Finding> failures, worst;
   bool nontrivial = false;
@@ -33,85 +136,31 @@ Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& 
       o.summary = fmt::format("the kernel produced no output '{}'", ref.name);
       return o;
     }
+    const int64_t rows_per_block = std::max<int64_t>(1, kJudgeBlockElements / std::max<int64_t>(ref.cols, 1));
+    const int64_t blocks = (ref.rows + rows_per_block - 1) / rows_per_block;
+    std::vector<BlockJudgment> judged(static_cast<size_t>(blocks));
+    ThreadPool::shared().forChunks(blocks, [&](unsigned, int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k)
+        judgeRows(ref, *out, k * rows_per_block, std::min(ref.rows, (k + 1) * rows_per_block), judged[size_t(k)]);
+    });
     TensorStats st;
     st.tensor = ref.name;
     double sum_sq_ulp = 0;
     int64_t finite_count = 0;
-    for (int64_t r = 0; r < ref.rows; ++r)
-      for (int64_t c = 0; c < ref.cols; ++c) {
-        const int64_t i = r * ref.cols + c;
-        // A black box on data its model fits is held to its probabilistic
-        // budget (oracles/probabilistic.h), which is never above the rigorous one.
-        const bool statistical = !ref.statistical_budget.empty();
-        const double exact = ref.exact[i], rigorous = ref.budget[i], got = out->value(r, c);
-        const double budget = statistical ? std::min(rigorous, ref.statistical_budget[i]) : rigorous;
-        const double unit = ulpOf(ref.dtype, exact);
-        Finding f{ref.name, r, c, got, exact, ref.correctlyRounded(i), 0, budget / unit, 0, "", ""};
-        bool ok;
-        if (!std::isfinite(exact) && std::isinf(rigorous)) {
-          // The spec's own result overflowed (oracles/reference.h, anyNonFiniteWhereNotFinite).
-          ok = !std::isfinite(got);
-          f.note = ok ? "" : "finite where the spec's result is not (a saved statistic beyond the dtype's range)";
-        } else if (std::isnan(exact)) {
-          ok = std::isnan(got);
-          f.note = ok ? "" : "exact result is NaN";
-        } else if (std::isnan(got)) {
-          ok = false;
-          // The buffer's own dtype: saved statistics of T values are fp32 arrays (stats=T).
-          const uint32_t bits = out->at(r, c), all_ones = out->dtype == DType::F32 ? 0xffffffffu : 0xffffu;
-          f.note = bits == poisonBits(out->dtype) ? "never written (poison)"
-                   : bits == all_ones ? "never written by the library (its allocator's memory was poisoned all ones)"
-                                      : "NaN";
-        } else if (std::isinf(got)) {
-          ok = std::signbit(got) == std::signbit(exact) && std::fabs(exact) + budget >= overflowThreshold(ref.dtype);
-          f.note = ok ? "" : "Inf where the exact result is finite";
-        } else {
-          ok = true;
-        }
-        const double err = std::isfinite(got) && std::isfinite(exact) ? std::fabs(got - exact) : INFINITY;
-        f.ulp = ok && !std::isfinite(err) ? 0 : err / unit;
-        // A budget of 0 (an output the spec determines exactly) admits only err == 0.
-        f.ratio = (ok && !std::isfinite(err)) || err == 0.0 ? 0 : err / budget;
-        if (ok && f.ratio > 1.0 && err <= rigorous) {
-          f.note = fmt::format("over the probabilistic budget of a black box (within the rigorous one, {:.3g}x it): "
-                               "a systematic error, not random rounding",
-                               err / rigorous);
-          ++statistical_flags;
-        }
-        ok = ok && f.ratio <= 1.0;
-        ++st.elements;
-        if (std::isfinite(f.ulp)) {
-          st.max_ulp = std::max(st.max_ulp, f.ulp);
-          sum_sq_ulp += f.ulp * f.ulp;
-          ++finite_count;
-        }
-        st.max_ratio = std::max(st.max_ratio, f.ratio);
-        nontrivial |= exact != 0.0;
-        if (std::isfinite(exact) && exact != 0.0) {
-          // Sharp: the budget is below 1/64 of the element's magnitude, or
-          // within one ulp of the output format there (a subnormal output
-          // cannot carry 1/64 of itself; its budget is as sharp as the
-          // format allows).
-          ++st.nonzero;
-          st.sharp += budget <= std::max(tolerance::kPowerErrorFraction * ref.magnitudeAt(i), unit);
-        }
-        if (!ok) {
-          ++st.wrong;
-          failures.push_back(f);
-        } else {
-          worst.push_back(f);
-        }
-        // Keep only the worst few of each list as we go.
-        auto trim = [](std::vector<Finding>& v) {
-          if (v.size() > 4 * kReportedFindings) {
-            std::partial_sort(v.begin(), v.begin() + kReportedFindings, v.end(),
-                              [](const Finding& a, const Finding& b) { return a.ratio > b.ratio; });
-            v.resize(kReportedFindings);
-          }
-        };
-        trim(failures);
-        trim(worst);
+    for (BlockJudgment& b : judged) {
+      st.elements += b.st.elements, st.wrong += b.st.wrong, st.nonzero += b.st.nonzero, st.sharp += b.st.sharp;
+      st.max_ulp = std::max(st.max_ulp, b.st.max_ulp);
+      st.max_ratio = std::max(st.max_ratio, b.st.max_ratio);
+      sum_sq_ulp += b.sum_sq_ulp;
+      finite_count += b.finite_count;
+      statistical_flags += b.statistical_flags;
+      nontrivial |= b.nontrivial;
+      for (const auto& [from, into] : {std::make_pair(&b.failures, &failures), std::make_pair(&b.worst, &worst)}) {
+        trimFindings(*from, kReportedFindings);
+        into->insert(into->end(), from->begin(), from->end());
+        trimFindings(*into, 4 * kReportedFindings);
       }
+    }
     st.rms_ulp = finite_count ? std::sqrt(sum_sq_ulp / finite_count) : 0;
     o.stats.push_back(st);
   }

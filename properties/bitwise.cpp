@@ -1,5 +1,8 @@
 #include "properties/bitwise.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "harness/core/phase_timer.h"
@@ -8,9 +11,15 @@ namespace ulpcheck {
 
 void compareTensors(const OutputTensor& a, const OutputTensor& b, BitwiseDiff& d,
                     const std::function<int64_t(int64_t)>& row_map) {
+  // A tensor left on the device has the other's digest: the same bytes.
+  if (!a.downloaded || !b.downloaded) {
+    if (a.digest == b.digest) return;
+    throw std::logic_error(fmt::format("'{}': an output not downloaded differs from the run it repeats", a.name));
+  }
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t rb = row_map ? row_map(r) : r;
     if (rb < 0) continue;
+    if (std::equal(a.bits.begin() + r * a.ld, a.bits.begin() + r * a.ld + a.cols, b.bits.begin() + rb * b.ld)) continue;
     for (int64_t c = 0; c < a.cols; ++c) {
       if (a.at(r, c) == b.at(rb, c)) continue;
       if (d.differing++ == 0) {

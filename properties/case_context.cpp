@@ -30,11 +30,12 @@ const RunResult& CaseContext::baseRun() {
   return *base_;
 }
 
-RunResult CaseContext::run(const RowLayout& layout, bool perturb_schedule) {
+RunResult CaseContext::run(const RowLayout& layout, bool perturb_schedule, const RunResult* repeats) {
   const PhaseScope phase(Phase::Kernel);  // what generation, buffers and checks inside leave over
   const auto t0 = std::chrono::steady_clock::now();
   ExecContext exec = exec_;
   exec.perturb_schedule |= perturb_schedule;
+  exec.repeats = repeats;
   RunResult r = op_.run(spec_, layout, exec);
   kernel_seconds_ += secondsSince(t0);
   return r;

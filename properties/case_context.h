@@ -22,7 +22,9 @@ class CaseContext {
   const RunResult& baseRun();
   /// A further run on another batch layout (not cached); beside a schedule-
   /// perturbing load when `perturb_schedule` (or the context's own setting).
-  RunResult run(const RowLayout& layout, bool perturb_schedule = false);
+  /// `repeats`: a run of the same layout this one repeats; outputs with its
+  /// bits are then not downloaded (OutputTensor::downloaded).
+  RunResult run(const RowLayout& layout, bool perturb_schedule = false, const RunResult* repeats = nullptr);
   /// The oracle's reference, computed once.
   const std::vector<ReferenceTensor>& reference();
   /// Drops the cached base run (the oracle stays): the next check runs the

@@ -61,7 +61,7 @@ class LayerNormOp final : public OpAdapter {
     const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("layernorm forward + backward") : "";
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-    RunResult r = buf.collect();
+    RunResult r = buf.collect(ctx.repeats);
     r.memory.unchecked_launch = unchecked;
     r.seconds = seconds;
     return r;

@@ -30,6 +30,11 @@ struct OutputTensor {
   int64_t rows = 0, cols = 0, ld = 0;
   bool per_row = true;
   std::vector<uint32_t> bits;  // rows x ld
+  // bytesDigest of the stored bytes (padding included). A run that repeats
+  // another leaves a tensor whose digest matches the other's undownloaded
+  // (RunBuffers::collect): `bits` is then empty and they are the other's.
+  uint64_t digest = 0;
+  bool downloaded = true;
   double value(int64_t r, int64_t c) const { return decodeBits(dtype, bits[r * ld + c]); }
   uint32_t at(int64_t r, int64_t c) const { return bits[r * ld + c]; }
 };
@@ -109,6 +114,9 @@ struct ExecContext {
   /// The case's inputs, shared by its runs and its oracle (CaseContext owns
   /// it); null: generate afresh each time.
   InputCache* inputs = nullptr;
+  /// A run this one repeats (same case, same layout), or null: outputs whose
+  /// digests match its outputs are not downloaded (RunBuffers::collect).
+  const RunResult* repeats = nullptr;
 };
 
 /// The inputs of case `c` on the rows of `layout`, from the context's cache

@@ -58,7 +58,7 @@ class RmsNormOp final : public OpAdapter {
     const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("rmsnorm forward + backward") : "";
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-    RunResult r = buf.collect();
+    RunResult r = buf.collect(ctx.repeats);
     r.memory.unchecked_launch = unchecked;
     r.seconds = seconds;
     return r;

@@ -20,8 +20,9 @@ void note(MemoryReport& m, std::string s) {
 void* RunBuffers::input(const std::string& name, const HostMatrix& m) {
   const PhaseScope phase(Phase::Buffers);
   Entry e{std::make_unique<Buffer>(where_, size_t(m.rows * m.ld) * storageBytes(m.dtype), name),
-          OutputTensor{name, m.dtype, m.rows, m.cols, m.ld, true, {}}, Entry::kInput, m.packed()};
-  e.buffer->upload(e.uploaded.data(), e.uploaded.size());
+          OutputTensor{name, m.dtype, m.rows, m.cols, m.ld, true, {}}, Entry::kInput, &m};
+  const std::vector<uint8_t>& bytes = m.packedOnce();
+  e.buffer->upload(bytes.data(), bytes.size());
   entries_.push_back(std::move(e));
   return entries_.back().buffer->data();
 }
@@ -31,7 +32,7 @@ void* RunBuffers::output(const std::string& name, DType t, int64_t rows, int64_t
   if (std::find(unprovided_.begin(), unprovided_.end(), name) != unprovided_.end())
     return scratch(name, size_t(rows * ld) * storageBytes(t));
   Entry e{std::make_unique<Buffer>(where_, size_t(rows * ld) * storageBytes(t), name),
-          OutputTensor{name, t, rows, cols, ld, per_row, {}}, Entry::kOutput, {}};
+          OutputTensor{name, t, rows, cols, ld, per_row, {}}, Entry::kOutput, nullptr};
   e.buffer->fillPattern(poisonBits(t), storageBytes(t));
   entries_.push_back(std::move(e));
   return entries_.back().buffer->data();
@@ -40,13 +41,13 @@ void* RunBuffers::output(const std::string& name, DType t, int64_t rows, int64_t
 void* RunBuffers::scratch(const std::string& name, size_t bytes) {
   const PhaseScope phase(Phase::Buffers);
   Entry e{std::make_unique<Buffer>(where_, bytes, name), OutputTensor{name, DType::F32, 0, 0, 0, false, {}},
-          Entry::kScratch, {}};
+          Entry::kScratch, nullptr};
   e.buffer->fillPattern(kPoisonF32, 4);
   entries_.push_back(std::move(e));
   return entries_.back().buffer->data();
 }
 
-RunResult RunBuffers::collect() const {
+RunResult RunBuffers::collect(const RunResult* expected) const {
   const PhaseScope phase(Phase::Collect);
   RunResult r;
   MemoryReport& mem = r.memory;
@@ -57,18 +58,32 @@ RunResult RunBuffers::collect() const {
     }
     if (e.kind == Entry::kScratch) continue;
     const OutputTensor& g = e.shape;
-    const std::vector<uint8_t> bytes = e.buffer->downloadAll();
+    // Inputs: their digest where they live says whether they changed; only
+    // then are they downloaded to find where.
     if (e.kind == Entry::kInput) {
-      if (bytes == e.uploaded) continue;
+      if (e.buffer->digest() == e.uploaded->packedDigest()) continue;
+      const std::vector<uint8_t> bytes = e.buffer->downloadAll();
+      const std::vector<uint8_t>& uploaded = e.uploaded->packedOnce();
       const int w = storageBytes(g.dtype);
       for (size_t i = 0; i * w < bytes.size(); ++i)
-        if (std::memcmp(&bytes[i * w], &e.uploaded[i * w], w) != 0) {
+        if (std::memcmp(&bytes[i * w], &uploaded[i * w], w) != 0) {
           if (mem.inputs_modified++ == 0)
             note(mem, fmt::format("input '{}' modified at row {} col {}", g.name, int64_t(i) / g.ld, int64_t(i) % g.ld));
         }
       continue;
     }
-    const std::vector<uint32_t> bits = unpackBits(bytes, g.dtype);
+    const uint64_t digest = e.buffer->digest();
+    if (expected) {
+      const OutputTensor* same = expected->find(g.name);
+      if (same && same->digest == digest && same->rows == g.rows && same->ld == g.ld && same->dtype == g.dtype) {
+        OutputTensor out = g;
+        out.digest = digest;
+        out.downloaded = false;
+        r.outputs.push_back(std::move(out));
+        continue;
+      }
+    }
+    const std::vector<uint32_t> bits = unpackBits(e.buffer->downloadAll(), g.dtype);
     const uint32_t poison = poisonBits(g.dtype);
     for (int64_t row = 0; row < g.rows; ++row)
       for (int64_t col = 0; col < g.ld; ++col) {
@@ -82,6 +97,7 @@ RunResult RunBuffers::collect() const {
       }
     OutputTensor out = g;
     out.bits = bits;
+    out.digest = digest;
     r.outputs.push_back(std::move(out));
   }
   if (mem.unwritten) note(mem, fmt::format("{} output elements never written", mem.unwritten));

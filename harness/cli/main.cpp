@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "harness/core/ctest_gpus.h"
 #include "harness/core/device.h"
 #include "harness/report/progress.h"
 #include "harness/report/table.h"
@@ -511,6 +512,7 @@ int cmdRepro(const ReproArgs& args) {
   remote::setCallTimeout(a.case_timeout);  // a kernel in a worker that runs longer is killed: its case fails
   fmt::print("# case: {}{}\n", toCaseString(spec),
              a.repeat > 1 ? fmt::format(" ({} runs, each afresh)", a.repeat) : "");
+  const auto t0 = std::chrono::steady_clock::now();
   const auto results = runCase(spec, a.properties, exec, a.repeat);
   std::unique_ptr<JsonlWriter> json;
   if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
@@ -527,6 +529,7 @@ int cmdRepro(const ReproArgs& args) {
       json->write({{"type", "repro"}, {"case", toJson(spec)}, {"property", r.property}, {"runs", r.runs},
                    {"failed_runs", r.failed}, {"outcome", toJson(o)}});
   }
+  fmt::print("\n# {}\n", formatPhaseTimes(phaseSeconds(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   return failed ? exit_code::kPropertyFailed : exit_code::kOk;
 }
 
@@ -694,6 +697,7 @@ int main(int argc, char** argv) {
                     "fast (default: double words with certified bounds, MPFR where they do not decide), mpfr (MPFR "
                     "only), or audit (both, failing on any difference); also $ULPCHECK_ORACLE");
 
+  useCtestAllocatedGpus();  // a ctest with RESOURCE_GROUPS: only its own GPUs
   for (int i = 1; i < argc; ++i) g_args.emplace_back(argv[i]);
   try {
     app.parse(argc, argv);

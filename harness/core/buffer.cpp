@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "harness/core/cuda_ops.h"
+#include "harness/core/rng.h"
 #include "harness/core/shared_memory.h"
 
 namespace ulpcheck {
@@ -197,6 +198,29 @@ std::vector<uint8_t> Buffer::downloadAll() const {
   std::vector<uint8_t> out(bytes_);
   download(out.data(), bytes_);
   return out;
+}
+
+uint64_t bytesDigest(const void* p, size_t bytes) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  uint64_t sum = 0;
+  const size_t whole = bytes / 8;
+  for (size_t i = 0; i < whole; ++i) {
+    uint64_t w;
+    std::memcpy(&w, c + 8 * i, 8);
+    sum += digestTerm(w, i);
+  }
+  if (bytes % 8) {
+    uint64_t w = 0;
+    std::memcpy(&w, c + 8 * whole, bytes % 8);  // little endian: the low bytes, zero above
+    sum += digestTerm(w, whole);
+  }
+  return sum;
+}
+
+uint64_t Buffer::digest() const {
+  if (where_ == Backend::Host) return bytesDigest(data(), bytes_);
+  cudaops::DeviceScope on(device_);
+  return cudaops::digest(data(), bytes_);
 }
 
 size_t Buffer::damagedCanaryBytes() const {

@@ -29,6 +29,13 @@ struct OutOfMemory : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A 64-bit digest of `bytes` bytes: the wrapping sum of digestTerm
+/// (harness/core/rng.h) over their 8-byte little-endian words, the last one
+/// padded with zero bytes. Equal bytes give equal digests; any difference
+/// changes it but with probability 2^-64. The GPU computes the same
+/// (cudaops::digest), so a run's outputs can be compared without download.
+uint64_t bytesDigest(const void* p, size_t bytes);
+
 class Buffer {
  public:
   static constexpr size_t kRedZoneBytes = 256;  // keeps the payload 256-byte aligned
@@ -53,6 +60,8 @@ class Buffer {
   std::vector<uint8_t> downloadAll() const;
   /// Number of canary bytes that no longer hold kCanaryByte (0: intact).
   size_t damagedCanaryBytes() const;
+  /// bytesDigest of the payload, computed where it lives (no download).
+  uint64_t digest() const;
 
  private:
   void release() noexcept;

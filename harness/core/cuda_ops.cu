@@ -1,5 +1,7 @@
 #include "harness/core/cuda_ops.h"
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <utility>
 
@@ -8,6 +10,7 @@
 #include "harness/core/buffer.h"
 #include "harness/core/case_spec.h"
 #include "harness/core/cuda_check.h"
+#include "harness/core/rng.h"
 
 namespace ulpcheck {
 
@@ -17,6 +20,39 @@ __global__ void fillWords(Word* p, size_t n, Word value) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     p[i] = value;
 }
+
+// The sum of digestTerm over the buffer's 8-byte words (the last one padded
+// with zero bytes): an order-free sum, so threads add in any order.
+__global__ void digestWords(const unsigned char* p, size_t bytes, unsigned long long* out) {
+  const size_t words = (bytes + 7) / 8;
+  unsigned long long sum = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t w = 0;
+    if (8 * i + 8 <= bytes && (reinterpret_cast<uintptr_t>(p) % 8) == 0) {
+      w = reinterpret_cast<const uint64_t*>(p)[i];
+    } else {
+      for (size_t k = 0; k < 8 && 8 * i + k < bytes; ++k) w |= uint64_t(p[8 * i + k]) << (8 * k);
+    }
+    sum += digestTerm(w, i);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, sum);
+}
+
+// Pinned staging for downloads: a pageable cudaMemcpy is several times
+// slower, and every run downloads its outputs.
+constexpr size_t kStagingBytes = size_t{8} << 20;
+
+struct Staging {
+  void* pinned = nullptr;
+  Staging() {
+    if (cudaHostAlloc(&pinned, kStagingBytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      pinned = nullptr;  // then downloads go pageable
+    }
+  }
+  // Never freed: at exit the CUDA runtime may already be gone.
+};
 }  // namespace
 
 namespace cudaops {
@@ -53,7 +89,36 @@ void copyToDevice(void* dst, const void* src, size_t bytes) {
 }
 
 void copyToHost(void* dst, const void* src, size_t bytes) {
-  ULPCHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  thread_local Staging staging;
+  if (bytes < (size_t{64} << 10) || !staging.pinned) {
+    ULPCHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    return;
+  }
+  for (size_t done = 0; done < bytes; done += kStagingBytes) {
+    const size_t n = std::min(kStagingBytes, bytes - done);
+    ULPCHECK_CUDA(cudaMemcpy(staging.pinned, static_cast<const char*>(src) + done, n, cudaMemcpyDeviceToHost));
+    std::memcpy(static_cast<char*>(dst) + done, staging.pinned, n);
+  }
+}
+
+uint64_t digest(const void* p, size_t bytes) {
+  thread_local unsigned long long* sum = nullptr;  // one word of device memory per thread, kept
+  thread_local int sum_device = -1;
+  const int device = currentDevice();
+  if (!sum || sum_device != device) {
+    ULPCHECK_CUDA(cudaMalloc(&sum, sizeof *sum));
+    sum_device = device;
+  }
+  ULPCHECK_CUDA(cudaMemset(sum, 0, sizeof *sum));
+  const size_t words = (bytes + 7) / 8;
+  if (words) {
+    const unsigned blocks = static_cast<unsigned>(std::min<size_t>((words + 255) / 256, 1024));
+    digestWords<<<blocks, 256>>>(static_cast<const unsigned char*>(p), bytes, sum);
+    ULPCHECK_CUDA_LAUNCH("digestWords");
+  }
+  unsigned long long out = 0;
+  ULPCHECK_CUDA(cudaMemcpy(&out, sum, sizeof out, cudaMemcpyDeviceToHost));
+  return out;
 }
 
 std::string ipcHandle(void* base) {

@@ -14,6 +14,8 @@ void setBytes(void* p, uint8_t value, size_t bytes);
 void fillPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes);
 void copyToDevice(void* dst, const void* src, size_t bytes);
 void copyToHost(void* dst, const void* src, size_t bytes);
+/// bytesDigest (harness/core/buffer.h) of device memory, computed on the GPU.
+uint64_t digest(const void* p, size_t bytes);
 
 /// CUDA IPC: the handle of an allocation's base (hex of cudaIpcMemHandle_t),
 /// and another process opening it (on the current device) and closing it.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "harness/core/buffer.h"
 #include "harness/core/parallel.h"
 #include "harness/core/phase_timer.h"
 
@@ -21,6 +22,19 @@ std::vector<uint8_t> HostMatrix::packed() const {
   }
   return out;
 }
+
+const HostMatrix::Packed& HostMatrix::packedCache() const {
+  if (!packed_cache) {
+    auto p = std::make_shared<Packed>();
+    p->bytes = packed();
+    p->digest = bytesDigest(p->bytes.data(), p->bytes.size());
+    packed_cache = std::move(p);
+  }
+  return *packed_cache;
+}
+
+const std::vector<uint8_t>& HostMatrix::packedOnce() const { return packedCache().bytes; }
+uint64_t HostMatrix::packedDigest() const { return packedCache().digest; }
 
 std::vector<uint32_t> unpackBits(const std::vector<uint8_t>& bytes, DType t) {
   const int w = storageBytes(t);

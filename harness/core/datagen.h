@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "harness/core/distribution.h"
@@ -21,6 +22,21 @@ struct HostMatrix {
   double value(int64_t r, int64_t c) const { return decodeBits(dtype, bits[r * ld + c]); }
   /// Packed to the dtype's storage width (2 or 4 bytes per element).
   std::vector<uint8_t> packed() const;
+  /// The same, made once per matrix (its runs upload it again and again),
+  /// with its bytesDigest: what the uploaded buffer must still hold after a run.
+  const std::vector<uint8_t>& packedOnce() const;
+  uint64_t packedDigest() const;
+
+  // Made on first use by packedOnce (public only so that the matrix stays an
+  // aggregate: HostMatrix{dtype, rows, cols, ld, bits}).
+  struct Packed {
+    std::vector<uint8_t> bytes;
+    uint64_t digest = 0;
+  };
+  mutable std::shared_ptr<const Packed> packed_cache{};
+
+ private:
+  const Packed& packedCache() const;
 };
 
 /// Generates a matrix whose row r has logical id row_ids[r] (so a row can be

@@ -23,6 +23,13 @@ ULPCHECK_HD inline uint64_t counterHash(uint64_t seed, uint64_t stream, uint64_t
 }
 
 /// Two-dimensional counter (row, column), each below 2^32.
+/// One 8-byte word's share of a buffer digest (see bytesDigest): a bijection
+/// of the word for each position, so changing any one word always changes
+/// the digest, and several changes cancel with probability 2^-64.
+ULPCHECK_HD inline uint64_t digestTerm(uint64_t word, uint64_t index) {
+  return mix64(word ^ mix64(index + 0x9e3779b97f4a7c15ULL));
+}
+
 ULPCHECK_HD inline uint64_t counterHash2(uint64_t seed, uint64_t stream, uint64_t row, uint64_t col) {
   return counterHash(seed, stream, (row << 32) ^ col);
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/core/ctest_gpus.h"
 #include "harness/report/table.h"
 #include "harness/runner/campaign_json.h"
 #include "harness/runner/exit_codes.h"
@@ -136,6 +137,26 @@ TEST(CampaignWorkers, AResultSurvivesItsJsonRoundTrip) {
   EXPECT_EQ(sum.cells.at({"k", "accuracy", "bf16"}).failed, 2);
   EXPECT_EQ(sum.failures.size(), 2u);
   EXPECT_EQ(sum.cell_targets.at({"k", "accuracy", "bf16"}), 4);
+}
+
+TEST(CtestGpus, TheGpusCtestAllocatesBecomeTheVisibleOnes) {
+  // As ctest sets them for RESOURCE_GROUPS "2,gpus:1" under a resource spec.
+  setenv("CTEST_RESOURCE_GROUP_COUNT", "2", 1);
+  setenv("CTEST_RESOURCE_GROUP_0", "gpus", 1);
+  setenv("CTEST_RESOURCE_GROUP_0_GPUS", "id:3,slots:1", 1);
+  setenv("CTEST_RESOURCE_GROUP_1", "gpus", 1);
+  setenv("CTEST_RESOURCE_GROUP_1_GPUS", "id:1,slots:1", 1);
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  useCtestAllocatedGpus();
+  ASSERT_NE(std::getenv("CUDA_VISIBLE_DEVICES"), nullptr);
+  EXPECT_STREQ(std::getenv("CUDA_VISIBLE_DEVICES"), "3,1");
+  EXPECT_EQ(workers::visibleGpus(2), (std::vector<std::string>{"3", "1"}));
+  for (const char* v : {"CTEST_RESOURCE_GROUP_COUNT", "CTEST_RESOURCE_GROUP_0", "CTEST_RESOURCE_GROUP_0_GPUS",
+                        "CTEST_RESOURCE_GROUP_1", "CTEST_RESOURCE_GROUP_1_GPUS", "CUDA_VISIBLE_DEVICES"})
+    unsetenv(v);
+  useCtestAllocatedGpus();  // outside ctest's allocation: nothing changes
+  EXPECT_EQ(std::getenv("CUDA_VISIBLE_DEVICES"), nullptr);
+  EXPECT_EQ(workers::visibleGpus(2), (std::vector<std::string>{"0", "1"}));
 }
 
 TEST(CampaignWorkers, OptionsAreDroppedInEitherSpelling) {
