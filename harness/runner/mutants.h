@@ -59,6 +59,13 @@ struct MutantRow {
   bool killedAsDeclared() const;
   /// The earliest kill by any property, if any.
   const FailureRecord* firstKill() const;
+  /// Whether the kill by `property` must fail again when replayed alone.
+  /// Not so for what follows from a replayed out-of-bounds write (a
+  /// memory_safety kill): what such a write overwrites (another buffer of
+  /// the run, a pooled block) depends on the memory layout of the process,
+  /// so the accuracy or determinism failures it caused in a campaign need
+  /// not show in a fresh process; the memory_safety kill itself must.
+  bool mustReplay(const std::string& property) const;
 };
 
 /// A correct variant run beside the mutants: every failure is a false alarm.
