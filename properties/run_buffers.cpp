@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 
+#include "harness/core/cuda_ops.h"
 #include "harness/core/phase_timer.h"
 
 namespace ulpcheck {
@@ -51,17 +53,42 @@ RunResult RunBuffers::collect(const RunResult* expected) const {
   const PhaseScope phase(Phase::Collect);
   RunResult r;
   MemoryReport& mem = r.memory;
-  for (const Entry& e : entries_) {
-    if (const size_t damaged = e.buffer->damagedCanaryBytes()) {
-      mem.canary_bytes_damaged += damaged;
-      note(mem, fmt::format("{} canary bytes around '{}' overwritten (out-of-bounds write)", damaged, e.buffer->name()));
+  // Every buffer's payload digest and damaged canaries, per device in one
+  // launch (cudaops::inspectBlocks), on the host where it lives.
+  std::vector<uint64_t> digests(entries_.size()), damaged(entries_.size());
+  std::map<int, std::vector<size_t>> on_device;
+  for (size_t k = 0; k < entries_.size(); ++k) {
+    const Buffer& b = *entries_[k].buffer;
+    if (b.where() == Backend::Host) {
+      if (entries_[k].kind != Entry::kScratch) digests[k] = b.digest();
+      damaged[k] = b.damagedCanaryBytes();
+    } else {
+      on_device[b.device()].push_back(k);
+    }
+  }
+  for (const auto& [device, ks] : on_device) {
+    cudaops::DeviceScope on(device);
+    std::vector<cudaops::BlockView> views;
+    for (size_t k : ks) {
+      const Buffer& b = *entries_[k].buffer;
+      views.push_back({static_cast<const char*>(b.data()) - Buffer::kRedZoneBytes, b.bytes()});
+    }
+    std::vector<uint64_t> d(ks.size()), c(ks.size());
+    cudaops::inspectBlocks(views.data(), views.size(), Buffer::kRedZoneBytes, kCanaryByte, d.data(), c.data());
+    for (size_t n = 0; n < ks.size(); ++n) digests[ks[n]] = d[n], damaged[ks[n]] = c[n];
+  }
+  for (size_t k = 0; k < entries_.size(); ++k) {
+    const Entry& e = entries_[k];
+    if (const size_t bad = damaged[k]) {
+      mem.canary_bytes_damaged += bad;
+      note(mem, fmt::format("{} canary bytes around '{}' overwritten (out-of-bounds write)", bad, e.buffer->name()));
     }
     if (e.kind == Entry::kScratch) continue;
     const OutputTensor& g = e.shape;
     // Inputs: their digest where they live says whether they changed; only
     // then are they downloaded to find where.
     if (e.kind == Entry::kInput) {
-      if (e.buffer->digest() == e.uploaded->packedDigest()) continue;
+      if (digests[k] == e.uploaded->packedDigest()) continue;
       const std::vector<uint8_t> bytes = e.buffer->downloadAll();
       const std::vector<uint8_t>& uploaded = e.uploaded->packedOnce();
       const int w = storageBytes(g.dtype);
@@ -72,7 +99,7 @@ RunResult RunBuffers::collect(const RunResult* expected) const {
         }
       continue;
     }
-    const uint64_t digest = e.buffer->digest();
+    const uint64_t digest = digests[k];
     if (expected) {
       const OutputTensor* same = expected->find(g.name);
       if (same && same->digest == digest && same->rows == g.rows && same->ld == g.ld && same->dtype == g.dtype) {

@@ -39,6 +39,43 @@ __global__ void digestWords(const unsigned char* p, size_t bytes, unsigned long 
   if ((threadIdx.x & 31) == 0) atomicAdd(out, sum);
 }
 
+constexpr int kInspectBatch = 64;  // blocks per launch (passed by value)
+
+struct InspectBatch {
+  cudaops::BlockView blocks[kInspectBatch];
+};
+
+// blockIdx.y: which block; every CTA adds to its digest, CTA 0 counts its
+// damaged canary bytes. out[2 b] digest, out[2 b + 1] damaged bytes.
+__global__ void inspectKernel(InspectBatch batch, size_t red_zone, unsigned char canary, unsigned long long* out) {
+  const cudaops::BlockView v = batch.blocks[blockIdx.y];
+  const auto* base = static_cast<const unsigned char*>(v.base);
+  const unsigned char* p = base + red_zone;
+  const size_t bytes = v.payload_bytes;
+  const size_t words = (bytes + 7) / 8;
+  unsigned long long sum = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t w = 0;
+    if (8 * i + 8 <= bytes) {
+      w = reinterpret_cast<const uint64_t*>(p)[i];  // payloads are 256-byte aligned
+    } else {
+      for (size_t k = 0; k < 8 && 8 * i + k < bytes; ++k) w |= uint64_t(p[8 * i + k]) << (8 * k);
+    }
+    sum += digestTerm(w, i);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  if ((threadIdx.x & 31) == 0) atomicAdd(&out[2 * blockIdx.y], sum);
+  if (blockIdx.x == 0) {
+    unsigned long long bad = 0;
+    for (size_t k = threadIdx.x; k < 2 * red_zone; k += blockDim.x) {
+      const size_t at = k < red_zone ? k : red_zone + bytes + (k - red_zone);
+      bad += base[at] != canary;
+    }
+    for (int offset = 16; offset > 0; offset /= 2) bad += __shfl_down_sync(0xffffffffu, bad, offset);
+    if ((threadIdx.x & 31) == 0 && bad) atomicAdd(&out[2 * blockIdx.y + 1], bad);
+  }
+}
+
 // Pinned staging for downloads: a pageable cudaMemcpy is several times
 // slower, and every run downloads its outputs.
 constexpr size_t kStagingBytes = size_t{8} << 20;
@@ -98,6 +135,36 @@ void copyToHost(void* dst, const void* src, size_t bytes) {
     const size_t n = std::min(kStagingBytes, bytes - done);
     ULPCHECK_CUDA(cudaMemcpy(staging.pinned, static_cast<const char*>(src) + done, n, cudaMemcpyDeviceToHost));
     std::memcpy(static_cast<char*>(dst) + done, staging.pinned, n);
+  }
+}
+
+void inspectBlocks(const BlockView* blocks, size_t n, size_t red_zone, uint8_t canary, uint64_t* digests,
+                   uint64_t* damaged) {
+  thread_local unsigned long long* out = nullptr;  // 2 kInspectBatch words of device memory per thread, kept
+  thread_local int out_device = -1;
+  const int device = currentDevice();
+  if (!out || out_device != device) {
+    ULPCHECK_CUDA(cudaMalloc(&out, 2 * kInspectBatch * sizeof *out));
+    out_device = device;
+  }
+  for (size_t first = 0; first < n; first += kInspectBatch) {
+    const size_t count = std::min<size_t>(kInspectBatch, n - first);
+    InspectBatch batch{};
+    size_t longest = 0;
+    for (size_t b = 0; b < count; ++b) {
+      batch.blocks[b] = blocks[first + b];
+      longest = std::max(longest, blocks[first + b].payload_bytes);
+    }
+    ULPCHECK_CUDA(cudaMemset(out, 0, 2 * count * sizeof *out));
+    const unsigned ctas = static_cast<unsigned>(std::clamp<size_t>((longest / 8 + 255) / 256, 1, 256));
+    inspectKernel<<<dim3(ctas, unsigned(count)), 256>>>(batch, red_zone, canary, out);
+    ULPCHECK_CUDA_LAUNCH("inspectKernel");
+    unsigned long long host[2 * kInspectBatch];
+    ULPCHECK_CUDA(cudaMemcpy(host, out, 2 * count * sizeof *out, cudaMemcpyDeviceToHost));
+    for (size_t b = 0; b < count; ++b) {
+      digests[first + b] = host[2 * b];
+      damaged[first + b] = host[2 * b + 1];
+    }
   }
 }
 

@@ -17,6 +17,19 @@ void copyToHost(void* dst, const void* src, size_t bytes);
 /// bytesDigest (harness/core/buffer.h) of device memory, computed on the GPU.
 uint64_t digest(const void* p, size_t bytes);
 
+/// One Buffer's block on the current device: `red_zone` bytes of canaries,
+/// the payload, `red_zone` more.
+struct BlockView {
+  const void* base = nullptr;
+  size_t payload_bytes = 0;
+};
+/// For each block, in one launch and one download: the bytesDigest of its
+/// payload and how many of its canary bytes no longer hold `canary`. A run
+/// inspects all its buffers at once: on a GPU shared by several processes
+/// every synchronising call waits for a time slice.
+void inspectBlocks(const BlockView* blocks, size_t n, size_t red_zone, uint8_t canary, uint64_t* digests,
+                   uint64_t* damaged);
+
 /// CUDA IPC: the handle of an allocation's base (hex of cudaIpcMemHandle_t),
 /// and another process opening it (on the current device) and closing it.
 std::string ipcHandle(void* base);

@@ -64,11 +64,15 @@ HostMatrix generateHost(const DistParams& dist, DType t, uint64_t seed, TensorSt
   m.cols = cols;
   m.ld = ld;
   m.bits.assign(m.rows * ld, pad_bits);
-  ThreadPool::shared().forChunks(m.rows, [&](unsigned, int64_t begin, int64_t end) {
+  auto fill = [&](unsigned, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       for (int64_t c = 0; c < cols; ++c)
         m.bits[r * ld + c] = encodeBits(t, sampleValue(dist, t, seed, stream, row_ids[r], c));
-  });
+  };
+  // Waking the pool costs more than a small tensor's values (most cases').
+  constexpr int64_t kParallelElements = int64_t{1} << 15;
+  if (m.rows * cols < kParallelElements) fill(0, 0, m.rows);
+  else ThreadPool::shared().forChunks(m.rows, fill);
   return m;
 }
 
