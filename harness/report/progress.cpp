@@ -42,7 +42,9 @@ std::string formatProgressBar(const std::string& label, const CampaignProgress& 
   const std::string tail =
       fmt::format(" {}/{} cases, {} failure{}, {}, ETA {}", p.done, p.total, p.failures, p.failures == 1 ? "" : "s",
                   formatDuration(p.seconds), eta < 0 ? std::string("?") : formatDuration(eta));
-  const int bar = std::clamp(width - int(label.size()) - int(tail.size()) - 4, 0, 40);
+  // The bar's width does not follow the figures' (it would jitter as they grow).
+  constexpr int kTailRoom = 60;
+  const int bar = std::clamp(width - int(label.size()) - kTailRoom, 0, 40);
   std::string out = label;
   if (bar >= 5) {
     const double fraction = p.total > 0 ? std::min(1.0, double(p.done) / double(p.total)) : 0.0;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/report/progress.h"
 #include "harness/runner/exit_codes.h"
 #include "properties/cpu/cli_support.h"
 #include "properties/test_support.h"
@@ -158,6 +159,26 @@ TEST(CampaignPlan, TheCliPrintsThePlanTheShardAndTheTarget) {
   EXPECT_NE(whole.output.find("target met: each of the 12 kernel x property x dtype cells judged >= 3"),
             std::string::npos)
       << whole.output;
+}
+
+TEST(CampaignProgressReport, TheBarSaysWhereTheRunIsAndWhenItEnds) {
+  CampaignProgress p{25, 100, 1, 10.0, 0};
+  EXPECT_DOUBLE_EQ(etaSeconds(p), 30.0);  // 25 cases in 10 s: 75 more in 30 s
+  p.time_budget_s = 20;
+  EXPECT_DOUBLE_EQ(etaSeconds(p), 10.0);  // the time budget ends it sooner
+  EXPECT_LT(etaSeconds(CampaignProgress{0, 100, 0, 0, 0}), 0);  // nothing known yet
+  EXPECT_EQ(formatDuration(65), "1m05s");
+  EXPECT_EQ(formatDuration(7), "7s");
+  EXPECT_EQ(formatDuration(3700), "1h01m");
+  const std::string bar = formatProgressBar("rmsnorm", CampaignProgress{50, 100, 0, 5.0, 0}, 120);
+  EXPECT_NE(bar.find("rmsnorm ["), std::string::npos) << bar;
+  EXPECT_NE(bar.find("50/100 cases, 0 failures, 5s, ETA 5s"), std::string::npos) << bar;
+  EXPECT_LE(bar.size(), 120u) << bar;
+  const std::string half = bar.substr(bar.find('[') + 1, bar.find(']') - bar.find('[') - 1);
+  EXPECT_EQ(std::count(half.begin(), half.end(), '#'), std::count(half.begin(), half.end(), '.')) << bar;
+  // Without room (plain log lines), no bar: the figures only.
+  EXPECT_EQ(formatProgressBar("layernorm", CampaignProgress{1, 3, 2, 61.0, 0}, 0),
+            "layernorm 1/3 cases, 2 failures, 1m01s, ETA 2m02s");
 }
 
 }  // namespace
