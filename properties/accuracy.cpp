@@ -91,6 +91,12 @@ void judgeRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_
       }
       ok = ok && f.ratio <= 1.0;
       TensorStats& st = b.st;
+      // ulp@scale (properties/error_distribution.h): the error in ulps of the
+      // element's scale; where even its terms are zero, of the smallest normal.
+      const double scale = ref.magnitudeAt(i);
+      const double scale_unit = ulpOf(ref.dtype, scale > 0 ? scale : minNormal(ref.dtype));
+      st.errors.add(f.ratio, !std::isfinite(err) ? (ok ? 0.0 : INFINITY) : err / scale_unit, scale,
+                    double(r) / double(ref.rows), double(c) / double(ref.cols));
       ++st.elements;
       if (std::isfinite(f.ulp)) {
         st.max_ulp = std::max(st.max_ulp, f.ulp);
@@ -151,6 +157,7 @@ Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& 
       st.elements += b.st.elements, st.wrong += b.st.wrong, st.nonzero += b.st.nonzero, st.sharp += b.st.sharp;
       st.max_ulp = std::max(st.max_ulp, b.st.max_ulp);
       st.max_ratio = std::max(st.max_ratio, b.st.max_ratio);
+      st.errors.merge(b.st.errors);
       sum_sq_ulp += b.sum_sq_ulp;
       finite_count += b.finite_count;
       statistical_flags += b.statistical_flags;

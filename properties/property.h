@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "properties/case_context.h"
+#include "properties/error_distribution.h"
 
 namespace ulpcheck {
 
@@ -45,6 +46,8 @@ struct TensorStats {
   // nonzero == 0: nothing to measure.
   int64_t nonzero = 0, sharp = 0;
   double power() const { return nonzero ? double(sharp) / double(nonzero) : 0.0; }
+  // err/budget and ulp@scale of every element, in buckets (what reports plot).
+  ErrorDistribution errors;
 };
 
 struct Outcome {

@@ -77,7 +77,8 @@ nlohmann::json toJson(const Finding& f) {
 nlohmann::json toJson(const TensorStats& s) {
   return {{"tensor", s.tensor},   {"elements", s.elements}, {"wrong", s.wrong},
           {"max_ulp", s.max_ulp}, {"rms_ulp", s.rms_ulp},   {"max_ratio", s.max_ratio},
-          {"nonzero", s.nonzero}, {"sharp", s.sharp},       {"power", s.power()}};
+          {"nonzero", s.nonzero}, {"sharp", s.sharp},       {"power", s.power()},
+          {"errors", s.errors.toJson()}};
 }
 
 nlohmann::json toJson(const Outcome& o) {
@@ -117,6 +118,7 @@ Outcome outcomeFromJson(const nlohmann::json& j) {
     t.max_ratio = number(s.at("max_ratio"));
     t.nonzero = s.at("nonzero");
     t.sharp = s.at("sharp");
+    if (s.contains("errors")) t.errors = ErrorDistribution::fromJson(s.at("errors"));
     o.stats.push_back(std::move(t));
   }
   return o;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
@@ -15,6 +16,8 @@
 
 #include "harness/core/ctest_gpus.h"
 #include "harness/core/device.h"
+#include "harness/report/html.h"
+#include "harness/report/junit.h"
 #include "harness/report/progress.h"
 #include "harness/report/table.h"
 #include "harness/runner/campaign.h"
@@ -146,6 +149,8 @@ constexpr int kMaxWorkersPerGpu = 4;
 
 struct RunArgs {
   std::string op = "all", backend = "auto", tier = "default", json, corpus, seed, cases = "auto", shard, gpus = "all";
+  std::string junit;  // JUnit XML of the run
+  std::string html;   // HTML report of the run
   std::vector<std::string> kernels, properties, dtypes;
   int64_t per_cell = 0;  // 0: the backend's default (with --cases auto)
   int workers = 0;       // 0: one per GPU used (cuda), 1 (host)
@@ -155,8 +160,19 @@ struct RunArgs {
   bool in_process = false;             // plugin kernels in this process (--in-process)
 };
 
+/// Writes the HTML report of `records` to `path`, saying where.
+void writeHtml(const std::string& path, const std::vector<nlohmann::json>& records, const std::string& title) {
+  std::ofstream out(path, std::ios::trunc);
+  out << htmlReport(records, title);
+  if (!out) throw std::runtime_error(fmt::format("cannot write the HTML report to '{}'", path));
+  fmt::print("# HTML report: {}\n", path);
+}
+
 // This process's arguments after the program name: workers get them again.
 std::vector<std::string> g_args;
+// Each op's result as reported, for the files written at the end of a run (--junit).
+std::vector<std::pair<std::string, CampaignResult>> g_results;
+std::string g_current_op;
 
 uint64_t runSeed(const RunArgs& a) {
   return a.seed.empty() ? std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32) : parseSeed(a.seed);
@@ -208,6 +224,7 @@ void printCampaignHeader(const RunArgs& a, const CampaignOptions& o, const ExecC
 /// leaving out the --property names that apply to none of its kernels
 /// (added to `inapplicable`: the run decides those over all its ops).
 int reportCampaign(const CampaignResult& r, JsonlWriter* json, std::map<std::string, int>& inapplicable) {
+  g_results.emplace_back(g_current_op, r);
   fmt::print("\n{}{}", formatCampaignTable(r), formatCoverage(r));
   for (const FailureRecord& f : r.failures) fmt::print("\n{}", formatFailure(f));
   fmt::print("\n{}", formatJudgedSummary(r));
@@ -357,7 +374,7 @@ int runOpOnWorkers(const RunArgs& a, const std::string& op, const ExecContext& e
   printCampaignHeader(a, o, exec, where);
   // Every worker gets the run's arguments with its own op, seed and shard.
   const std::vector<std::string> base = workers::withoutOptions(
-      g_args, {"--op", "--seed", "--shard", "--gpus", "--workers", "--json", "--time-budget"});
+      g_args, {"--op", "--seed", "--shard", "--gpus", "--workers", "--json", "--junit", "--html", "--time-budget"});
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency() / unsigned(n));
   std::vector<workers::WorkerSpec> specs;
   for (int k = 0; k < n; ++k) {
@@ -454,6 +471,12 @@ int cmdRun(const RunArgs& a) {
     workers::say(workers::kJson, nlohmann::json::parse(line));
   });
   else if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
+  std::vector<nlohmann::json> kept;  // the records, for --html
+  if (!a.html.empty() && !a.report_to_coordinator) {
+    auto keep = [&kept](const nlohmann::json& r) { kept.push_back(r); };
+    if (json) json->alsoKeep(keep);
+    else json = JsonlWriter::keeping(keep);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   int worst = exit_code::kNothingRan;
   std::map<std::string, int> inapplicable;  // --property name -> ops it applies to nothing of
@@ -467,6 +490,7 @@ int cmdRun(const RunArgs& a) {
       per_op.time_budget = std::max(1.0, (a.time_budget - spent) / double(ops.size() - i));
     }
     if (a.seed.empty()) per_op.seed = fmt::format("{:#x}", runSeed(a));  // one seed for all of an op's workers
+    g_current_op = ops[i];
     const int code = layout.workers > 1
                          ? runOpOnWorkers(per_op, ops[i], exec, layout, json.get(), inapplicable, oracle, phases)
                          : runOp(per_op, ops[i], exec, json.get(), inapplicable);
@@ -479,6 +503,13 @@ int cmdRun(const RunArgs& a) {
     workers::say(workers::kStats, {{"oracle", processOracleCounts()}, {"phases", std::vector<double>(p.begin(), p.end())}});
     return worst;
   }
+  if (!a.junit.empty()) {
+    std::ofstream out(a.junit, std::ios::trunc);
+    out << junitXml(g_results);
+    if (!out) throw std::runtime_error(fmt::format("cannot write the JUnit XML to '{}'", a.junit));
+    fmt::print("# JUnit XML: {}\n", a.junit);
+  }
+  if (!a.html.empty()) writeHtml(a.html, kept, "ulpcheck run");
   if (worst == exit_code::kRuntimeError || worst == exit_code::kHang) return worst;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (layout.workers > 1) {
@@ -549,7 +580,7 @@ int cmdRepro(const ReproArgs& args) {
 }
 
 struct MutantsArgs {
-  std::string backend = "auto", tier = "default", json, seed = "0x6d7574";
+  std::string backend = "auto", tier = "default", json, html, seed = "0x6d7574";
   std::vector<std::string> mutants;
   double time_per_mutant = 20, shrink_budget = 10;
   bool no_controls = false, perturb_schedule = false;
@@ -580,6 +611,14 @@ int cmdMutants(const MutantsArgs& a, bool in_process) {
   o.tier = parseTier(a.tier);
   std::unique_ptr<JsonlWriter> json;
   if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
+  std::vector<nlohmann::json> kept;  // the matrix's records, for --html
+  if (!a.html.empty()) {
+    auto keep = [&kept](const nlohmann::json& r) {
+      if (r.value("type", "") == "mutant" || r.value("type", "") == "control") kept.push_back(r);
+    };
+    if (json) json->alsoKeep(keep);
+    else json = JsonlWriter::keeping(keep);
+  }
   o.json = json.get();
   o.log = [](const std::string& line) {
     fmt::print("# {}\n", line);
@@ -592,6 +631,7 @@ int cmdMutants(const MutantsArgs& a, bool in_process) {
                        : std::string("every variant in this process"));
   const KillMatrix m = runKillMatrix(o, exec);
   fmt::print("\n{}", formatKillMatrix(m));
+  if (!a.html.empty()) writeHtml(a.html, kept, "ulpcheck kill matrix");
   return m.exitCode();
 }
 
@@ -652,6 +692,9 @@ int main(int argc, char** argv) {
   run->add_option("--tier", ra.tier, "smoke | default | nightly (largest shapes)")->capture_default_str();
   run->add_option("--backend", ra.backend, "auto | host | cuda")->capture_default_str();
   run->add_option("--json", ra.json, "stream every result to this JSON-lines file");
+  run->add_option("--html", ra.html, "write the HTML report of the run (one self-contained file)");
+  run->add_option("--junit", ra.junit,
+                  "write JUnit XML (a testcase per kernel x property x dtype, failures with their repro) for CI");
   run->add_option("--corpus", ra.corpus, "corpus root (default: the repository's corpora/)");
   run->add_option("--shrink-budget", ra.shrink_budget, "seconds to spend shrinking each failure")->capture_default_str();
   run->add_option("--case-timeout", ra.case_timeout, "seconds before a case counts as hung")->capture_default_str();
@@ -697,6 +740,7 @@ int main(int argc, char** argv) {
   mutants->add_option("--backend", ma.backend, "auto | host | cuda")->capture_default_str();
   mutants->add_option("--shrink-budget", ma.shrink_budget, "seconds to spend shrinking each kill")->capture_default_str();
   mutants->add_option("--json", ma.json, "write the matrix to this JSON-lines file");
+  mutants->add_option("--html", ma.html, "write the matrix as an HTML page (one self-contained file)");
   mutants->add_flag("--no-controls", ma.no_controls,
                     "skip the controls (the correct variants, run the same way to count false alarms)");
   mutants->add_flag("--perturb-schedule", ma.perturb_schedule, kPerturbHelp);
@@ -705,6 +749,13 @@ int main(int argc, char** argv) {
   mutants->add_flag("--in-process", in_process,
                     "run the mutants and controls in this process, not in a worker (a sticky GPU fault then ends the "
                     "matrix)");
+
+  std::vector<std::string> report_inputs;
+  std::string report_output, report_title = "ulpcheck report";
+  CLI::App* report = app.add_subcommand("report", "turn the JSON lines of runs or kill matrices into an HTML report");
+  report->add_option("jsonl", report_inputs, "JSON-lines file(s) written by run --json or mutants --json")->required();
+  report->add_option("-o,--output", report_output, "the HTML file to write")->required();
+  report->add_option("--title", report_title, "the page's title")->capture_default_str();
 
   std::string oracle_text;
   for (CLI::App* sub : {run, repro, mutants})
@@ -749,6 +800,15 @@ int main(int argc, char** argv) {
       fmt::print("# python {}: {} variants ({}), in a Python worker\n", fmt::join(python_files, ", "), names.size(),
                  fmt::join(names, ", "));
     }
+    if (app.got_subcommand("report")) {
+      std::vector<nlohmann::json> records;
+      for (const auto& path : report_inputs) {
+        auto more = readJsonLines(path);
+        records.insert(records.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+      }
+      writeHtml(report_output, records, report_title);
+      return exit_code::kOk;
+    }
     if (app.got_subcommand("list")) return cmdList();
     if (app.got_subcommand("mutants")) return cmdMutants(ma, in_process);
     ra.in_process = in_process;
@@ -771,6 +831,9 @@ int main(int argc, char** argv) {
     return exit_code::kBadCase;
   } catch (const CorpusError& e) {
     fmt::print(stderr, "ulpcheck: malformed corpus file: {}\n", e.what());
+    return exit_code::kBadCase;
+  } catch (const ReportInputError& e) {
+    fmt::print(stderr, "ulpcheck: cannot report: {}\n", e.what());
     return exit_code::kBadCase;
   } catch (const CudaError& e) {
     fmt::print(stderr, "ulpcheck: GPU error: {}\n", e.what());

@@ -55,6 +55,9 @@ ULPCHECK_HD inline double maxFinite(DType t) {
   return (2.0 - pow2(1 - f.precision)) * pow2(f.emax);
 }
 
+/// Smallest positive normal, 2^emin.
+ULPCHECK_HD inline double minNormal(DType t) { return pow2(formatOf(t).emin); }
+
 /// Smallest positive subnormal, 2^(emin - p + 1).
 ULPCHECK_HD inline double minSubnormal(DType t) {
   const FloatFormat f = formatOf(t);

@@ -8,8 +8,15 @@ JsonlWriter::JsonlWriter(const std::string& path) : path_(path), out_(path, std:
   if (!out_) throw std::runtime_error("cannot open '" + path + "' for writing");
 }
 
+std::unique_ptr<JsonlWriter> JsonlWriter::keeping(std::function<void(const nlohmann::json&)> keep) {
+  auto w = std::make_unique<JsonlWriter>([](const std::string&) {});
+  w->alsoKeep(std::move(keep));
+  return w;
+}
+
 void JsonlWriter::write(const nlohmann::json& record) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (keep_) keep_(record);
   if (sink_) {
     sink_(record.dump());
     return;

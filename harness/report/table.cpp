@@ -1,24 +1,44 @@
 #include "harness/report/table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "harness/core/phase_timer.h"
 #include "harness/runner/campaign.h"
+#include "harness/runner/campaign_json.h"
 
 namespace ulpcheck {
 
+namespace {
+/// A figure for the table: 3 significant digits, "inf" beyond, "-" where none.
+std::string figure(double v, bool have = true) {
+  if (!have) return "-";
+  if (!std::isfinite(v)) return "inf";
+  return fmt::format("{:.3g}", v);
+}
+}  // namespace
+
 std::string formatCampaignTable(const CampaignResult& r) {
-  std::string out = fmt::format("#{:<16} {:<18} {:<6} {:>7} {:>7} {:>8} {:>7} {:>6} {:>11} {:>11} {:>9}\n", " kernel",
-                                "property", "dtype", "cases", "#wrong", "expected", "inconcl", "skip", "max_ulp",
-                                "max_err/bud", "time(s)");
+  size_t kernel_width = 6;
+  for (const auto& [key, c] : r.cells) kernel_width = std::max(kernel_width, std::get<0>(key).size());
+  const std::string row = "{:<{}} {:<16} {:<5} {:>6} {:>6} {:>8} {:>7} {:>5} {:>8} {:>8} {:>8} {:>9} {:>8}\n";
+  std::string out = "#" + fmt::format(fmt::runtime(row), "kernel", kernel_width, "property", "dtype", "cases", "#wrong",
+                                      "expected", "inconcl", "skip", "p50 e/b", "p99 e/b", "max e/b", "ulp@scale",
+                                      "time(s)");
   for (const auto& [key, c] : r.cells) {
     const auto& [kernel, property, dtype] = key;
-    out += fmt::format(" {:<16} {:<18} {:<6} {:>7} {:>7} {:>8} {:>7} {:>6} {:>11.4g} {:>11.4g} {:>9.2f}\n", kernel,
-                       property, dtype, c.cases, c.failed, c.expected, c.inconclusive, c.skipped, c.max_ulp,
-                       c.max_ratio, c.seconds);
+    // Error figures where the property judged values (accuracy): percentiles
+    // of err/budget over every element of the cell's cases, and the largest
+    // error in ulps of an element's scale (properties/error_distribution.h).
+    const ErrorDistribution e = c.allErrors();
+    const bool have = e.count > 0;
+    out += " " + fmt::format(fmt::runtime(row), kernel, kernel_width, property, dtype, c.cases, c.failed, c.expected,
+                             c.inconclusive, c.skipped, figure(e.ratioQuantile(0.5), have),
+                             figure(e.ratioQuantile(0.99), have), figure(c.max_ratio, have),
+                             figure(e.max_ulp_at_scale, have), fmt::format("{:.2f}", c.seconds));
   }
   return out;
 }
@@ -126,6 +146,7 @@ std::string formatFailure(const FailureRecord& f) {
 
 nlohmann::json campaignSummaryJson(const CampaignResult& r) {
   nlohmann::json j = {{"type", "summary"},
+                      {"op", r.op},
                       {"cases", r.cases_run},
                       {"regression_cases", r.regression_cases},
                       {"failures", r.failures.size()},
@@ -142,7 +163,7 @@ nlohmann::json campaignSummaryJson(const CampaignResult& r) {
                           {"cases", c.cases},       {"wrong", c.failed},    {"expected", c.expected},
                           {"skipped", c.skipped},   {"inconclusive", c.inconclusive},
                           {"judged", c.judged()},   {"max_ulp", c.max_ulp}, {"max_ratio", c.max_ratio},
-                          {"seconds", c.seconds}});
+                          {"seconds", c.seconds},   {"errors", errorsJson(c)}});
   }
   for (const auto& [kernel, property] : r.unjudged())
     j["unjudged"].push_back({{"kernel", kernel}, {"property", property}});

@@ -286,6 +286,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
     throw std::invalid_argument(fmt::format("shard {} of {} does not exist", o.shard_index + 1, o.shard_count));
   CampaignResult result;
+  result.op = o.op;
   result.per_cell = o.per_cell;
   result.shard_index = o.shard_index;
   result.shard_count = o.shard_count;
@@ -341,6 +342,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     for (const TensorStats& s : out.stats) {
       cell.max_ulp = std::max(cell.max_ulp, s.max_ulp);
       cell.max_ratio = std::max(cell.max_ratio, s.max_ratio);
+      if (s.errors.count) cell.errors[s.tensor].merge(s.errors);
     }
   };
 

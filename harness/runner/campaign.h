@@ -59,7 +59,16 @@ struct CellStats {
   int64_t cases = 0, passed = 0, failed = 0, expected = 0, skipped = 0, inconclusive = 0;
   double max_ulp = 0, max_ratio = 0;
   double seconds = 0;
+  // Per output tensor, the errors of every judged element of the cell's
+  // cases (accuracy only; empty for bitwise properties).
+  std::map<std::string, ErrorDistribution> errors;
   int64_t judged() const { return passed + failed + expected; }
+  /// Every tensor's errors together.
+  ErrorDistribution allErrors() const {
+    ErrorDistribution all;
+    for (const auto& [tensor, d] : errors) all.merge(d);
+    return all;
+  }
 };
 
 struct FailureRecord {
@@ -77,6 +86,7 @@ struct FailureRecord {
 };
 
 struct CampaignResult {
+  std::string op;
   int64_t cases_run = 0, regression_cases = 0;
   // The generated cases the campaign set out to run (its plan), and, with
   // CampaignOptions::per_cell, the target and whether the plan reached it

@@ -21,8 +21,15 @@ std::tuple<std::string, std::string, std::string> cellKey(const json& j) {
 
 }  // namespace
 
+json errorsJson(const CellStats& c) {
+  json j = json::object();
+  for (const auto& [tensor, d] : c.errors) j[tensor] = d.toJson();
+  return j;
+}
+
 json campaignResultToJson(const CampaignResult& r) {
-  json j = {{"cases_run", r.cases_run},
+  json j = {{"op", r.op},
+            {"cases_run", r.cases_run},
             {"regression_cases", r.regression_cases},
             {"planned_cases", r.planned_cases},
             {"per_cell", r.per_cell},
@@ -43,7 +50,8 @@ json campaignResultToJson(const CampaignResult& r) {
                           {"n", {c.cases, c.passed, c.failed, c.expected, c.skipped, c.inconclusive}},
                           {"max_ulp", c.max_ulp},
                           {"max_ratio", c.max_ratio},
-                          {"seconds", c.seconds}});
+                          {"seconds", c.seconds},
+                          {"errors", errorsJson(c)}});
   for (const auto& [pair, n] : r.judged) j["judged"].push_back({pair.first, pair.second, n});
   for (const auto& cell : r.applicable_cells) j["applicable_cells"].push_back(cellKey(cell));
   for (const auto& [cell, n] : r.cell_targets) j["cell_targets"].push_back({cellKey(cell), n});
@@ -66,6 +74,7 @@ json campaignResultToJson(const CampaignResult& r) {
 
 CampaignResult campaignResultFromJson(const json& j) {
   CampaignResult r;
+  r.op = j.value("op", "");
   r.cases_run = j.at("cases_run");
   r.regression_cases = j.at("regression_cases");
   r.planned_cases = j.at("planned_cases");
@@ -85,6 +94,7 @@ CampaignResult campaignResultFromJson(const json& j) {
     s.max_ulp = number(c.at("max_ulp"));
     s.max_ratio = number(c.at("max_ratio"));
     s.seconds = c.at("seconds");
+    for (const auto& [tensor, d] : c.value("errors", json::object()).items()) s.errors[tensor] = ErrorDistribution::fromJson(d);
     r.cells[cellKey(c.at("key"))] = s;
   }
   for (const auto& p : j.at("judged")) r.judged[{p.at(0), p.at(1)}] = p.at(2);
@@ -114,6 +124,7 @@ CampaignResult campaignResultFromJson(const json& j) {
 
 void mergeCampaignResult(CampaignResult& total, const CampaignResult& part, const std::string& who) {
   const bool first = total.cells.empty() && total.judged.empty() && total.cases_run == 0 && total.regression_cases == 0;
+  if (total.op.empty()) total.op = part.op;
   total.cases_run += part.cases_run;
   total.regression_cases += part.regression_cases;
   total.topped_up_cases += part.topped_up_cases;
@@ -131,6 +142,7 @@ void mergeCampaignResult(CampaignResult& total, const CampaignResult& part, cons
     s.max_ulp = std::max(s.max_ulp, c.max_ulp);
     s.max_ratio = std::max(s.max_ratio, c.max_ratio);
     s.seconds += c.seconds;
+    for (const auto& [tensor, d] : c.errors) s.errors[tensor].merge(d);
   }
   for (const auto& [pair, n] : part.judged) total.judged[pair] += n;
   total.applicable_cells.insert(part.applicable_cells.begin(), part.applicable_cells.end());

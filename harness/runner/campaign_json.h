@@ -11,6 +11,8 @@
 namespace ulpcheck {
 
 nlohmann::json campaignResultToJson(const CampaignResult& r);
+/// A cell's error distributions by tensor (ErrorDistribution::toJson each).
+nlohmann::json errorsJson(const CellStats& c);
 /// Throws nlohmann::json::exception or CaseParseError on a malformed record.
 CampaignResult campaignResultFromJson(const nlohmann::json& j);
 
