@@ -197,6 +197,9 @@ std::string findingsTable(const json& outcome) {
 std::string summarySection(const Op& op, int& failure_number) {
   const json& sum = op.summary;
   std::string s = fmt::format("<h2>{}</h2>", htmlEscape(op.name));
+  if (sum.value("cut_short", false))
+    s += "<p class=\"fail\">CUT SHORT: these JSON lines end before the op's summary (the run crashed, was killed or "
+         "hung); the table is rebuilt from the cases they hold.</p>";
   s += fmt::format("<p>{} generated cases + {} regression cases in {:.1f} s{}{}.</p>", sum.value("cases", 0),
                    sum.value("regression_cases", 0), sum.value("seconds", 0.0),
                    sum.value("per_cell", 0) > 0 ? fmt::format("; plan: {} per kernel x property x dtype",
@@ -351,7 +354,9 @@ constexpr const char* kStyle = R"(
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.5em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; } h3 { margin-bottom: 0.3em; }
 table { border-collapse: collapse; margin: 0.5em 0; }
-th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; font-variant-numeric: tabular-nums;
+         white-space: nowrap; }
+table.findings td:last-child { white-space: normal; }
 th { background: #f0f0f0; cursor: pointer; } td:first-child, td:nth-child(2) { text-align: left; }
 tr.fail td { background: #fde2e4; } tr.short td { background: #fff4d6; }
 p.fail, pre.fail { color: #b00020; font-weight: bold; } p.short { color: #8a6100; }
@@ -391,16 +396,88 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 document.body.dataset.ready = "ok";
 )";
 
+/// An op's summary rebuilt from its case records, for JSON lines that end
+/// before the summary (a run cut short: a crash, a kill, a hang's exit):
+/// what was measured is still reported.
+json summaryFromCases(const std::string& op, const std::vector<const json*>& cases, const std::vector<json>& failures) {
+  struct Cell {
+    int64_t cases = 0, wrong = 0, expected = 0, skipped = 0, inconclusive = 0;
+    double max_ratio = 0, seconds = 0;
+    std::map<std::string, ErrorDistribution> errors;
+  };
+  std::map<std::tuple<std::string, std::string, std::string>, Cell> cells;
+  int64_t generated = 0, regression = 0;
+  std::set<std::string> seen_cases;
+  for (const json* r : cases) {
+    const json& spec = member(*r, "case");
+    Cell& c = cells[{spec.value("kernel", ""), r->value("property", ""), spec.value("dtype", "")}];
+    ++c.cases;
+    c.seconds += r->value("seconds", 0.0);
+    const std::string verdict = member(*r, "outcome").value("verdict", "");
+    c.wrong += verdict == "FAIL", c.expected += verdict == "expected", c.skipped += verdict == "skip";
+    c.inconclusive += verdict == "inconclusive";
+    for (const json& s : member(member(*r, "outcome"), "stats", true)) {
+      c.max_ratio = std::max(c.max_ratio, number(s, "max_ratio"));
+      if (s.contains("errors")) c.errors[s.value("tensor", "")].merge(ErrorDistribution::fromJson(s.at("errors")));
+    }
+    if (seen_cases.insert(spec.value("case", "") + r->value("type", "")).second)
+      (r->value("type", "") == "regression" ? regression : generated) += 1;
+  }
+  json sum = {{"type", "summary"}, {"op", op}, {"cases", generated}, {"regression_cases", regression},
+              {"cut_short", true}, {"cells", json::array()}, {"failure_list", json::array()}};
+  double seconds = 0;
+  for (const auto& [key, c] : cells) {
+    json errors = json::object();
+    for (const auto& [tensor, d] : c.errors) errors[tensor] = d.toJson();
+    sum["cells"].push_back({{"kernel", std::get<0>(key)}, {"property", std::get<1>(key)}, {"dtype", std::get<2>(key)},
+                            {"cases", c.cases}, {"wrong", c.wrong}, {"expected", c.expected}, {"skipped", c.skipped},
+                            {"inconclusive", c.inconclusive}, {"judged", c.cases - c.skipped - c.inconclusive},
+                            {"max_ratio", c.max_ratio}, {"seconds", c.seconds}, {"errors", errors}});
+    seconds += c.seconds;
+  }
+  sum["seconds"] = seconds;
+  for (const json& f : failures)
+    if (member(f, "shrunk").value("op", "") == op)
+      sum["failure_list"].push_back({{"property", f.value("property", "")}, {"kind", "generated"},
+                                     {"shrunk", member(f, "shrunk").value("case", "")}, {"repro", f.value("repro", "")}});
+  sum["failures"] = sum["failure_list"].size();
+  return sum;
+}
+
 }  // namespace
 
 std::string htmlReport(const std::vector<json>& records, const std::string& title) {
   std::vector<Op> ops;
   std::vector<json> failures, mutants, controls;
   int64_t cases = 0, failing = 0;
+  // Ops whose case records have no summary after them: rebuilt from the cases.
+  std::map<std::string, std::vector<const json*>> unsummarised;
+  std::vector<std::string> unsummarised_order;
   for (const json& r : records) {
+    const std::string type = r.value("type", "");
+    if (type == "case" || type == "regression") {
+      const std::string op = member(r, "case").value("op", "");
+      if (!unsummarised.count(op)) unsummarised_order.push_back(op);
+      unsummarised[op].push_back(&r);
+    } else if (type == "summary") {
+      unsummarised.erase(r.value("op", ""));
+      std::erase(unsummarised_order, r.value("op", ""));
+    } else if (type == "failure") {
+      failures.push_back(r);
+    }
+  }
+  std::vector<json> rebuilt;
+  for (const std::string& op : unsummarised_order) rebuilt.push_back(summaryFromCases(op, unsummarised[op], failures));
+  failures.clear();
+  std::vector<const json*> all;
+  for (const json& r : records) all.push_back(&r);
+  for (const json& r : rebuilt) all.push_back(&r);
+  for (const json* rp : all) {
+    const json& r = *rp;
     const std::string type = r.value("type", "");
     if (type == "summary") {
       ops.push_back({r.value("op", std::string("campaign")), r, {}});
+      if (r.value("cut_short", false)) failing += 1;  // an unfinished run is not a pass
       cases += r.value("cases", int64_t{0}) + r.value("regression_cases", int64_t{0});
       failing += r.value("failures", int64_t{0}) + (r.value("fatal_error", std::string()).empty() ? 0 : 1);
     } else if (type == "failure") {

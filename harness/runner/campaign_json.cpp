@@ -94,7 +94,8 @@ CampaignResult campaignResultFromJson(const json& j) {
     s.max_ulp = number(c.at("max_ulp"));
     s.max_ratio = number(c.at("max_ratio"));
     s.seconds = c.at("seconds");
-    for (const auto& [tensor, d] : c.value("errors", json::object()).items()) s.errors[tensor] = ErrorDistribution::fromJson(d);
+    if (c.contains("errors"))  // (a loop over c.value(...).items() would walk a destroyed temporary)
+      for (const auto& [tensor, d] : c.at("errors").items()) s.errors[tensor] = ErrorDistribution::fromJson(d);
     r.cells[cellKey(c.at("key"))] = s;
   }
   for (const auto& p : j.at("judged")) r.judged[{p.at(0), p.at(1)}] = p.at(2);

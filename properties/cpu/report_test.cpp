@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -63,7 +64,8 @@ Result shell(const std::string& cmd) {
 /// A small passing run and a failing one (a mutant), each with its JSON
 /// lines, JUnit XML and HTML report, made once for the suite.
 struct Runs {
-  std::string dir = ::testing::TempDir() + "ulpcheck_reports/";
+  // Per process: ctest runs these tests side by side.
+  std::string dir = ::testing::TempDir() + "ulpcheck_reports_" + std::to_string(getpid()) + "/";
   Result passing, failing;
   Runs() {
     fs::create_directories(dir);
@@ -149,8 +151,9 @@ void expectRendered(const std::string& html, const std::vector<std::string>& exp
   const std::string chromium = program({"chromium", "chromium-browser", "google-chrome"});
   if (chromium.empty()) GTEST_SKIP() << "no headless Chromium (Debian: chromium, which ci/install-deps installs)";
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string flags = " --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir=" +
-                            ::testing::TempDir() + "chromium-profile ";
+  // A profile of its own: two Chromiums on one profile refuse to start.
+  const std::string flags = " --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir=" + html +
+                            ".profile ";
   const Result dom = shell("timeout 120 " + chromium + flags + "--dump-dom file://" + html + " 2>/dev/null");
   ASSERT_EQ(dom.code, 0) << dom.output.substr(0, 2000);
   // Set by the page's last script line; window.onerror sets "error".
@@ -197,11 +200,25 @@ TEST(ReportHtml, TheReportCommandRebuildsThePageFromJsonLinesAndRefusesBadInput)
   r = cli("report " + runs().dir + "missing.jsonl -o " + out);
   EXPECT_EQ(r.code, exit_code::kBadCase) << r.output;
   EXPECT_NE(r.output.find("cannot read"), std::string::npos) << r.output;
-  const std::string cases_only = runs().dir + "cases_only.jsonl";
-  std::ofstream(cases_only) << "{\"type\":\"case\"}\n";
-  r = cli("report " + cases_only + " -o " + out);
+  const std::string nothing = runs().dir + "nothing.jsonl";
+  std::ofstream(nothing) << "{\"type\":\"hang\",\"timeout_s\":300}\n";
+  r = cli("report " + nothing + " -o " + out);
   EXPECT_EQ(r.code, exit_code::kBadCase) << r.output;
   EXPECT_NE(r.output.find("no campaign summary"), std::string::npos) << r.output;
+  // A run cut short (its JSON lines end before the summary: a crash, a
+  // kill) is still reported, from its cases, and marked as such.
+  const std::string cut = runs().dir + "cut.jsonl";
+  {
+    std::ifstream in(runs().dir + "pass.jsonl");
+    std::ofstream keep(cut);
+    int n = 0;
+    for (std::string line; std::getline(in, line) && n < 40; ++n) keep << line << "\n";
+  }
+  r = cli("report " + cut + " -o " + out);
+  ASSERT_EQ(r.code, exit_code::kOk) << r.output;
+  const std::string page = readFile(out);
+  EXPECT_NE(page.find("CUT SHORT"), std::string::npos);
+  EXPECT_NE(page.find("class=\"verdict fail\""), std::string::npos) << "an unfinished run is not a pass";
 }
 
 TEST(ReportHtml, TheKillMatrixRendersWithItsBaselines) {
