@@ -8,27 +8,15 @@
 
 #include <fmt/format.h>
 
+#include "harness/report/junit.h"
 #include "properties/error_distribution.h"
 
 namespace ulpcheck {
 
 using json = nlohmann::json;
 
-std::string htmlEscape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+// What XML needs escaped, HTML5 reads the same way (&apos; included).
+std::string htmlEscape(const std::string& text) { return xmlEscape(text); }
 
 std::vector<json> readJsonLines(const std::string& path) {
   std::ifstream in(path);
