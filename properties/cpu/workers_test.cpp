@@ -73,10 +73,12 @@ TEST(CampaignWorkers, TwoWorkersReportWhatOneProcessDoes) {
   for (const auto& c : a.summary.at("cells")) cells_a[c.at("kernel").get<std::string>() + c.at("property").get<std::string>() + c.at("dtype").get<std::string>()] = c;
   for (const auto& c : b.summary.at("cells")) cells_b[c.at("kernel").get<std::string>() + c.at("property").get<std::string>() + c.at("dtype").get<std::string>()] = c;
   ASSERT_EQ(cells_a.size(), cells_b.size());
-  if (a.summary.at("topped_up_cases") == 0 && b.summary.at("topped_up_cases") == 0)
+  if (a.summary.at("topped_up_cases") == 0 && b.summary.at("topped_up_cases") == 0) {
     for (const auto& [key, c] : cells_a)
-      for (const char* field : {"cases", "wrong", "expected", "inconclusive", "skipped", "judged"})
+      for (const char* field : {"cases", "wrong", "expected", "inconclusive", "skipped", "judged"}) {
         EXPECT_EQ(c.at(field), cells_b.at(key).at(field)) << key << " " << field;
+      }
+  }
 }
 
 TEST(CampaignWorkers, EveryOpsResultsCrossFromWorkersIntact) {
