@@ -420,6 +420,8 @@ int runOpOnWorkers(const RunArgs& a, const std::string& op, const ExecContext& e
       if (!a.quiet) progress.update(sum);
     } else if (tag + " " == workers::kLog) {
       if (a.quiet) return;
+      // Every worker makes the same plan from the seed: say it once.
+      if (k > 0 && j.get<std::string>().rfind("plan: ", 0) == 0) return;
       progress.clear();
       fmt::print("# [{}] {}\n", who, j.get<std::string>());
       std::fflush(stdout);
