@@ -33,7 +33,7 @@ struct OutOfMemory : std::runtime_error {
 /// (harness/core/rng.h) over their 8-byte little-endian words, the last one
 /// padded with zero bytes. Equal bytes give equal digests; any difference
 /// changes it but with probability 2^-64. The GPU computes the same
-/// (cudaops::digest), so a run's outputs can be compared without download.
+/// (cudaops::inspectBlocks), so a run's outputs can be compared without download.
 uint64_t bytesDigest(const void* p, size_t bytes);
 
 class Buffer {

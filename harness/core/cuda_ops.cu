@@ -21,24 +21,6 @@ __global__ void fillWords(Word* p, size_t n, Word value) {
     p[i] = value;
 }
 
-// The sum of digestTerm over the buffer's 8-byte words (the last one padded
-// with zero bytes): an order-free sum, so threads add in any order.
-__global__ void digestWords(const unsigned char* p, size_t bytes, unsigned long long* out) {
-  const size_t words = (bytes + 7) / 8;
-  unsigned long long sum = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
-    uint64_t w = 0;
-    if (8 * i + 8 <= bytes && (reinterpret_cast<uintptr_t>(p) % 8) == 0) {
-      w = reinterpret_cast<const uint64_t*>(p)[i];
-    } else {
-      for (size_t k = 0; k < 8 && 8 * i + k < bytes; ++k) w |= uint64_t(p[8 * i + k]) << (8 * k);
-    }
-    sum += digestTerm(w, i);
-  }
-  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
-  if ((threadIdx.x & 31) == 0) atomicAdd(out, sum);
-}
-
 constexpr int kInspectBatch = 64;  // blocks per launch (passed by value)
 
 struct InspectBatch {
@@ -168,25 +150,6 @@ void inspectBlocks(const BlockView* blocks, size_t n, size_t red_zone, uint8_t c
   }
 }
 
-uint64_t digest(const void* p, size_t bytes) {
-  thread_local unsigned long long* sum = nullptr;  // one word of device memory per thread, kept
-  thread_local int sum_device = -1;
-  const int device = currentDevice();
-  if (!sum || sum_device != device) {
-    ULPCHECK_CUDA(cudaMalloc(&sum, sizeof *sum));
-    sum_device = device;
-  }
-  ULPCHECK_CUDA(cudaMemset(sum, 0, sizeof *sum));
-  const size_t words = (bytes + 7) / 8;
-  if (words) {
-    const unsigned blocks = static_cast<unsigned>(std::min<size_t>((words + 255) / 256, 1024));
-    digestWords<<<blocks, 256>>>(static_cast<const unsigned char*>(p), bytes, sum);
-    ULPCHECK_CUDA_LAUNCH("digestWords");
-  }
-  unsigned long long out = 0;
-  ULPCHECK_CUDA(cudaMemcpy(&out, sum, sizeof out, cudaMemcpyDeviceToHost));
-  return out;
-}
 
 std::string ipcHandle(void* base) {
   cudaIpcMemHandle_t h;

@@ -14,16 +14,14 @@ void setBytes(void* p, uint8_t value, size_t bytes);
 void fillPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes);
 void copyToDevice(void* dst, const void* src, size_t bytes);
 void copyToHost(void* dst, const void* src, size_t bytes);
-/// bytesDigest (harness/core/buffer.h) of device memory, computed on the GPU.
-uint64_t digest(const void* p, size_t bytes);
-
 /// One Buffer's block on the current device: `red_zone` bytes of canaries,
 /// the payload, `red_zone` more.
 struct BlockView {
   const void* base = nullptr;
   size_t payload_bytes = 0;
 };
-/// For each block, in one launch and one download: the bytesDigest of its
+/// For each block, in one launch and one download: the bytesDigest
+/// (harness/core/buffer.h) of its
 /// payload and how many of its canary bytes no longer hold `canary`. A run
 /// inspects all its buffers at once: on a GPU shared by several processes
 /// every synchronising call waits for a time slice.
