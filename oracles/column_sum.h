@@ -124,14 +124,22 @@ struct OrderedColumnBound {
   }
 };
 
-/// sum_v |s_v| of every column of an M x N sum of leaf(i, j) in `order`.
-template <typename LeafFn>
-OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& order, LeafFn leaf, ThreadPool& pool) {
+/// The depth and adds of a column sum of M rows in `order` (partial_abs empty).
+inline OrderedColumnBound orderedColumnShape(int64_t M, const ColumnOrder& order) {
   OrderedColumnBound b;
   const int64_t C = std::max<int64_t>(1, order.ctas), G = std::max(1, order.groups);
   const int64_t per_cta = (M + C - 1) / C;
   b.depth = per_cta + (G == 1 ? C : (C + G - 1) / G + G);
   b.adds = M + C + (G > 1 ? G : 0);
+  return b;
+}
+
+/// sum_v |s_v| of every column of an M x N sum of leaf(i, j) in `order`.
+/// (The GPU oracle, oracles/rmsnorm_device.cu, repeats this loop as it is.)
+template <typename LeafFn>
+OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& order, LeafFn leaf, ThreadPool& pool) {
+  OrderedColumnBound b = orderedColumnShape(M, order);
+  const int64_t C = std::max<int64_t>(1, order.ctas), G = std::max(1, order.groups);
   b.partial_abs.assign(size_t(N), 0.0);
   constexpr int64_t kColumnsPerTask = 64;
   const double d = double(b.depth);

@@ -15,12 +15,16 @@
 // calculation of Euclidean norms using double-word arithmetic", ACM TOMS
 // 49(1), 2023 (SQRTDWtoDW): 25/8 u^2. They hold without underflow or
 // overflow; the callers keep every value in [2^-900, 2^900] or give up
-// (kDoubleWordRange) and fall back to MPFR.
+// (kDoubleWordRange) and fall back to MPFR. Every function compiles for
+// the GPU too (oracles/rmsnorm_device.cu), built without contracted
+// multiply-adds there as here (-fmad=false, -ffp-contract=off).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include "harness/core/hd.h"
 
 namespace ulpcheck::dw {
 
@@ -34,49 +38,49 @@ struct DW {
   double h = 0, l = 0;
 };
 
-inline DW fastTwoSum(double a, double b) {  // |a| >= |b| or a = 0
+ULPCHECK_HD inline DW fastTwoSum(double a, double b) {  // |a| >= |b| or a = 0
   const double s = a + b, z = s - a;
   return {s, b - z};
 }
-inline DW twoSum(double a, double b) {
+ULPCHECK_HD inline DW twoSum(double a, double b) {
   const double s = a + b, bb = s - a;
   return {s, (a - (s - bb)) + (b - bb)};
 }
-inline DW twoProd(double a, double b) {
+ULPCHECK_HD inline DW twoProd(double a, double b) {
   const double p = a * b;
   return {p, std::fma(a, b, -p)};
 }
 /// Alg. 4: (x + y), relative error <= 2 u^2.
-inline DW plus(DW x, double y) {
+ULPCHECK_HD inline DW plus(DW x, double y) {
   const DW s = twoSum(x.h, y);
   return fastTwoSum(s.h, x.l + s.l);
 }
 /// Alg. 6: (x + y), relative error <= 3 u^2 + 13 u^3.
-inline DW plus(DW x, DW y) {
+ULPCHECK_HD inline DW plus(DW x, DW y) {
   const DW s = twoSum(x.h, y.h), t = twoSum(x.l, y.l);
   const DW v = fastTwoSum(s.h, s.l + t.h);
   return fastTwoSum(v.h, t.l + v.l);
 }
 /// Alg. 9: x y, relative error <= 2 u^2.
-inline DW times(DW x, double y) {
+ULPCHECK_HD inline DW times(DW x, double y) {
   const DW c = twoProd(x.h, y);
   return fastTwoSum(c.h, std::fma(x.l, y, c.l));
 }
 /// Alg. 12: x y, relative error <= 4 u^2.
-inline DW times(DW x, DW y) {
+ULPCHECK_HD inline DW times(DW x, DW y) {
   const DW c = twoProd(x.h, y.h);
   const double tl1 = std::fma(x.h, y.l, x.l * y.l);
   return fastTwoSum(c.h, c.l + std::fma(x.l, y.h, tl1));
 }
 /// Alg. 18: x / y, relative error <= 9.8 u^2.
-inline DW divide(DW x, DW y) {
+ULPCHECK_HD inline DW divide(DW x, DW y) {
   const double th = 1.0 / y.h;
   const DW e = fastTwoSum(std::fma(-y.h, th, 1.0), -y.l * th);
   const DW m = plus(times(e, th), th);
   return times(x, m);
 }
 /// SQRTDWtoDW: sqrt(x), relative error <= 25/8 u^2 (x > 0).
-inline DW sqrt(DW x) {
+ULPCHECK_HD inline DW sqrt(DW x) {
   const double sh = std::sqrt(x.h);
   const double rho = x.l + std::fma(-sh, sh, x.h);
   return fastTwoSum(sh, rho / (2.0 * sh));
@@ -85,20 +89,20 @@ inline DW sqrt(DW x) {
 /// A bound computed in double, rounded up past its own rounding errors:
 /// the callers sum a handful of nonnegative terms, each product and sum
 /// rounding by at most 2^-53 relative, so 2^-48 of headroom covers them.
-inline double up(double bound) { return bound * (1.0 + 0x1p-48); }
+ULPCHECK_HD inline double up(double bound) { return bound * (1.0 + 0x1p-48); }
 
-inline bool inRange(const DW& v) {
+ULPCHECK_HD inline bool inRange(const DW& v) {
   const double a = std::fabs(v.h);
   return a == 0.0 || (a >= kMinMagnitude && a <= kMaxMagnitude);
 }
 
-inline uint64_t bitsOf(double d) {
+ULPCHECK_HD inline uint64_t bitsOf(double d) {
   uint64_t b;
   std::memcpy(&b, &d, sizeof b);
   return b;
 }
 
-inline double fromBits(uint64_t b) {
+ULPCHECK_HD inline double fromBits(uint64_t b) {
   double d;
   std::memcpy(&d, &b, sizeof d);
   return d;
@@ -106,7 +110,7 @@ inline double fromBits(uint64_t b) {
 
 /// The gaps from a nonzero finite d to its neighbours above and below
 /// (the neighbours' bit patterns are d's plus and minus one in magnitude).
-inline void gaps(double d, double& up, double& down) {
+ULPCHECK_HD inline void gaps(double d, double& up, double& down) {
   const double a = std::fabs(d);
   const uint64_t b = bitsOf(a);
   const double away = fromBits(b + 1) - a, toward = a - fromBits(b - 1);
@@ -121,7 +125,7 @@ inline void gaps(double d, double& up, double& down) {
 /// value may be that double or lie on either side of it. The comparisons
 /// of l -+ e with gaps (doubles) survive the rounding of l -+ e, which is
 /// monotonic.
-inline bool roundToOdd(DW x, double e, double& out) {
+ULPCHECK_HD inline bool roundToOdd(DW x, double e, double& out) {
   if (!std::isfinite(x.h) || !std::isfinite(x.l) || !(e >= 0.0)) return false;
   if (e == 0.0 && x.l == 0.0) {  // v = x.h exactly
     out = x.h;
@@ -144,7 +148,7 @@ inline bool roundToOdd(DW x, double e, double& out) {
 /// The round-to-nearest double of every v with |v - (x.h + x.l)| <= e, if
 /// they share it: the interval holds no midpoint between doubles (then it
 /// is x.h, x being normalised).
-inline bool roundToNearest(DW x, double e, double& out) {
+ULPCHECK_HD inline bool roundToNearest(DW x, double e, double& out) {
   if (!std::isfinite(x.h) || !std::isfinite(x.l) || !(e >= 0.0)) return false;
   if (x.h == 0.0) {
     if (x.l != 0.0 || e != 0.0) return false;

@@ -22,6 +22,19 @@ std::atomic<OracleMode>& mode() {
   return m;
 }
 
+JudgeWhere judgeFromEnvironment() {
+  const char* v = std::getenv("ULPCHECK_JUDGE");
+  if (!v || !*v) return JudgeWhere::Auto;
+  const auto w = parseJudgeWhere(v);
+  if (!w) throw std::invalid_argument(fmt::format("ULPCHECK_JUDGE='{}' is not one of auto, host, gpu", v));
+  return *w;
+}
+
+std::atomic<JudgeWhere>& where() {
+  static std::atomic<JudgeWhere> w{judgeFromEnvironment()};
+  return w;
+}
+
 bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
 }  // namespace
@@ -43,6 +56,24 @@ std::optional<OracleMode> parseOracleMode(std::string_view name) {
 
 OracleMode oracleMode() { return mode().load(); }
 void setOracleMode(OracleMode m) { mode().store(m); }
+
+const char* judgeWhereName(JudgeWhere w) {
+  switch (w) {
+    case JudgeWhere::Auto: return "auto";
+    case JudgeWhere::Host: return "host";
+    case JudgeWhere::Gpu: return "gpu";
+  }
+  return "?";
+}
+
+std::optional<JudgeWhere> parseJudgeWhere(std::string_view name) {
+  for (JudgeWhere w : {JudgeWhere::Auto, JudgeWhere::Host, JudgeWhere::Gpu})
+    if (name == judgeWhereName(w)) return w;
+  return std::nullopt;
+}
+
+JudgeWhere judgeWhere() { return where().load(); }
+void setJudgeWhere(JudgeWhere w) { where().store(w); }
 
 FastOracleCounts& oracleCounts() {
   static FastOracleCounts counts;

@@ -27,11 +27,27 @@ std::optional<OracleMode> parseOracleMode(std::string_view name);
 OracleMode oracleMode();
 void setOracleMode(OracleMode m);
 
+/// Where accuracy is judged: on the host (the oracle's references, then the
+/// judge over downloaded outputs), or on the GPU (oracles/rmsnorm_device.h:
+/// inputs generated, oracle and judge run where the outputs are; the same
+/// verdicts, `--oracle audit` compares them), for the cases the GPU path
+/// models. Auto: the GPU for cases of kGpuJudgeMinElements elements and up,
+/// where the host's pass over the tensors is what takes the time.
+enum class JudgeWhere { Auto, Host, Gpu };
+inline constexpr int64_t kGpuJudgeMinElements = int64_t{1} << 20;
+
+const char* judgeWhereName(JudgeWhere w);
+std::optional<JudgeWhere> parseJudgeWhere(std::string_view name);
+/// The process's choice: `--judge` or ULPCHECK_JUDGE, before cases run.
+JudgeWhere judgeWhere();
+void setJudgeWhere(JudgeWhere w);
+
 /// How many reference elements each path produced.
 struct FastOracleCounts {
   std::atomic<int64_t> fast{0};       // decided by the double words
   std::atomic<int64_t> fell_back{0};  // recomputed by MPFR: the double words did not decide them
   std::atomic<int64_t> mpfr_only{0};  // a spec the fast path does not model (e.g. rounding=llama)
+  std::atomic<int64_t> gpu_judge_audited{0};  // cases the audit judged on the host and the GPU alike
 };
 FastOracleCounts& oracleCounts();
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/core/dtype.h"
+#include "harness/core/hd.h"
 #include "oracles/tolerances.h"
 
 namespace ulpcheck {
@@ -72,14 +73,14 @@ inline void anyNonFiniteWhereNotFinite(ReferenceTensor& t) {
 /// to the output dtype, is within e of the exact value: e plus half an ulp,
 /// taken at |exact| + e so that a value across a binade boundary from the
 /// exact one is still allowed its final rounding.
-inline double budgetFromError(DType out, double exact, double e) { return e + 0.5 * ulpOf(out, std::fabs(exact) + e); }
+ULPCHECK_HD inline double budgetFromError(DType out, double exact, double e) { return e + 0.5 * ulpOf(out, std::fabs(exact) + e); }
 
 /// The budget of one element:
 ///   e = K * (u_acc * S + eta_acc * G),   budget = e + 0.5 ulp_T(|exact| + e)
 /// S is the element's scale in units of u_acc (the forward error analysis of
 /// the op), G its gain on underflowed products.
 /// `absolute`: an error known as it is (a rounding point's spread), added without the safety factor.
-inline double elementBudget(DType out, DType accumulation, double exact, double scale_units, double gain,
+ULPCHECK_HD inline double elementBudget(DType out, DType accumulation, double exact, double scale_units, double gain,
                             double absolute = 0.0) {
   const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(accumulation);
   const double e = tolerance::kBudgetSafety * (unitRoundoff(accumulation) * scale_units + eta * gain) + absolute;

@@ -139,6 +139,7 @@
 #include "oracles/column_sum.h"
 #include "oracles/double_word.h"
 #include "oracles/mpfr_util.h"
+#include "oracles/rmsnorm_budgets.h"
 
 namespace ulpcheck {
 
@@ -201,6 +202,7 @@ struct Setup {
         stats_in_T(inputs.spec.stats && T != DType::F32),
         // rstd's relative error in the backward, in units of u: none where it consumes a saved T value exactly.
         delta_b(stats_in_T ? 0.0 : delta_r),
+        budget{T, acc, d_row, delta_r, delta_b, w_units, inputs.b != nullptr},
         w(size_t(N)),
         w_exact(size_t(N), kWeightPrec),
         w_words(size_t(N)) {
@@ -230,6 +232,7 @@ struct Setup {
   const double w_units, u;
   const bool stats_in_T;
   const double delta_b;
+  const rmsnorm_budget::Constants budget;  // what the element budgets read
   std::vector<double> w;
   RealArray w_exact;
   std::vector<dw::DW> w_words;
@@ -254,25 +257,15 @@ RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract
 void setPlainY(const Setup& s, RmsNormReference& ref, int64_t e, int64_t j, double exact, double xhat, double bias,
                double r) {
   ref.y.exact[e] = exact;
-  // + b: one more fp32 rounding, of a sum as large as |xhat w| + |b|.
-  const double bias_units = s.in.b ? std::fabs(xhat * s.w[j]) + std::fabs(bias) : 0.0;
-  ref.y.budget[e] = elementBudget(s.T, s.acc, exact, (s.delta_r + 2.0 + s.w_units) * std::fabs(xhat * s.w[j]) + bias_units,
-                                  1.0 + std::fabs(s.w[j]) + r);
+  ref.y.budget[e] = rmsnorm_budget::plainY(s.budget, exact, xhat, s.w[j], bias, r);
   if (s.in.b) ref.y.magnitude[e] = std::fabs(xhat * s.w[j]) + std::fabs(bias);
 }
 
 void setDx(const Setup& s, RmsNormReference& ref, int64_t e, double exact, double a, double xv, double c, double m,
            double rb, double spread_r) {
-  const double xhat_b = xv * rb;
   ref.dx.exact[e] = exact;
-  const double scale_dx =
-      rb * ((s.delta_b + 3.0 + s.w_units) * std::fabs(a) + (2.0 * s.delta_b + 4.0) * std::fabs(xhat_b * c) +
-            (s.d_row + s.delta_b + 4.0 + s.w_units) * std::fabs(xhat_b) * m);
-  const double spread_dx =
-      spread_r * (std::fabs(a) + std::fabs(xv * c) * (3.0 * rb + 3.0 * spread_r + spread_r * spread_r / rb));
-  ref.dx.budget[e] =
-      elementBudget(s.T, s.acc, exact, scale_dx, rb * (2.0 + std::fabs(c) + std::fabs(xhat_b)) + 1.0, spread_dx);
-  ref.dx.magnitude[e] = rb * (std::fabs(a) + std::fabs(xhat_b * c));
+  ref.dx.budget[e] = rmsnorm_budget::dx(s.budget, exact, a, xv, c, m, rb, spread_r);
+  ref.dx.magnitude[e] = rmsnorm_budget::dxMagnitude(a, xv, c, rb);
 }
 
 /// The magnitudes of a plain dw leaf dy (x rb).
@@ -284,6 +277,11 @@ void addPlainDwMagnitudes(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, doub
 }
 
 void addDwGain(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, double rb) { dwc.gain[j] += 1.0 + std::fabs(dyv) + rb; }
+
+/// sum_j |(offset + w_j) dy_j x_j| of row i, in the order the GPU oracle sums it.
+double rowAbsSum(const Setup& s, int64_t i) {
+  return rmsnorm_budget::chainedAbsSum(s.N, [&](int64_t j) { return s.w[j] * s.in.dy.value(i, j) * s.x.value(i, j); });
+}
 
 /// r = 1 / sqrt(sum x^2 / N + eps) of row i into sc.r, at 160 bits.
 void mpfrRstd(const Setup& s, int64_t i, RowScratch& sc) {
@@ -319,7 +317,7 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
   ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
   // The fp32 r~'s error bound, then saved in fp32 or rounded to T.
   const double rstd_budget = elementBudget(DType::F32, s.acc, ref.rstd.exact[i], s.delta_r * r, 0.0);
-  ref.rstd.budget[i] = elementBudget(ref.rstd.dtype, s.acc, ref.rstd.exact[i], s.delta_r * r, 0.0);
+  ref.rstd.budget[i] = rmsnorm_budget::rstd(s.budget, ref.rstd.dtype, ref.rstd.exact[i], r);
   // The rstd the backward consumes: r, or the saved round_T(r) with its spread.
   double rb = r, spread_r = 0.0;
   if (s.stats_in_T) {
@@ -333,7 +331,6 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
   rows.rstd_backward[size_t(i)] = s.stats_in_T ? rb : ref.rstd.exact[size_t(i)];
 
   // c = r / N * sum_j (w_j dy_j) x_j, and m = r / N * sum_j |w_j dy_j x_j|
-  double abs_sum = 0.0;
   for (int64_t j = 0; j < N; ++j) {
     const double dyv = s.in.dy.value(i, j);
     if (s.offset == 0.0) {
@@ -342,8 +339,8 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
       mpfr_mul_d(sc.products[j], s.w_exact[j], dyv, MPFR_RNDN);  // exact: 216 bits
     }
     mpfr_mul_d(sc.products[j], sc.products[j], x.value(i, j), MPFR_RNDN);  // exact
-    abs_sum += std::fabs(w[j] * dyv * x.value(i, j));
   }
+  const double abs_sum = rowAbsSum(s, i);
   sc.products.sum(sc.c, N);
   mpfr_mul(sc.c, sc.c, sc.rb, MPFR_RNDN);
   mpfr_div_si(sc.c, sc.c, long(N), MPFR_RNDN);
@@ -413,30 +410,39 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
   }
 }
 
-/// dW from the combined columns: exact values and magnitudes in `totals`,
-/// budgets from the depth bound or the orders a launch may take.
-void finishDw(const Setup& s, const AccuracyContract& contract, const std::vector<mp::ColumnTotal>& totals,
-              const DwRows& rows, bool ordered_dw, RmsNormReference& ref, ThreadPool& pool) {
-  const int64_t M = s.M, N = s.N;
-  const double u = s.u;
-  // A flushed add loses at most the smallest normal, in units of eta.
-  const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(s.acc);
-  const double ftz_gain = contract.column_reduction_ftz ? s.d_col * std::ldexp(1.0, formatOf(s.acc).emin) / eta : 0.0;
+bool orderedDw(const AccuracyContract& contract) {
+  return !contract.column_reduction_ftz && !contract.depths.col_orders.empty();
+}
 
-  // dW in each order the launch may take: sum_v |s_v| of its tree, from
-  // dy x rstd in double (rstd's double within 2^-52 of the exact value), or
-  // Llama's dy round_T(xhat) (exact in double).
+/// dW in each order the launch may take (none unless orderedDw): sum_v |s_v|
+/// of its tree, from dy x rstd in double (rstd's double within 2^-52 of the
+/// exact value; the GPU oracle forms the same leaves), or Llama's
+/// dy round_T(xhat) (exact in double).
+std::vector<mp::OrderedColumnBound> orderedBounds(const Setup& s, const AccuracyContract& contract, const DwRows& rows,
+                                                  ThreadPool& pool) {
   std::vector<mp::OrderedColumnBound> ordered;
-  if (ordered_dw)
+  if (orderedDw(contract))
     for (const ColumnOrder& order : contract.depths.col_orders)
       ordered.push_back(mp::orderedColumnBound(
-          M, N, order,
+          s.M, s.N, order,
           [&](int64_t i, int64_t j) {
-            if (s.llama) return mp::Leaf{double(rows.llama_leaf[size_t(i * N + j)]), 0.0};
+            if (s.llama) return mp::Leaf{double(rows.llama_leaf[size_t(i * s.N + j)]), 0.0};
             const double t = s.in.dy.value(i, j) * s.x.value(i, j) * rows.rstd_backward[size_t(i)];
             return mp::Leaf{t, 0x1p-51 * std::fabs(t)};
           },
           pool));
+  return ordered;
+}
+
+/// dW from the combined columns: exact values and magnitudes in `totals`,
+/// budgets from the depth bound or the orders a launch may take (`ordered`).
+void finishDw(const Setup& s, const AccuracyContract& contract, const std::vector<mp::ColumnTotal>& totals,
+              const std::vector<mp::OrderedColumnBound>& ordered, RmsNormReference& ref) {
+  const int64_t N = s.N;
+  const double u = s.u;
+  // A flushed add loses at most the smallest normal, in units of eta.
+  const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(s.acc);
+  const double ftz_gain = contract.column_reduction_ftz ? s.d_col * std::ldexp(1.0, formatOf(s.acc).emin) / eta : 0.0;
   // A leaf's error in units of u: Llama's dy round_T(xhat) is one product
   // rounding (plus its rounding point's spread, absolute); the plain leaf
   // dy (x r~) carries rstd's delta_r and two products.
@@ -465,10 +471,6 @@ void finishDw(const Setup& s, const AccuracyContract& contract, const std::vecto
     for (ReferenceTensor* t : {&ref.dx, &ref.dw}) anyNonFiniteWhereNotFinite(*t);
 }
 
-bool orderedDw(const AccuracyContract& contract) {
-  return !contract.column_reduction_ftz && !contract.depths.col_orders.empty();
-}
-
 }  // namespace
 
 RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
@@ -491,7 +493,7 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
   std::vector<mp::ColumnTotal> totals(size_t(s.N));
   Real total(kAccPrec);
   for (int64_t j = 0; j < s.N; ++j) totals[size_t(j)] = mp::combineColumn(dw_chunks, j, total);
-  finishDw(s, contract, totals, rows, orderedDw(contract), ref, pool);
+  finishDw(s, contract, totals, orderedBounds(s, contract, rows, pool), ref);
   return ref;
 }
 
@@ -535,18 +537,9 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
 namespace {
 
 using dw::kU2;
+using rmsnorm_budget::kMpfrSlack;
 
-// The MPFR path's distance from the exact value, relative to the magnitude
-// of the terms (below 2^-150 of them; see above): the certified interval
-// is widened by this much, with room.
-constexpr double kMpfrSlack = 0x1p-140;
-
-/// dW column sums of one chunk of rows in double words, with error bounds.
-struct FastColumnChunk : mp::ColumnMagnitudes {
-  explicit FastColumnChunk(int64_t N) : ColumnMagnitudes(N), sum(size_t(N)), err(size_t(N), 0.0) {}
-  std::vector<dw::DW> sum;
-  std::vector<double> err;
-};
+using FastColumnChunk = RmsNormDwChunk;
 
 /// Row i's rstd, y and dx certified from double words into `ref`; r as a
 /// double word and its relative error bound into r / rel_r. False where
@@ -577,11 +570,11 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
       !dw::roundToOdd(r, widen * (e_r + kMpfrSlack * r.h), r_odd))
     return false;
   ref.rstd.exact[i] = r_odd;
-  ref.rstd.budget[i] = elementBudget(ref.rstd.dtype, s.acc, r_odd, s.delta_r * r_near, 0.0);
+  ref.rstd.budget[i] = rmsnorm_budget::rstd(s.budget, ref.rstd.dtype, r_odd, r_near);
 
   // c = r / N sum_j (offset + w_j) dy_j x_j, and m as the MPFR path has it.
   dw::DW P;
-  double e_P = 0, abs_sum = 0;
+  double e_P = 0;
   for (int64_t j = 0; j < N; ++j) {
     const double dyv = s.in.dy.value(i, j), xv = x.value(i, j);
     dw::DW p;
@@ -593,8 +586,8 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
     }
     P = dw::plus(P, p);
     e_P += 3.01 * kU2 * std::fabs(P.h);
-    abs_sum += std::fabs(s.w[j] * dyv * x.value(i, j));
   }
+  const double abs_sum = rowAbsSum(s, i);
   const dw::DW Pr = dw::times(P, r);
   const dw::DW c = dw::divide(Pr, n);
   const double e_c =
@@ -691,6 +684,35 @@ std::vector<double> mpfrDwColumns(const Setup& s, int64_t chunks, const std::vec
   return out;
 }
 
+/// dW from the fast path's chunk sums: the columns in chunk order, those the
+/// double words do not decide summed by MPFR over `whole()`'s inputs; then
+/// the budgets. Returns the undecided columns.
+template <typename Whole>
+std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contract,
+                                  const std::vector<std::unique_ptr<FastColumnChunk>>& dw_chunks,
+                                  const std::vector<mp::OrderedColumnBound>& ordered, double widen, Whole whole,
+                                  RmsNormReference& ref) {
+  std::vector<mp::ColumnTotal> totals(size_t(s.N));
+  std::vector<int64_t> undecided;
+  for (int64_t j = 0; j < s.N; ++j) {
+    mp::ColumnTotal t = mp::combineMagnitudes(dw_chunks, j);
+    dw::DW sum;
+    double err = 0;
+    for (const auto& chunk : dw_chunks) {
+      sum = dw::plus(sum, chunk->sum[size_t(j)]);
+      err += chunk->err[size_t(j)] + 3.01 * kU2 * std::fabs(sum.h);
+    }
+    if (!dw::roundToOdd(sum, widen * dw::up(err + kMpfrSlack * t.abs_terms), t.exact)) undecided.push_back(j);
+    totals[size_t(j)] = t;
+  }
+  if (!undecided.empty()) {
+    const std::vector<double> exact = mpfrDwColumns(*whole(), int64_t(dw_chunks.size()), undecided);
+    for (size_t k = 0; k < undecided.size(); ++k) totals[size_t(undecided[k])].exact = exact[k];
+  }
+  finishDw(s, contract, totals, ordered, ref);
+  return undecided;
+}
+
 }  // namespace
 
 bool rmsnormFastPathApplies(const RmsNormInputs& in) {
@@ -734,25 +756,8 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
     }
   });
 
-  // The columns in chunk order; those the double words do not decide from MPFR.
-  std::vector<mp::ColumnTotal> totals(size_t(s.N));
-  std::vector<int64_t> undecided;
-  for (int64_t j = 0; j < s.N; ++j) {
-    mp::ColumnTotal t = mp::combineMagnitudes(dw_chunks, j);
-    dw::DW sum;
-    double err = 0;
-    for (const auto& chunk : dw_chunks) {
-      sum = dw::plus(sum, chunk->sum[size_t(j)]);
-      err += chunk->err[size_t(j)] + 3.01 * kU2 * std::fabs(sum.h);
-    }
-    if (!dw::roundToOdd(sum, widen * dw::up(err + kMpfrSlack * t.abs_terms), t.exact)) undecided.push_back(j);
-    totals[size_t(j)] = t;
-  }
-  if (!undecided.empty()) {
-    const std::vector<double> exact = mpfrDwColumns(s, chunks, undecided);
-    for (size_t k = 0; k < undecided.size(); ++k) totals[size_t(undecided[k])].exact = exact[k];
-  }
-  finishDw(s, contract, totals, rows, orderedDw(contract), ref, pool);
+  const std::vector<int64_t> undecided =
+      finishFastDw(s, contract, dw_chunks, orderedBounds(s, contract, rows, pool), widen, [&] { return &s; }, ref);
   if (counts) {
     int64_t rows_back = 0;
     for (int64_t n : fallback_rows) rows_back += n;
@@ -778,6 +783,44 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
     default:
       return rmsnormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
   }
+}
+
+std::vector<dw::DW> rmsnormRstdWords(const RmsNormInputs& in, const AccuracyContract& contract) {
+  const Setup s(in, contract);
+  RowScratch sc(s.N, false);
+  std::vector<dw::DW> out;
+  for (int64_t i = 0; i < s.M; ++i) {
+    // As the fast path takes the r of a row it falls back on: from 160 bits,
+    // within 2^-105 of the exact r.
+    mpfrRstd(s, i, sc);
+    const double r_near = mpfr_get_d(sc.r, MPFR_RNDN);
+    mpfr_sub_d(sc.t, sc.r, r_near, MPFR_RNDN);
+    out.push_back(dw::DW{r_near, mpfr_get_d(sc.t, MPFR_RNDN)});
+  }
+  return out;
+}
+
+ReferenceTensor rmsnormDwFromPass(const RmsNormInputs& in, const AccuracyContract& contract,
+                                  const std::vector<std::unique_ptr<RmsNormDwChunk>>& chunks,
+                                  const std::vector<mp::OrderedColumnBound>& ordered, double widen,
+                                  const std::function<const RmsNormInputs&()>& whole, FastOracleCounts* counts) {
+  const Setup s(in, contract);
+  RmsNormReference ref;
+  ref.dw = ReferenceTensor::zeros("dw", s.W, 1, s.N, false);
+  ref.dw.withMagnitudes();
+  std::unique_ptr<Setup> whole_setup;
+  const std::vector<int64_t> undecided = finishFastDw(
+      s, contract, chunks, ordered, widen,
+      [&] {
+        if (!whole_setup) whole_setup = std::make_unique<Setup>(whole(), contract);
+        return whole_setup.get();
+      },
+      ref);
+  if (counts) {
+    counts->fast += s.N - int64_t(undecided.size());
+    counts->fell_back += int64_t(undecided.size());
+  }
+  return std::move(ref.dw);
 }
 
 }  // namespace ulpcheck

@@ -2,12 +2,17 @@
 // output element. The derivation of the budget is in rmsnorm.cpp.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "harness/core/accuracy.h"
 #include "harness/core/datagen.h"
 #include "harness/core/norm_spec.h"
 #include "harness/core/parallel.h"
+#include "oracles/column_sum.h"
+#include "oracles/double_word.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/reference.h"
 
@@ -50,5 +55,34 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
 /// Whether the fast path models the spec (plain rounding, rstd saved in
 /// fp32); otherwise rmsnormReferenceFast is the MPFR path.
 bool rmsnormFastPathApplies(const RmsNormInputs& in);
+
+// ---------------------------------------------------------------------------
+// Pieces of the fast path for the GPU oracle (oracles/rmsnorm_device.h),
+// which makes the pass over all rows on the device and hands the host what
+// is left: rows it did not decide, and dW from its chunk sums.
+
+/// dW's column sums over one chunk of rows (mp::columnChunkCount's
+/// chunking, rows in order) in double words with error bounds, and the
+/// magnitudes the budget reads.
+struct RmsNormDwChunk : mp::ColumnMagnitudes {
+  explicit RmsNormDwChunk(int64_t N) : ColumnMagnitudes(N), sum(size_t(N)), err(size_t(N), 0.0) {}
+  std::vector<dw::DW> sum;
+  std::vector<double> err;
+};
+
+/// The rstd of every row of in.x from 160 bits, as a double word within
+/// 2^-104 of it (relative): what the fast path's dW sums use for a row the
+/// double words did not decide.
+std::vector<dw::DW> rmsnormRstdWords(const RmsNormInputs& in, const AccuracyContract& contract);
+
+/// dW of the spec (plain rounding) from a pass over all rows made elsewhere:
+/// the chunks' sums and the ordered bounds of contract.depths.col_orders
+/// (empty where the column reduction flushes subnormals or fixes no order).
+/// Only in.w and the shapes of in.x and in.dy are read; a column the chunk
+/// sums do not decide is summed by MPFR over whole(), the case's inputs.
+ReferenceTensor rmsnormDwFromPass(const RmsNormInputs& in, const AccuracyContract& contract,
+                                  const std::vector<std::unique_ptr<RmsNormDwChunk>>& chunks,
+                                  const std::vector<mp::OrderedColumnBound>& ordered, double widen,
+                                  const std::function<const RmsNormInputs&()>& whole, FastOracleCounts* counts);
 
 }  // namespace ulpcheck

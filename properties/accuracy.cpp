@@ -6,38 +6,32 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "harness/core/parallel.h"
 #include "harness/core/phase_timer.h"
+#include "oracles/oracle_mode.h"
 
 namespace ulpcheck {
 
 namespace {
 
-constexpr size_t kReportedFindings = 5;
-
 double overflowThreshold(DType t) { return maxFinite(t) + 0.5 * ulpOf(t, maxFinite(t)); }
-
-}  // namespace
-
-namespace {
 
 // Rows are judged in blocks of this many elements (at least one row), on the
 // pool; each block keeps its own figures and worst findings, merged in
 // block order, so every figure is the same whatever the thread count.
 constexpr int64_t kJudgeBlockElements = int64_t{1} << 16;
 
-struct BlockJudgment {
-  TensorStats st;
-  double sum_sq_ulp = 0;
-  int64_t finite_count = 0, statistical_flags = 0;
-  bool nontrivial = false;
-  std::vector<Finding> failures, worst;
-};
-
-bool worse(const Finding& a, const Finding& b) { return a.ratio > b.ratio; }
+/// The order of findings, worst first: err/budget, then tensor, row and
+/// column, so that ties pick the same few findings whoever judges (the GPU
+/// judge re-judges on the host the rows that hold them).
+bool worse(const Finding& a, const Finding& b) {
+  if (a.ratio != b.ratio) return a.ratio > b.ratio;
+  return std::tie(a.tensor, a.row, a.col) < std::tie(b.tensor, b.row, b.col);
+}
 
 /// Keeps the worst few of a list (at most 4x as many until the end).
 void trimFindings(std::vector<Finding>& v, size_t keep) {
@@ -46,15 +40,40 @@ void trimFindings(std::vector<Finding>& v, size_t keep) {
   v.resize(keep);
 }
 
-void judgeRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_begin, int64_t row_end,
-               BlockJudgment& b) {
-  for (int64_t r = row_begin; r < row_end; ++r)
+/// The worst few of `from` joined to `into` (which keeps at most 4x as many).
+void addFindings(std::vector<Finding>& from, std::vector<Finding>& into) {
+  trimFindings(from, kReportedFindings);
+  into.insert(into.end(), from.begin(), from.end());
+  trimFindings(into, 4 * kReportedFindings);
+}
+
+}  // namespace
+
+void TensorJudgment::merge(TensorJudgment&& b) {
+  st.elements += b.st.elements, st.wrong += b.st.wrong, st.nonzero += b.st.nonzero, st.sharp += b.st.sharp;
+  st.max_ulp = std::max(st.max_ulp, b.st.max_ulp);
+  st.max_ratio = std::max(st.max_ratio, b.st.max_ratio);
+  st.errors.merge(b.st.errors);
+  sum_sq_ulp += b.sum_sq_ulp;
+  finite_count += b.finite_count;
+  statistical_flags += b.statistical_flags;
+  nontrivial |= b.nontrivial;
+  addFindings(b.failures, failures);
+  addFindings(b.worst, worst);
+}
+
+TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_begin, int64_t row_end,
+                               const std::vector<int64_t>* logical_rows, int64_t total_rows) {
+  TensorJudgment b;
+  b.st.tensor = ref.name;
+  if (!logical_rows) total_rows = ref.rows;
+  for (int64_t k = row_begin; k < row_end; ++k)
     for (int64_t c = 0; c < ref.cols; ++c) {
-      const int64_t i = r * ref.cols + c;
+      const int64_t i = k * ref.cols + c, r = logical_rows ? (*logical_rows)[size_t(k)] : k;
       // A black box on data its model fits is held to its probabilistic
       // budget (oracles/probabilistic.h), which is never above the rigorous one.
       const bool statistical = !ref.statistical_budget.empty();
-      const double exact = ref.exact[i], rigorous = ref.budget[i], got = out.value(r, c);
+      const double exact = ref.exact[i], rigorous = ref.budget[i], got = out.value(k, c);
       const double budget = statistical ? std::min(rigorous, ref.statistical_budget[i]) : rigorous;
       const double unit = ulpOf(ref.dtype, exact);
       Finding f{ref.name, r, c, got, exact, ref.correctlyRounded(i), 0, budget / unit, 0, "", ""};
@@ -69,7 +88,7 @@ void judgeRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_
       } else if (std::isnan(got)) {
         ok = false;
         // The buffer's own dtype: saved statistics of T values are fp32 arrays (stats=T).
-        const uint32_t bits = out.at(r, c), all_ones = out.dtype == DType::F32 ? 0xffffffffu : 0xffffu;
+        const uint32_t bits = out.at(k, c), all_ones = out.dtype == DType::F32 ? 0xffffffffu : 0xffffu;
         f.note = bits == poisonBits(out.dtype) ? "never written (poison)"
                  : bits == all_ones ? "never written by the library (its allocator's memory was poisoned all ones)"
                                     : "NaN";
@@ -96,7 +115,7 @@ void judgeRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_
       const double scale = ref.magnitudeAt(i);
       const double scale_unit = ulpOf(ref.dtype, scale > 0 ? scale : minNormal(ref.dtype));
       st.errors.add(f.ratio, !std::isfinite(err) ? (ok ? 0.0 : INFINITY) : err / scale_unit, scale,
-                    double(r) / double(ref.rows), double(c) / double(ref.cols));
+                    double(r) / double(total_rows), double(c) / double(ref.cols));
       ++st.elements;
       if (std::isfinite(f.ulp)) {
         st.max_ulp = std::max(st.max_ulp, f.ulp);
@@ -117,63 +136,59 @@ void judgeRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_
       // only if it could be among them).
       std::vector<Finding>& list = ok ? b.worst : b.failures;
       if (!ok) ++st.wrong;
-      if (list.size() < kReportedFindings || f.ratio > list.back().ratio || !ok) {
+      if (list.size() < kReportedFindings || worse(f, list.back()) || !ok) {
         list.push_back(std::move(f));
         if (list.size() > 4 * kReportedFindings) trimFindings(list, kReportedFindings);
         if (ok) std::sort(list.begin(), list.end(), worse);
       }
     }
+  return b;
 }
-
-}  // namespace
 
 Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& reference,
                       const DescribeInputs& describe) {
   const PhaseScope phase(Phase::Judge);
-  Outcome o;
-  std::vector<Finding> failures, worst;
-  bool nontrivial = false;
-  int64_t statistical_flags = 0;
-
+  std::vector<TensorJudgment> tensors;
   for (const ReferenceTensor& ref : reference) {
     const OutputTensor* out = run.find(ref.name);
     if (!out) {
+      Outcome o;
       o.verdict = Verdict::Fail;
       o.summary = fmt::format("the kernel produced no output '{}'", ref.name);
       return o;
     }
     const int64_t rows_per_block = std::max<int64_t>(1, kJudgeBlockElements / std::max<int64_t>(ref.cols, 1));
     const int64_t blocks = (ref.rows + rows_per_block - 1) / rows_per_block;
-    std::vector<BlockJudgment> judged(static_cast<size_t>(blocks));
+    std::vector<TensorJudgment> judged(static_cast<size_t>(blocks));
     ThreadPool::shared().forChunks(blocks, [&](unsigned, int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k)
-        judgeRows(ref, *out, k * rows_per_block, std::min(ref.rows, (k + 1) * rows_per_block), judged[size_t(k)]);
+        judged[size_t(k)] = judgeTensorRows(ref, *out, k * rows_per_block, std::min(ref.rows, (k + 1) * rows_per_block));
     });
-    TensorStats st;
-    st.tensor = ref.name;
-    double sum_sq_ulp = 0;
-    int64_t finite_count = 0;
-    for (BlockJudgment& b : judged) {
-      st.elements += b.st.elements, st.wrong += b.st.wrong, st.nonzero += b.st.nonzero, st.sharp += b.st.sharp;
-      st.max_ulp = std::max(st.max_ulp, b.st.max_ulp);
-      st.max_ratio = std::max(st.max_ratio, b.st.max_ratio);
-      st.errors.merge(b.st.errors);
-      sum_sq_ulp += b.sum_sq_ulp;
-      finite_count += b.finite_count;
-      statistical_flags += b.statistical_flags;
-      nontrivial |= b.nontrivial;
-      for (const auto& [from, into] : {std::make_pair(&b.failures, &failures), std::make_pair(&b.worst, &worst)}) {
-        trimFindings(*from, kReportedFindings);
-        into->insert(into->end(), from->begin(), from->end());
-        trimFindings(*into, 4 * kReportedFindings);
-      }
-    }
-    st.rms_ulp = finite_count ? std::sqrt(sum_sq_ulp / finite_count) : 0;
-    o.stats.push_back(st);
+    TensorJudgment whole;
+    whole.st.tensor = ref.name;
+    for (TensorJudgment& b : judged) whole.merge(std::move(b));
+    tensors.push_back(std::move(whole));
+  }
+  return accuracyVerdict(std::move(tensors), describe);
+}
+
+Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInputs& describe) {
+  Outcome o;
+  std::vector<Finding> failures, worst;
+  bool nontrivial = false;
+  int64_t statistical_flags = 0;
+  for (TensorJudgment& t : tensors) {
+    statistical_flags += t.statistical_flags;
+    nontrivial |= t.nontrivial;
+    addFindings(t.failures, failures);
+    addFindings(t.worst, worst);
+    TensorStats st = std::move(t.st);
+    st.rms_ulp = t.finite_count ? std::sqrt(t.sum_sq_ulp / double(t.finite_count)) : 0;
+    o.stats.push_back(std::move(st));
   }
 
   auto& shown = failures.empty() ? worst : failures;
-  std::sort(shown.begin(), shown.end(), [](const Finding& a, const Finding& b) { return a.ratio > b.ratio; });
+  std::sort(shown.begin(), shown.end(), worse);
   if (shown.size() > kReportedFindings) shown.resize(kReportedFindings);
   for (Finding& f : shown) f.inputs = describe(f.tensor, f.row, f.col);
   o.findings = shown;
@@ -219,6 +234,42 @@ Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& 
   return o;
 }
 
+std::string outcomeDifference(const Outcome& a, const Outcome& b) {
+  if (a.verdict != b.verdict) return fmt::format("verdict {} vs {}", verdictName(a.verdict), verdictName(b.verdict));
+  if (a.stats.size() != b.stats.size()) return "tensor counts";
+  for (size_t t = 0; t < a.stats.size(); ++t) {
+    const TensorStats &x = a.stats[t], &y = b.stats[t];
+    const std::string where = fmt::format("tensor {}: ", x.tensor);
+    if (x.tensor != y.tensor) return where + "names";
+    if (x.elements != y.elements || x.wrong != y.wrong || x.nonzero != y.nonzero || x.sharp != y.sharp)
+      return where + fmt::format("counts (elements, wrong, nonzero, sharp) {} {} {} {} vs {} {} {} {}", x.elements,
+                                 x.wrong, x.nonzero, x.sharp, y.elements, y.wrong, y.nonzero, y.sharp);
+    if (!(x.max_ratio == y.max_ratio) || !(x.max_ulp == y.max_ulp))
+      return where + fmt::format("max err/budget {:a} vs {:a}, max ulp {:a} vs {:a}", x.max_ratio, y.max_ratio,
+                                 x.max_ulp, y.max_ulp);
+    // rms_ulp's sum of squares runs in another order on the GPU.
+    if (std::fabs(x.rms_ulp - y.rms_ulp) > 1e-9 * std::max(x.rms_ulp, y.rms_ulp))
+      return where + fmt::format("rms ulp {} vs {}", x.rms_ulp, y.rms_ulp);
+    const ErrorDistribution &d = x.errors, &e = y.errors;
+    if (d.count != e.count || !(d.max_ulp_at_scale == e.max_ulp_at_scale) || d.ratio != e.ratio ||
+        d.ulp_at_scale != e.ulp_at_scale || d.worst_where != e.worst_where || d.scale_count != e.scale_count ||
+        d.scale_worst != e.scale_worst)
+      return where + "error distributions";
+  }
+  const std::vector<Finding> &fa = a.findings, &fb = b.findings;
+  if (fa.size() != fb.size()) return fmt::format("{} vs {} findings", fa.size(), fb.size());
+  for (size_t k = 0; k < fa.size(); ++k) {
+    const Finding &f = fa[k], &g = fb[k];
+    const auto same = [](double p, double q) { return p == q || (std::isnan(p) && std::isnan(q)); };
+    if (std::tie(f.tensor, f.row, f.col) != std::tie(g.tensor, g.row, g.col) || !same(f.ratio, g.ratio) ||
+        !same(f.got, g.got) || !same(f.exact, g.exact) || f.note != g.note || f.inputs != g.inputs)
+      return fmt::format("finding {}: {}[{},{}] ratio {:a} vs {}[{},{}] ratio {:a}", k, f.tensor, f.row, f.col, f.ratio,
+                         g.tensor, g.row, g.col, g.ratio);
+  }
+  if (a.summary != b.summary) return fmt::format("summary '{}' vs '{}'", a.summary, b.summary);
+  return "";
+}
+
 bool statisticalModelHolds(const CaseSpec& c) {
   // dy is a zero-mean normal in every op; x must be one too (Normal draws a
   // zero mean), with or without zeros mixed in.
@@ -228,10 +279,33 @@ bool statisticalModelHolds(const CaseSpec& c) {
 
 namespace {
 
+bool judgeOnGpu(const CaseSpec& c) {
+  switch (judgeWhere()) {
+    case JudgeWhere::Host: return false;
+    case JudgeWhere::Gpu: return true;
+    case JudgeWhere::Auto:
+    default: return c.M * c.N >= kGpuJudgeMinElements;
+  }
+}
+
 Outcome checkAccuracy(CaseContext& ctx) {
-  return judgeAccuracy(ctx.baseRun(), ctx.reference(), [&](const std::string& tensor, int64_t row, int64_t col) {
+  // The GPU judges where it models the case and the oracle is the certified
+  // fast path; --oracle mpfr is about the host's MPFR, and the audit judges
+  // the base run on both and compares.
+  if (oracleMode() == OracleMode::Fast && judgeOnGpu(ctx.spec()))
+    if (std::optional<Outcome> o = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), nullptr)) return *o;
+  Outcome host = judgeAccuracy(ctx.baseRun(), ctx.reference(), [&](const std::string& tensor, int64_t row, int64_t col) {
     return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
   });
+  if (oracleMode() == OracleMode::Audit && ctx.kernel().backend == Backend::Cuda)
+    if (const std::optional<Outcome> gpu = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), &ctx.baseRun())) {
+      const std::string difference = outcomeDifference(host, *gpu);
+      if (!difference.empty())
+        throw OracleDisagreement(fmt::format("judge audit, case '{}': host and GPU judges differ: {}",
+                                             toCaseString(ctx.spec()), difference));
+      ++oracleCounts().gpu_judge_audited;
+    }
+  return host;
 }
 
 const bool registered = registerProperty(

@@ -17,6 +17,30 @@ namespace ulpcheck {
 /// Names the inputs element (row, col) of a tensor depends on, for findings.
 using DescribeInputs = std::function<std::string(const std::string& tensor, int64_t row, int64_t col)>;
 
+/// The worst findings an outcome reports.
+inline constexpr size_t kReportedFindings = 5;
+
+/// One tensor's judgment before the verdict: its figures and its worst
+/// findings (failures, and the worst of the elements within budget). Blocks
+/// of rows judged apart add up with merge, in row order.
+struct TensorJudgment {
+  TensorStats st;
+  double sum_sq_ulp = 0;  // of the finite ulp errors: rms_ulp
+  int64_t finite_count = 0, statistical_flags = 0;
+  bool nontrivial = false;  // some exact value is not zero
+  std::vector<Finding> failures, worst;
+  void merge(TensorJudgment&& other);
+};
+
+/// Rows [row_begin, row_end) of `ref` against `out`. Where ref and out hold
+/// only some rows of the tensor, logical_rows[k] names row k in the whole
+/// tensor of total_rows rows (findings and positions use it).
+TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_begin, int64_t row_end,
+                               const std::vector<int64_t>* logical_rows = nullptr, int64_t total_rows = 0);
+
+/// The outcome of judged tensors (in the report's order): the verdict below.
+Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInputs& describe);
+
 /// Pass when every element is within its budget and every tensor is judged
 /// with power (tolerance::kMinTensorPower); Fail on any element over budget
 /// (whatever the power); Inconclusive when the budgets of some tensor are too
@@ -24,6 +48,11 @@ using DescribeInputs = std::function<std::string(const std::string& tensor, int6
 /// every exact value is zero.
 Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& reference,
                       const DescribeInputs& describe);
+
+/// Where two outcomes of one run differ (empty: the same verdict, figures,
+/// distributions and findings; rms_ulp within 1e-9): the audit of the GPU
+/// judge against the host's.
+std::string outcomeDifference(const Outcome& a, const Outcome& b);
 
 /// Whether a case's values fit the model of the probabilistic budget
 /// (oracles/probabilistic.h): zero-mean normal x and dy, possibly with rows

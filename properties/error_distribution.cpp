@@ -9,20 +9,7 @@ namespace ulpcheck {
 
 namespace {
 
-/// The bucket of x >= 0 (or NaN, counted above the range), from the bits:
-/// the exponent, then the top two bits of the significand.
-int bucketOf(double x, int low_octave, int high_octave) {
-  const int buckets = (high_octave - low_octave) * ErrorDistribution::kPerOctave + 3;
-  if (x == 0.0) return 0;
-  if (!(x < INFINITY)) return buckets - 1;  // Inf and NaN
-  uint64_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  const int exponent = int((bits >> 52) & 0x7ff) - 1023;  // subnormal doubles lie far below every range here
-  if (exponent < low_octave) return 1;
-  if (exponent >= high_octave) return buckets - 1;
-  const int quarter = int((bits >> 50) & 3);
-  return 2 + (exponent - low_octave) * ErrorDistribution::kPerOctave + quarter;
-}
+using error_buckets::bucketOf;
 
 double quantile(const int64_t* counts, int buckets, int64_t total, double q, int low_octave) {
   if (total <= 0) return 0;
@@ -55,18 +42,19 @@ void ErrorDistribution::add(double ratio_value, double ulp_value, double scale, 
                             double col_fraction) {
   ++count;
   ++ratio[size_t(bucketOf(ratio_value, kRatioLow, kRatioHigh))];
+  const float shown = error_buckets::shownRatio(ratio_value);
+  float& where = worst_where[size_t(error_buckets::gridCell(row_fraction, col_fraction))];
+  where = std::max(where, shown);
+  // An element whose value and terms are all zero has no scale: its error
+  // in ulps of nothing says nothing (a LayerNorm y = xhat gamma of a
+  // constant row, whose exact xhat is 0 while the kernel's is its rounding
+  // noise times a large rstd, read 1e42). It has its err/budget only.
+  if (!(scale > 0)) return;
   ++ulp_at_scale[size_t(bucketOf(ulp_value, kUlpLow, kUlpHigh))];
   if (ulp_value > max_ulp_at_scale || std::isnan(ulp_value)) max_ulp_at_scale = ulp_value;
-  // The float maps hold at most FLT_MAX (an infinite or NaN error: JSON
-  // cannot carry Inf, and the reports say "beyond" there).
-  const float shown = ratio_value <= FLT_MAX ? float(ratio_value) : FLT_MAX;
-  const int r = std::clamp(int(row_fraction * kGrid), 0, kGrid - 1), c = std::clamp(int(col_fraction * kGrid), 0, kGrid - 1);
-  float& where = worst_where[size_t(r * kGrid + c)];
-  where = std::max(where, shown);
-  if (!(scale > 0)) return;  // an element whose value and terms are all zero has no scale to plot
-  const int octave = scale < INFINITY ? std::clamp(std::ilogb(scale), kScaleLow, kScaleHigh - 1) : kScaleHigh - 1;
-  ++scale_count[size_t(octave - kScaleLow)];
-  float& worst = scale_worst[size_t(octave - kScaleLow)];
+  const int slot = error_buckets::scaleSlot(scale);
+  ++scale_count[size_t(slot)];
+  float& worst = scale_worst[size_t(slot)];
   worst = std::max(worst, shown);
 }
 
@@ -101,7 +89,9 @@ double ErrorDistribution::ratioQuantile(double q) const {
 }
 
 double ErrorDistribution::ulpQuantile(double q) const {
-  return quantile(ulp_at_scale.data(), kUlpBuckets, count, q, kUlpLow);
+  int64_t scaled = 0;  // the elements with a scale (see add)
+  for (int64_t n : ulp_at_scale) scaled += n;
+  return quantile(ulp_at_scale.data(), kUlpBuckets, scaled, q, kUlpLow);
 }
 
 nlohmann::json ErrorDistribution::toJson() const {

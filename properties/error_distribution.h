@@ -12,7 +12,9 @@
 //               where a result cancels to nearly zero (dx, a column sum of
 //               terms of both signs), so it reads the same across elements:
 //               0.5 is a correctly rounded result, 3 is three units of the
-//               precision the element's terms were computed in.
+//               precision the element's terms were computed in. An element
+//               whose value and terms are all zero has no scale and no
+//               ulp@scale (its err/budget is counted).
 #pragma once
 
 #include <array>
@@ -20,24 +22,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "properties/error_buckets.h"
+
 namespace ulpcheck {
 
 struct ErrorDistribution {
-  // Log buckets, four per octave (quarters of the significand: 1, 1.25,
-  // 1.5, 1.75), between 2^kLow and 2^kHigh; bucket 0 holds exact zeros,
-  // bucket 1 what lies below 2^kLow, the last what lies at or above 2^kHigh
-  // (infinities included).
-  static constexpr int kPerOctave = 4;
-  static constexpr int kRatioLow = -24, kRatioHigh = 8;
-  static constexpr int kUlpLow = -8, kUlpHigh = 24;
-  static constexpr int kRatioBuckets = (kRatioHigh - kRatioLow) * kPerOctave + 3;
-  static constexpr int kUlpBuckets = (kUlpHigh - kUlpLow) * kPerOctave + 3;
-  // The worst err/budget over a kGrid x kGrid partition of the tensor's
-  // rows and columns (relative positions, so shapes of all sizes add up).
-  static constexpr int kGrid = 16;
-  // Error against scale: elements and worst err/budget per octave of the
-  // element's scale, 2^kScaleLow .. 2^kScaleHigh (clamped).
-  static constexpr int kScaleLow = -160, kScaleHigh = 130;
+  // The buckets: properties/error_buckets.h.
+  static constexpr int kPerOctave = error_buckets::kPerOctave;
+  static constexpr int kRatioLow = error_buckets::kRatioLow, kRatioHigh = error_buckets::kRatioHigh;
+  static constexpr int kUlpLow = error_buckets::kUlpLow, kUlpHigh = error_buckets::kUlpHigh;
+  static constexpr int kRatioBuckets = error_buckets::kRatioBuckets;
+  static constexpr int kUlpBuckets = error_buckets::kUlpBuckets;
+  static constexpr int kGrid = error_buckets::kGrid;
+  static constexpr int kScaleLow = error_buckets::kScaleLow, kScaleHigh = error_buckets::kScaleHigh;
 
   int64_t count = 0;
   double max_ulp_at_scale = 0;

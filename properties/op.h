@@ -5,6 +5,7 @@
 
 #include <any>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "oracles/reference.h"
 
 namespace ulpcheck {
+
+struct Outcome;  // properties/property.h
 
 /// Logical row ids, one per position of the batch a run executes: a row keeps
 /// its values wherever it is placed (batch invariance moves rows around).
@@ -148,6 +151,10 @@ class OpAdapter {
   virtual rc::Gen<CaseSpec> refine(CaseSpec base) const = 0;
   /// Each rank holds its own copy of the outputs (rank_consistency applies).
   virtual bool multiRank() const { return false; }
+  /// The accuracy outcome judged on the GPU (oracles/rmsnorm_device.h), or
+  /// nothing where the op's GPU judge does not model the case: run there,
+  /// or of `outputs` (a run made elsewhere) when given.
+  virtual std::optional<Outcome> accuracyOnGpu(const CaseSpec& c, const ExecContext& ctx, const RunResult* outputs) const;
 
   static const KernelInfo* findKernel(const std::string& op, const std::string& kernel);
 };

@@ -39,6 +39,10 @@ const KernelInfo* OpAdapter::findKernel(const std::string& op, const std::string
   return nullptr;
 }
 
+std::optional<Outcome> OpAdapter::accuracyOnGpu(const CaseSpec&, const ExecContext&, const RunResult*) const {
+  return std::nullopt;
+}
+
 std::vector<Property>& propertyRegistry() {
   static std::vector<Property> all;
   return all;

@@ -13,6 +13,7 @@
 #include "properties/accuracy.h"
 #include "properties/generators.h"
 #include "properties/op.h"
+#include "properties/rmsnorm_gpu_judge.h"
 #include "properties/rmsnorm_inputs.h"
 #include "properties/row_op.h"
 #include "properties/run_buffers.h"
@@ -79,6 +80,14 @@ class RmsNormOp final : public OpAdapter {
       if (c.spec.bias) out.push_back(std::move(ref.db));
       return out;
     });
+  }
+
+  std::optional<Outcome> accuracyOnGpu(const CaseSpec& c, const ExecContext& ctx, const RunResult* outputs) const override {
+    const RmsNormKernel& k = kernelOf(c);
+    if (!rmsnormGpuJudgeApplies(c, k.info)) return std::nullopt;
+    return rmsnormAccuracyOnGpu(
+        c, k, ctx, [&](const std::string& tensor, int64_t row, int64_t col) { return describeInputs(c, tensor, row, col); },
+        outputs);
   }
 
   std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {

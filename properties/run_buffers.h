@@ -24,6 +24,13 @@ class RunBuffers {
       : where_(where), unprovided_(std::move(unprovided)) {}
 
   void* input(const std::string& name, const HostMatrix& m);
+  /// An input generated in place on the GPU (generateDevice: the bits
+  /// generateHost makes), rows [0, rows) of the stream, padding poisoned;
+  /// it must come back unchanged. GPU buffers only.
+  void* generated(const std::string& name, const DistParams& dist, DType t, uint64_t seed, TensorStream stream,
+                  int64_t rows, int64_t cols, int64_t ld);
+  /// The buffer of a named output or input (null if none).
+  Buffer* find(const std::string& name) const;
   void* output(const std::string& name, DType t, int64_t rows, int64_t cols, int64_t ld, bool per_row);
   void* scratch(const std::string& name, size_t bytes);
 
@@ -40,6 +47,7 @@ class RunBuffers {
     OutputTensor shape;             // geometry
     enum Kind { kInput, kOutput, kScratch } kind;
     const HostMatrix* uploaded = nullptr;  // inputs: what was uploaded, which must come back unchanged
+    uint64_t generated_digest = 0;          // inputs generated in place (uploaded null): their digest
   };
   Backend where_;
   std::vector<std::string> unprovided_;

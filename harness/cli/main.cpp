@@ -306,17 +306,21 @@ int severity(int code) {
   }
 }
 
-/// What each oracle path computed (`counts`: fast, fell back, MPFR only).
-std::string formatOracleCounts(const std::array<int64_t, 3>& counts) {
-  return fmt::format("oracle {}: {} reference elements by the certified fast path, {} recomputed by MPFR (undecided "
-                     "there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: rounding=llama, stats=T, layernorm, allreduce "
-                     "sums)",
-                     oracleModeName(oracleMode()), counts[0], counts[1], counts[2]);
+/// What each oracle path computed (`counts`: fast, fell back, MPFR only,
+/// cases whose GPU judgment the audit compared with the host's).
+std::string formatOracleCounts(const std::array<int64_t, 4>& counts) {
+  return fmt::format("oracle {}, judge {}: {} reference elements by the certified fast path, {} recomputed by MPFR "
+                     "(undecided there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: rounding=llama, "
+                     "stats=T, layernorm, allreduce sums){}",
+                     oracleModeName(oracleMode()), judgeWhereName(judgeWhere()), counts[0], counts[1], counts[2],
+                     oracleMode() == OracleMode::Audit
+                         ? fmt::format("; {} cases judged on the host and the GPU alike", counts[3])
+                         : "");
 }
 
-std::array<int64_t, 3> processOracleCounts() {
+std::array<int64_t, 4> processOracleCounts() {
   const FastOracleCounts& c = oracleCounts();
-  return {c.fast.load(), c.fell_back.load(), c.mpfr_only.load()};
+  return {c.fast.load(), c.fell_back.load(), c.mpfr_only.load(), c.gpu_judge_audited.load()};
 }
 
 /// How many worker processes a run uses, and the GPUs they share (one each
@@ -363,7 +367,7 @@ WorkerLayout workerLayout(const RunArgs& a, const ExecContext& exec) {
 /// run's own shard, if it has one) on its own GPU; their results add up to
 /// what one process would report.
 int runOpOnWorkers(const RunArgs& a, const std::string& op, const ExecContext& exec, const WorkerLayout& layout,
-                   JsonlWriter* json, std::map<std::string, int>& inapplicable, std::array<int64_t, 3>& oracle,
+                   JsonlWriter* json, std::map<std::string, int>& inapplicable, std::array<int64_t, 4>& oracle,
                    std::array<double, size_t(Phase::kCount)>& phases) {
   const CampaignOptions o = campaignOptions(a, op, exec);
   const int n = layout.workers;
@@ -482,7 +486,7 @@ int cmdRun(const RunArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   int worst = exit_code::kNothingRan;
   std::map<std::string, int> inapplicable;  // --property name -> ops it applies to nothing of
-  std::array<int64_t, 3> oracle{};            // summed over workers
+  std::array<int64_t, 4> oracle{};            // summed over workers
   std::array<double, size_t(Phase::kCount)> phases{};
   for (size_t i = 0; i < ops.size(); ++i) {
     if (i && !a.report_to_coordinator) fmt::print("\n");
@@ -759,11 +763,16 @@ int main(int argc, char** argv) {
   report->add_option("-o,--output", report_output, "the HTML file to write")->required();
   report->add_option("--title", report_title, "the page's title")->capture_default_str();
 
-  std::string oracle_text;
-  for (CLI::App* sub : {run, repro, mutants})
+  std::string oracle_text, judge_text;
+  for (CLI::App* sub : {run, repro, mutants}) {
     sub->add_option("--oracle", oracle_text,
                     "fast (default: double words with certified bounds, MPFR where they do not decide), mpfr (MPFR "
-                    "only), or audit (both, failing on any difference); also $ULPCHECK_ORACLE");
+                    "only), or audit (both, failing on any difference; GPU and host judges compared too); also "
+                    "$ULPCHECK_ORACLE");
+    sub->add_option("--judge", judge_text,
+                    "where accuracy is judged: auto (default: on the GPU for cases of 2^20 elements and more that its "
+                    "oracle models), host, or gpu (every case it models); also $ULPCHECK_JUDGE");
+  }
 
   useCtestAllocatedGpus();  // a ctest with RESOURCE_GROUPS: only its own GPUs
   for (int i = 1; i < argc; ++i) g_args.emplace_back(argv[i]);
@@ -779,6 +788,11 @@ int main(int argc, char** argv) {
       const auto mode = parseOracleMode(oracle_text);
       if (!mode) throw UsageError(fmt::format("--oracle '{}' is not one of fast, mpfr, audit", oracle_text));
       setOracleMode(*mode);
+    }
+    if (!judge_text.empty()) {
+      const auto where = parseJudgeWhere(judge_text);
+      if (!where) throw UsageError(fmt::format("--judge '{}' is not one of auto, host, gpu", judge_text));
+      setJudgeWhere(*where);
     }
     if (app.got_subcommand("worker")) {  // a worker process: the plugins' kernels run here, in-process
       for (const auto& path : plugin_paths) loadPlugin(path);

@@ -14,7 +14,7 @@
 namespace ulpcheck {
 
 enum class Phase : uint8_t {
-  Inputs,   // generating input tensors on the host
+  Inputs,   // generating input tensors (on the host; on the GPU for its judge)
   Buffers,  // allocating, poisoning and uploading a run's buffers
   Kernel,   // the variant's launches, synchronised
   Collect,  // downloading outputs and inputs, the memory-safety checks

@@ -1,0 +1,141 @@
+// The GPU judge (oracles/rmsnorm_device.h, properties/rmsnorm_gpu_judge.h)
+// against the host's: on one run, both must give the same outcome (verdict,
+// per-tensor figures, error distributions, findings; rms_ulp to 1e-9) for
+// correct variants and for mutants that fail accuracy, when the double
+// words decide everything and when widened intervals send rows and dW
+// columns to the host, for black boxes (a plugin's variants, held to the
+// probabilistic budget too); and the GPU judge's own run of a deterministic
+// variant must agree with the host's judgment of the base run.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include <rapidcheck.h>
+
+#include "harness/core/case_spec.h"
+#include "kernels/plugin/plugin_loader.h"
+#include "kernels/rmsnorm/rmsnorm.h"
+#include "oracles/oracle_mode.h"
+#include "properties/accuracy.h"
+#include "properties/case_context.h"
+#include "properties/generators.h"
+#include "properties/rmsnorm_gpu_judge.h"
+#include "properties/test_support.h"
+
+namespace ulpcheck {
+namespace {
+
+/// Cases of `kernel` as a campaign of `tier` draws them, those the GPU judge models.
+std::vector<CaseSpec> judgedCases(const std::string& kernel, Tier tier, uint64_t seed, int count) {
+  gen::CaseOptions o;
+  o.op = "rmsnorm";
+  o.kernels = {kernel};
+  o.tier = tier;
+  rc::Random random(seed);
+  std::vector<CaseSpec> cases;
+  const KernelInfo& k = RmsNormRegistry::find(kernel)->info;
+  for (int n = 0; n < count; ++n) {
+    const CaseSpec c = gen::caseSpec(o)(random.split(), rc::kNominalSize).value();
+    if (rmsnormGpuJudgeApplies(c, k)) cases.push_back(c);
+  }
+  return cases;
+}
+
+struct Compared {
+  Outcome host, gpu;
+};
+
+/// Both judges on the base run of case c (the GPU judge given its outputs).
+Compared judgeBoth(const CaseSpec& c, double widen = 1.0) {
+  const ExecContext exec = testing::cudaContext();
+  const OpAdapter& op = *findOp("rmsnorm");
+  CaseContext ctx(c, op, exec);
+  const auto describe = [&](const std::string& t, int64_t r, int64_t col) { return op.describeInputs(c, t, r, col); };
+  Compared out;
+  out.host = judgeAccuracy(ctx.baseRun(), ctx.reference(), describe);
+  out.gpu = rmsnormAccuracyOnGpu(c, *RmsNormRegistry::find(c.kernel), exec, describe, &ctx.baseRun(), widen);
+  return out;
+}
+
+TEST(GpuJudge, SameOutcomesAsTheHostJudgeForCorrectVariantsAndMutants) {
+  ULPCHECK_REQUIRE_GPU();
+  int64_t cases = 0, failing = 0, passing = 0;
+  for (const auto& kernel : RmsNormRegistry::all()) {
+    if (kernel.info.backend != Backend::Cuda) continue;
+    // The mutants whose bug accuracy must catch, and every correct variant.
+    if (kernel.info.isMutant() && kernel.info.caught_by != "accuracy") continue;
+    for (Tier tier : {Tier::Smoke, Tier::Default})
+      for (const CaseSpec& c : judgedCases(kernel.info.name, tier, 0x6a1d6e, 12)) {
+        const Compared r = judgeBoth(c);
+        EXPECT_EQ(outcomeDifference(r.host, r.gpu), "") << toCaseString(c) << "\nhost: " << r.host.summary
+                                                        << "\ngpu:  " << r.gpu.summary;
+        ++cases;
+        failing += r.host.verdict == Verdict::Fail;
+        passing += r.host.verdict == Verdict::Pass;
+      }
+  }
+  std::printf("%lld cases judged alike: %lld failing, %lld passing\n", (long long)cases, (long long)failing,
+              (long long)passing);
+  EXPECT_GT(cases, 100);
+  EXPECT_GT(failing, 20);  // the mutants' failures, with their findings
+  EXPECT_GT(passing, 60);
+}
+
+TEST(GpuJudge, RowsAndColumnsSentToTheHostGiveTheSameOutcome) {
+  ULPCHECK_REQUIRE_GPU();
+  // Intervals widened until the double words decide about half, then none,
+  // of the values: every mix of GPU rows, host rows and host dW columns.
+  int64_t mixed = 0;
+  for (const std::string kernel : {"cuda_separate", "cuda_bug_x_squared_fp16"})
+    for (const CaseSpec& c : judgedCases(kernel, Tier::Smoke, 0xfa11, 10))
+      for (double widen : {0x1p46, 0x1p49, 0x1p52, 0x1p80}) {
+        const int64_t fast = oracleCounts().fast.load(), fell_back = oracleCounts().fell_back.load();
+        const Compared r = judgeBoth(c, widen);
+        EXPECT_EQ(outcomeDifference(r.host, r.gpu), "") << toCaseString(c) << " widened " << widen;
+        mixed += oracleCounts().fast.load() > fast && oracleCounts().fell_back.load() > fell_back;
+      }
+  EXPECT_GT(mixed, 10);
+}
+
+TEST(GpuJudge, ABlackBoxPluginIsJudgedAlikeWithItsProbabilisticBudget) {
+  ULPCHECK_REQUIRE_GPU();
+  // The example plugin's CUDA variants run in a worker process; a black box
+  // is held to the probabilistic budget too where the data fit its model,
+  // and its defect (dW partials summed in bf16) fails accuracy.
+  loadPlugin(ULPCHECK_EXAMPLE_PLUGIN);
+  int64_t cases = 0, statistical = 0, failing = 0;
+  for (const std::string kernel : {"mylib_rmsnorm_cuda", "mylib_rmsnorm_cuda_bf16_partials"})
+    for (const CaseSpec& c : judgedCases(kernel, Tier::Default, 0xb1ac, 12)) {
+      const Compared r = judgeBoth(c);
+      EXPECT_EQ(outcomeDifference(r.host, r.gpu), "") << toCaseString(c) << "\nhost: " << r.host.summary
+                                                      << "\ngpu:  " << r.gpu.summary;
+      ++cases;
+      statistical += statisticalModelHolds(c);
+      failing += r.host.verdict == Verdict::Fail;
+    }
+  EXPECT_GT(cases, 15);
+  EXPECT_GT(statistical, 5);
+  EXPECT_GT(failing, 3);
+}
+
+TEST(GpuJudge, ItsOwnRunOfADeterministicVariantAgreesWithTheHost) {
+  ULPCHECK_REQUIRE_GPU();
+  // A case of 16 M elements (many CTAs per row loop, dW over 64 chunks and
+  // every CTA order), and a few generated ones.
+  std::vector<CaseSpec> cases = judgedCases("cuda_separate", Tier::Default, 0x0dd, 6);
+  cases.push_back(parseCaseString("op=rmsnorm kernel=cuda_separate dtype=bf16 M=4096 N=4096"));
+  const ExecContext exec = testing::cudaContext();
+  const OpAdapter& op = *findOp("rmsnorm");
+  for (const CaseSpec& c : cases) {
+    CaseContext ctx(c, op, exec);
+    const auto describe = [&](const std::string& t, int64_t r, int64_t col) { return op.describeInputs(c, t, r, col); };
+    const Outcome host = judgeAccuracy(ctx.baseRun(), ctx.reference(), describe);
+    const std::optional<Outcome> gpu = op.accuracyOnGpu(c, exec, nullptr);
+    ASSERT_TRUE(gpu.has_value()) << toCaseString(c);
+    EXPECT_EQ(outcomeDifference(host, *gpu), "") << toCaseString(c);
+    EXPECT_NE(host.verdict, Verdict::Fail) << host.summary;
+  }
+}
+
+}  // namespace
+}  // namespace ulpcheck

@@ -1,0 +1,256 @@
+#include "properties/rmsnorm_gpu_judge.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "harness/core/datagen.h"
+#include "harness/core/device.h"
+#include "harness/core/phase_timer.h"
+#include "oracles/oracle_mode.h"
+#include "oracles/probabilistic.h"
+#include "oracles/rmsnorm.h"
+#include "oracles/rmsnorm_device.h"
+#include "oracles/tolerances.h"
+#include "properties/rmsnorm_inputs.h"
+#include "properties/row_op.h"
+#include "properties/run_buffers.h"
+
+namespace ulpcheck {
+
+namespace {
+
+/// Rows `rows` (each `cols` elements from the start of a row of stride ld) of a buffer, as an OutputTensor.
+OutputTensor downloadRows(const Buffer& b, const std::string& name, DType t, const std::vector<int64_t>& rows,
+                          int64_t cols, int64_t ld) {
+  const int w = storageBytes(t);
+  std::vector<uint8_t> bytes(rows.size() * size_t(cols * w));
+  for (size_t k = 0; k < rows.size(); ++k)
+    b.download(bytes.data() + k * size_t(cols * w), size_t(cols * w), size_t(rows[k] * ld * w));
+  return OutputTensor{name, t, int64_t(rows.size()), cols, cols, true, unpackBits(bytes, t)};
+}
+
+/// The rows whose worst element is among the kReportedFindings worst of the
+/// tensor, of the rows the GPU decided (ties: the lower row): the tensor's
+/// worst elements lie in them.
+std::vector<int64_t> worstRows(const std::vector<gpu_oracle::RowFigures>& figures, const std::vector<uint8_t>& undecided) {
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < int64_t(figures.size()); ++i)
+    if (!undecided[size_t(i)]) rows.push_back(i);
+  const auto worse = [&](int64_t a, int64_t b) {
+    const double ra = figures[size_t(a)].max_ratio, rb = figures[size_t(b)].max_ratio;
+    return ra != rb ? ra > rb : a < b;
+  };
+  const size_t keep = std::min(rows.size(), kReportedFindings);
+  std::partial_sort(rows.begin(), rows.begin() + ptrdiff_t(keep), rows.end(), worse);
+  rows.resize(keep);
+  return rows;
+}
+
+/// A tensor's judgment from the GPU's per-row figures and distribution.
+TensorJudgment fromDevice(const std::string& name, const std::vector<gpu_oracle::RowFigures>& figures,
+                          const std::vector<uint8_t>& undecided, const gpu_oracle::Distribution& d) {
+  TensorJudgment j;
+  j.st.tensor = name;
+  for (size_t i = 0; i < figures.size(); ++i) {
+    if (undecided[i]) continue;
+    const gpu_oracle::RowFigures& f = figures[i];
+    j.st.elements += f.elements, j.st.wrong += f.wrong, j.st.nonzero += f.nonzero, j.st.sharp += f.sharp;
+    j.st.max_ulp = std::max(j.st.max_ulp, f.max_ulp);
+    j.st.max_ratio = std::max(j.st.max_ratio, f.max_ratio);
+    j.sum_sq_ulp += f.sum_sq_ulp;
+    j.finite_count += f.finite;
+    j.nontrivial |= f.nontrivial != 0;
+    j.statistical_flags += f.statistical_flags;
+  }
+  ErrorDistribution& e = j.st.errors;
+  e.count = d.count;
+  e.max_ulp_at_scale = d.max_ulp_at_scale;
+  e.ratio = d.ratio;
+  e.ulp_at_scale = d.ulp_at_scale;
+  e.worst_where = d.worst_where;
+  e.scale_count = d.scale_count;
+  e.scale_worst = d.scale_worst;
+  return j;
+}
+
+}  // namespace
+
+bool rmsnormGpuJudgeApplies(const CaseSpec& c, const KernelInfo& k) {
+  return k.backend == Backend::Cuda && c.spec.rounding == Rounding::Plain && statsDtype(c.spec) == DType::F32 &&
+         !c.spec.bias;
+}
+
+Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const ExecContext& ctx,
+                             const DescribeInputs& describe, const RunResult* outputs, double widen) {
+  if (!rmsnormGpuJudgeApplies(c, k.info))
+    throw std::invalid_argument(fmt::format("the GPU judge does not model case '{}'", toCaseString(c)));
+  const int64_t M = c.M, N = c.N;
+  const RowShape shape{c.dtype, M, N, c.ld, c.eps, c.spec};
+  const DType wt = shape.wdtype();
+  const LaunchEnv env = launchEnv(c, ctx);
+  const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, env),
+                                  k.info.contracts.column_reduction_ftz};
+  ThreadPool& pool = ctx.pool ? *ctx.pool : ThreadPool::shared();
+  // A black box on data the random-rounding model fits is also held to the
+  // probabilistic budget: the same oracle at the effective depths
+  // (referenceWithStatisticalBudgets; its elements: y, rstd, dx and dw).
+  const bool statistical = k.info.black_box && statisticalModelHolds(c);
+  AccuracyContract probable = contract;
+  probable.depths = probabilistic::effectiveDepths(contract.depths, double(2 * M * N + M + N),
+                                                   unitRoundoff(contract.accumulation));
+
+  // The run: inputs generated on the device (the bits generateHost makes),
+  // the variant's forward then backward, as RmsNormOp::run does.
+  RunBuffers buf(Backend::Cuda, k.info.unprovided_outputs);  // what the variant does not produce is scratch
+  const void* x = buf.generated("x", c.x, c.dtype, c.seed, TensorStream::X, M, N, c.ld);
+  const void* w = buf.generated("w", rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, 1, N, N);
+  const void* dy = buf.generated("dy", rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, M, N, c.ld);
+  void* y = buf.output("y", c.dtype, M, N, c.ld, true);
+  auto* rstd = static_cast<float*>(buf.output("rstd", DType::F32, M, 1, 1, true));
+  void* dx = buf.output("dx", c.dtype, M, N, c.ld, true);
+  void* dw = buf.output("dw", wt, 1, N, N, false);
+  if (outputs) {
+    const PhaseScope phase(Phase::Buffers);
+    for (const char* name : {"y", "rstd", "dx", "dw"}) {
+      if (!k.info.provides(name)) continue;
+      const OutputTensor* o = outputs->find(name);
+      if (!o || !o->downloaded) throw std::logic_error(fmt::format("GPU judge: no downloaded output '{}' to judge", name));
+      const std::vector<uint8_t> bytes = HostMatrix{o->dtype, o->rows, o->cols, o->ld, o->bits}.packed();
+      buf.find(name)->upload(bytes.data(), bytes.size());
+    }
+  } else {
+    void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
+    const PhaseScope phase(Phase::Kernel);
+    k.forward(RmsNormForwardArgs{shape, x, w, y, rstd, nullptr}, env);
+    k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, nullptr}, env);
+    synchronizeVariant("rmsnorm forward + backward");  // a launch that failed leaves poison, which the judge reports
+  }
+
+  // y, rstd and dx, every element, on the GPU.
+  gpu_oracle::RmsNormDeviceCase dc;
+  dc.T = c.dtype, dc.W = wt, dc.M = M, dc.N = N, dc.ld = c.ld, dc.eps = c.eps, dc.offset = c.spec.weight_offset;
+  dc.x = x, dc.w = w, dc.dy = dy, dc.y = y, dc.rstd = rstd, dc.dx = dx;
+  dc.acc = contract.accumulation;
+  dc.d_row = double(contract.depths.row);
+  dc.delta_r = gpu_oracle::rstdUnits(dc.d_row, tolerance::kRsqrtUnits);
+  dc.w_units = dc.offset != 0.0 ? 1.0 : 0.0;
+  dc.statistical = statistical;
+  dc.d_row_statistical = double(probable.depths.row);
+  dc.delta_r_statistical = gpu_oracle::rstdUnits(dc.d_row_statistical, tolerance::kRsqrtUnits);
+  dc.widen = widen;
+  gpu_oracle::RowsJudged judged;
+  {
+    const PhaseScope phase(Phase::Oracle);
+    judged = gpu_oracle::judgeRows(dc);
+  }
+
+  // On the host: the rows the GPU left undecided (judged whole), and the
+  // rows holding each tensor's worst elements (for the findings only).
+  const PhaseScope phase(Phase::Judge);
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < M; ++i)
+    if (judged.undecided[size_t(i)]) rows.push_back(i);
+  const int64_t undecided_rows = int64_t(rows.size());
+  for (const auto& figures : judged.figures)
+    for (int64_t i : worstRows(figures, judged.undecided)) rows.push_back(i);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  const RmsNormInputData sub = generateRmsNormInputs(c, rows);
+  const RmsNormInputs sub_inputs{sub.x, sub.w, sub.dy, c.eps, c.spec};
+  RmsNormReference sub_ref = rmsnormReferenceFast(sub_inputs, contract, pool);
+  if (statistical) {
+    RmsNormReference sharp = rmsnormReferenceFast(sub_inputs, probable, pool);
+    sub_ref.y.statistical_budget = std::move(sharp.y.budget);
+    sub_ref.rstd.statistical_budget = std::move(sharp.rstd.budget);
+    sub_ref.dx.statistical_budget = std::move(sharp.dx.budget);
+  }
+  const std::array<const ReferenceTensor*, gpu_oracle::kTensors> sub_refs{&sub_ref.y, &sub_ref.rstd, &sub_ref.dx};
+  const std::array<OutputTensor, gpu_oracle::kTensors> sub_out{
+      downloadRows(*buf.find("y"), "y", c.dtype, rows, N, c.ld), downloadRows(*buf.find("rstd"), "rstd", DType::F32, rows, 1, 1),
+      downloadRows(*buf.find("dx"), "dx", c.dtype, rows, N, c.ld)};
+  std::vector<TensorJudgment> tensors;
+  for (int t = 0; t < gpu_oracle::kTensors; ++t) {
+    TensorJudgment j = fromDevice(gpu_oracle::kTensorNames[t], judged.figures[size_t(t)], judged.undecided,
+                                  judged.distribution[size_t(t)]);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      TensorJudgment row = judgeTensorRows(*sub_refs[size_t(t)], sub_out[size_t(t)], int64_t(r), int64_t(r) + 1, &rows, M);
+      if (judged.undecided[size_t(rows[r])]) {
+        j.merge(std::move(row));
+      } else {  // the GPU counted it: only its findings
+        TensorJudgment findings;
+        findings.failures = std::move(row.failures);
+        findings.worst = std::move(row.worst);
+        j.merge(std::move(findings));
+      }
+    }
+    tensors.push_back(std::move(j));
+  }
+
+  // dW: the GPU's chunk sums and ordered bounds, finished on the host. Each
+  // row's r: the GPU's, or for a row it left undecided the host's (160 bits).
+  std::vector<double> r_hi = judged.r_hi, r_lo = judged.r_lo, rel_r = judged.rel_r, r_near = judged.r_near,
+                      r_odd = judged.r_odd;
+  {
+    const std::vector<dw::DW> words = rmsnormRstdWords(sub_inputs, contract);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const size_t i = size_t(rows[r]);
+      if (!judged.undecided[i]) continue;
+      r_hi[i] = words[r].h, r_lo[i] = words[r].l, rel_r[i] = 0x1p-104, r_near[i] = words[r].h;
+      r_odd[i] = sub_ref.rstd.exact[r];
+    }
+  }
+  const int64_t chunks = mp::columnChunkCount(M, N);
+  std::vector<std::unique_ptr<RmsNormDwChunk>> dw_chunks;
+  std::vector<mp::OrderedColumnBound> ordered;
+  {
+    const PhaseScope oracle_phase(Phase::Oracle);
+    const gpu_oracle::DwChunkSums sums = gpu_oracle::dwChunkSums(dc, chunks, r_hi, r_lo, rel_r, r_near);
+    for (int64_t k = 0; k < chunks; ++k) {
+      auto chunk = std::make_unique<RmsNormDwChunk>(N);
+      for (int64_t j = 0; j < N; ++j) {
+        const size_t e = size_t(k * N + j);
+        chunk->sum[size_t(j)] = dw::DW{sums.sum_hi[e], sums.sum_lo[e]};
+        chunk->err[size_t(j)] = sums.err[e];
+        chunk->abs_terms[size_t(j)] = sums.abs_terms[e];
+        chunk->gain[size_t(j)] = sums.gain[e];
+        chunk->sq_terms[size_t(j)] = sums.sq_terms[e];
+        chunk->spread[size_t(j)] = sums.spread[e];
+      }
+      dw_chunks.push_back(std::move(chunk));
+    }
+    if (!contract.column_reduction_ftz)
+      for (const ColumnOrder& order : contract.depths.col_orders) {
+        mp::OrderedColumnBound b = mp::orderedColumnShape(M, order);
+        b.partial_abs = gpu_oracle::orderedPartialAbs(dc, order, b.depth, r_odd);
+        ordered.push_back(std::move(b));
+      }
+  }
+  // Only a column the chunk sums do not decide needs the whole inputs on the host.
+  const HostMatrix x_shape{c.dtype, M, N, c.ld, {}}, dy_shape{c.dtype, M, N, c.ld, {}};
+  std::optional<RmsNormInputData> whole_data;
+  std::optional<RmsNormInputs> whole_inputs;
+  const auto whole = [&]() -> const RmsNormInputs& {
+    if (!whole_inputs) {
+      whole_data = generateRmsNormInputs(c, identityRows(M));
+      whole_inputs.emplace(RmsNormInputs{whole_data->x, whole_data->w, whole_data->dy, c.eps, c.spec});
+    }
+    return *whole_inputs;
+  };
+  const RmsNormInputs shape_only{x_shape, sub.w, dy_shape, c.eps, c.spec};
+  ReferenceTensor dw_ref = rmsnormDwFromPass(shape_only, contract, dw_chunks, ordered, widen, whole, &oracleCounts());
+  if (statistical)
+    dw_ref.statistical_budget = rmsnormDwFromPass(shape_only, probable, dw_chunks, ordered, widen, whole, nullptr).budget;
+  const OutputTensor dw_out = downloadRows(*buf.find("dw"), "dw", wt, {0}, N, N);
+  tensors.push_back(judgeTensorRows(dw_ref, dw_out, 0, 1));
+  // Only the outputs the variant produces are judged (CaseContext::reference's rule).
+  std::erase_if(tensors, [&](const TensorJudgment& t) { return !k.info.provides(t.st.tensor); });
+
+  const int64_t per_row = 2 * N + 1;
+  oracleCounts().fast += (M - undecided_rows) * per_row;
+  oracleCounts().fell_back += undecided_rows * per_row;
+  return accuracyVerdict(std::move(tensors), describe);
+}
+
+}  // namespace ulpcheck
