@@ -66,7 +66,7 @@ std::string svgOpen(const std::string& title) {
 /// buckets that hold elements; heights on a log scale of counts; a line at
 /// `mark` (err/budget = 1: the budget) where it falls inside.
 std::string svgHistogram(const std::string& title, const int64_t* counts, int buckets, int low_octave, double mark,
-                         const std::string& axis) {
+                         const std::string& axis, double largest = NAN) {
   int first = buckets, last = -1;
   int64_t most = 0;
   for (int b = 0; b < buckets; ++b)
@@ -90,10 +90,14 @@ std::string svgHistogram(const std::string& title, const int64_t* counts, int bu
       s += fmt::format("<line class=\"mark\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2:.1f}\"/>", x, kTop, kTop + h);
     }
   }
+  // The open top bucket ends at the largest value where it is known, else "beyond" its lower edge.
+  const double top = ErrorDistribution::upperEdge(last, low_octave, buckets);
+  const std::string end = std::isfinite(top)        ? figure(top)
+                          : std::isfinite(largest) ? figure(largest)
+                                                   : "beyond " + figure(ErrorDistribution::lowerEdge(last, low_octave));
   s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"axis\">{}</text>", kLeft, kPlotHeight - 16,
-                   htmlEscape(fmt::format("{} .. {}", figure(ErrorDistribution::lowerEdge(first, low_octave)),
-                                          figure(ErrorDistribution::upperEdge(last, low_octave, buckets)))));
-  s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"axis\">{}; height: log count (max {})</text>", kLeft,
+                   htmlEscape(fmt::format("{} .. {}", figure(ErrorDistribution::lowerEdge(first, low_octave)), end)));
+  s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"axis\">{}, log heights (tallest {})</text>", kLeft,
                    kPlotHeight - 4, htmlEscape(axis), most);
   return s + "</svg>";
 }
@@ -272,7 +276,7 @@ std::string plotsSection(const Op& op) {
     s += svgHistogram("err/budget (line: the budget)", d.ratio.data(), ErrorDistribution::kRatioBuckets,
                       ErrorDistribution::kRatioLow, 1.0, "err/budget");
     s += svgHistogram("ulp@scale", d.ulp_at_scale.data(), ErrorDistribution::kUlpBuckets, ErrorDistribution::kUlpLow, 0,
-                      "ulps of the scale");
+                      "ulps of the scale", d.max_ulp_at_scale);
     s += svgHeatmap("worst err/budget by position", d);
     s += svgScale("worst err/budget by scale", d);
     s += "</div>";
@@ -289,8 +293,14 @@ std::string killMatrixSection(const std::vector<json>& mutants, const std::vecto
   }
   std::string s = "<section id=\"kill-matrix\"><h2>Kill matrix</h2><table class=\"matrix sortable\"><thead><tr>"
                   "<th>mutant</th><th>op</th>";
-  for (const auto& p : properties) s += "<th>" + htmlEscape(p) + "</th>";
-  for (const auto& b : baselines) s += "<th class=\"baseline\">" + htmlEscape(b) + "</th>";
+  // Long names break after their underscores, so the matrix fits a page.
+  const auto header = [](const std::string& name) {
+    std::string out;
+    for (char ch : htmlEscape(name)) out += ch == '_' ? std::string("_<wbr>") : std::string(1, ch);
+    return out;
+  };
+  for (const auto& p : properties) s += "<th>" + header(p) + "</th>";
+  for (const auto& b : baselines) s += "<th class=\"baseline\">" + header(b) + "</th>";
   s += "<th>verdict</th></tr></thead><tbody>";
   int killed = 0;
   for (const json& m : mutants) {
@@ -322,19 +332,43 @@ std::string killMatrixSection(const std::vector<json>& mutants, const std::vecto
     const int64_t alarms = c.value("false_alarms", int64_t{0});
     s += fmt::format("<tr class=\"{}\"><td>(correct) {}</td><td>{}</td>", alarms ? "fail" : "pass",
                      htmlEscape(c.value("variant", "")), htmlEscape(c.value("op", "")));
-    for (size_t i = 0; i < properties.size(); ++i) s += "<td></td>";
+    std::set<std::string> alarmed;
+    for (const json& a : c.value("property_false_alarms", json::array())) alarmed.insert(a.value("property", ""));
+    const json applying = c.value("properties_applying", json());
+    const auto applies = [&](const std::string& p) {
+      return !applying.is_array() || std::find(applying.begin(), applying.end(), p) != applying.end();
+    };
+    for (const auto& p : properties)
+      s += alarmed.count(p) ? "<td class=\"missed\">FALSE ALARM</td>" : applies(p) ? "<td>pass</td>" : "<td>n/a</td>";
     for (const auto& b : baselines) {
       const json v = member(c, "baselines").value(b, json::object());
       const std::string text = !v.value("applies", false) ? "n/a" : v.value("false_alarm", false) ? "FALSE ALARM" : "pass";
       s += fmt::format("<td class=\"baseline\">{}</td>", text);
     }
     s += fmt::format("<td>{}</td></tr>", alarms ? fmt::format("{} false alarms", alarms)
-                                                : fmt::format("no false alarm in {} cases", c.value("cases", 0)));
+                                                : fmt::format("clean, {} cases", c.value("cases", 0)));
   }
   s += "</tbody></table>";
   s += fmt::format("<p>{} of {} mutants killed by their declared property (*: the declared property; cells: cases "
-                   "and seconds to the first kill, - survived; hover a cell for its repro command).</p></section>",
+                   "and seconds to the first kill, - survived; hover a cell for its repro command).</p>",
                    killed, mutants.size());
+  // What the baselines (the checks other projects' tests use) would have caught, as the text report says it.
+  std::string missing;
+  for (const auto& b : baselines) {
+    int tested = 0, missed = 0;
+    for (const json& m : mutants) {
+      const json v = member(m, "baselines").value(b, json::object());
+      tested += v.value("applies", false);
+      missed += v.value("applies", false) && !v.value("caught", false);
+    }
+    missing += fmt::format("<li>{} misses {} of the {} mutants it tests</li>", htmlEscape(b), missed, tested);
+  }
+  if (!missing.empty()) s += "<ul>" + missing + "</ul>";
+  int64_t control_cases = 0, alarms = 0;
+  for (const json& c : controls) control_cases += c.value("cases", int64_t{0}), alarms += c.value("false_alarms", int64_t{0});
+  if (!controls.empty())
+    s += fmt::format("<p>{} false alarms on {} correct variants ({} cases).</p>", alarms, controls.size(), control_cases);
+  s += "</section>";
   return s;
 }
 
@@ -345,7 +379,7 @@ table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; font-variant-numeric: tabular-nums;
          white-space: nowrap; }
 table.findings td:last-child { white-space: normal; }
-th { background: #f0f0f0; cursor: pointer; } td:first-child, td:nth-child(2) { text-align: left; }
+th { background: #f0f0f0; cursor: pointer; } table.matrix th { white-space: normal; } td:first-child, td:nth-child(2) { text-align: left; }
 tr.fail td { background: #fde2e4; } tr.short td { background: #fff4d6; }
 p.fail, pre.fail { color: #b00020; font-weight: bold; } p.short { color: #8a6100; }
 .verdict { font-size: 1.2em; font-weight: bold; padding: 0.4em 0.8em; display: inline-block; }

@@ -107,6 +107,13 @@ bool replays(const FailureRecord& f, bool intermittent, const std::string& cli, 
   return !replay.empty() && replay.front().failed > 0;
 }
 
+/// Whether property p applies to variant k at all (the kill matrix says n/a where not).
+bool appliesToVariant(const std::string& p, const KernelInfo& k) {
+  const Property* property = findProperty(p);
+  const OpAdapter* op = findOp(k.op);
+  return property && op && property->appliesTo(*op, k);
+}
+
 ControlRow runControl(const KillMatrixOptions& o, const KernelInfo& k, const ExecContext& exec) {
   if (o.log) o.log(fmt::format("control {} ({}): a correct variant, must raise no alarm", k.name, k.op));
   const CampaignResult r = generatedCasesOnly(o, k, exec);
@@ -123,6 +130,9 @@ ControlRow runControl(const KillMatrixOptions& o, const KernelInfo& k, const Exe
                         {"seconds", row.seconds}, {"false_alarms", row.falseAlarms()}};
     for (const FailureRecord& f : row.false_alarms)
       j["property_false_alarms"].push_back({{"property", f.property}, {"repro", reproCommand(f)}});
+    j["properties_applying"] = nlohmann::json::array();
+    for (const Property& p : propertyRegistry())
+      if (appliesToVariant(p.name, k)) j["properties_applying"].push_back(p.name);
     for (const auto& [name, v] : row.by_baseline)
       j["baselines"][name] = {{"applies", v.applies}, {"false_alarm", v.caught}, {"detail", v.detail}};
     o.json->write(j);
@@ -237,7 +247,7 @@ std::string formatKillMatrix(const KillMatrix& m) {
     for (const auto& p : m.properties) {
       const bool alarm = std::any_of(c.false_alarms.begin(), c.false_alarms.end(),
                                      [&](const FailureRecord& f) { return f.property == p; });
-      out += fmt::format(" {:>16}", alarm ? "FALSE ALARM" : "pass");
+      out += fmt::format(" {:>16}", alarm ? "FALSE ALARM" : appliesToVariant(p, c.variant) ? "pass" : "n/a");
     }
     for (const auto& b : m.baselines) {
       const auto it = c.by_baseline.find(b);
