@@ -192,12 +192,27 @@ std::string summarySection(const Op& op, int& failure_number) {
   if (sum.value("cut_short", false))
     s += "<p class=\"fail\">CUT SHORT: these JSON lines end before the op's summary (the run crashed, was killed or "
          "hung); the table is rebuilt from the cases they hold.</p>";
-  s += fmt::format("<p>{} generated cases + {} regression cases in {:.1f} s{}{}.</p>", sum.value("cases", 0),
+  s += fmt::format("<p>{} generated cases + {} regression cases in {:.1f} s{}{}{}.</p>", sum.value("cases", 0),
                    sum.value("regression_cases", 0), sum.value("seconds", 0.0),
+                   sum.contains("seed") ? fmt::format(", seed {}", htmlEscape(sum.value("seed", ""))) : std::string(),
                    sum.value("per_cell", 0) > 0 ? fmt::format("; plan: {} per kernel x property x dtype",
                                                               sum.value("per_cell", 0))
                                                 : std::string(),
                    sum.value("stopped_by_time", false) ? " (time budget reached)" : "");
+  // The plan's target, as the text report states it.
+  if (const int per_cell = sum.value("per_cell", 0); per_cell > 0 && !sum.value("cut_short", false)) {
+    const json& short_cells = member(sum, "below_target", true);
+    int64_t fewest = -1, cells = 0;
+    for (const json& c : member(sum, "cells", true))
+      if (c.value("property", "") != "" && c.value("cases", 0) > 0)
+        ++cells, fewest = fewest < 0 ? c.value("judged", int64_t{0}) : std::min(fewest, c.value("judged", int64_t{0}));
+    s += short_cells.empty()
+             ? fmt::format("<p>target met: each of the {} kernel x property x dtype cells judged &ge; {} cases "
+                           "conclusively (fewest {}).</p>",
+                           cells, per_cell, fewest)
+             : fmt::format("<p class=\"fail\">BELOW TARGET: {} cells judged fewer than {} cases conclusively.</p>",
+                           short_cells.size(), per_cell);
+  }
   std::set<std::string> below;
   for (const json& b : member(sum, "below_target", true))
     below.insert(b.value("kernel", "") + "|" + b.value("property", "") + "|" + b.value("dtype", ""));

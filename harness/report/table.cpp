@@ -147,6 +147,7 @@ std::string formatFailure(const FailureRecord& f) {
 nlohmann::json campaignSummaryJson(const CampaignResult& r) {
   nlohmann::json j = {{"type", "summary"},
                       {"op", r.op},
+                      {"seed", fmt::format("{:#x}", r.seed)},
                       {"cases", r.cases_run},
                       {"regression_cases", r.regression_cases},
                       {"failures", r.failures.size()},

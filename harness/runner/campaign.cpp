@@ -287,6 +287,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     throw std::invalid_argument(fmt::format("shard {} of {} does not exist", o.shard_index + 1, o.shard_count));
   CampaignResult result;
   result.op = o.op;
+  result.seed = o.seed;
   result.per_cell = o.per_cell;
   result.shard_index = o.shard_index;
   result.shard_count = o.shard_count;

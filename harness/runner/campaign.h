@@ -87,6 +87,7 @@ struct FailureRecord {
 
 struct CampaignResult {
   std::string op;
+  uint64_t seed = 0;  // the seed its cases were drawn from
   int64_t cases_run = 0, regression_cases = 0;
   // The generated cases the campaign set out to run (its plan), and, with
   // CampaignOptions::per_cell, the target and whether the plan reached it

@@ -29,6 +29,7 @@ json errorsJson(const CellStats& c) {
 
 json campaignResultToJson(const CampaignResult& r) {
   json j = {{"op", r.op},
+            {"seed", r.seed},
             {"cases_run", r.cases_run},
             {"regression_cases", r.regression_cases},
             {"planned_cases", r.planned_cases},
@@ -77,6 +78,7 @@ CampaignResult campaignResultFromJson(const json& j) {
   r.op = j.value("op", "");
   r.cases_run = j.at("cases_run");
   r.regression_cases = j.at("regression_cases");
+  r.seed = j.at("seed");
   r.planned_cases = j.at("planned_cases");
   r.per_cell = j.at("per_cell");
   r.topped_up_cases = j.at("topped_up_cases");
@@ -126,6 +128,7 @@ CampaignResult campaignResultFromJson(const json& j) {
 void mergeCampaignResult(CampaignResult& total, const CampaignResult& part, const std::string& who) {
   const bool first = total.cells.empty() && total.judged.empty() && total.cases_run == 0 && total.regression_cases == 0;
   if (total.op.empty()) total.op = part.op;
+  total.seed = part.seed;  // every share draws from the run's seed
   total.cases_run += part.cases_run;
   total.regression_cases += part.regression_cases;
   total.topped_up_cases += part.topped_up_cases;

@@ -173,7 +173,8 @@ void expectRendered(const std::string& html, const std::vector<std::string>& exp
 TEST(ReportHtml, APassingRunRendersItsTablesAndPlotsInABrowser) {
   ASSERT_EQ(runs().passing.code, exit_code::kOk) << runs().passing.output;
   expectRendered(runs().dir + "pass.html", {"id=\"summary\"", "class=\"cells sortable\"", "class=\"verdict pass\"",
-                                            "worst err/budget by position", "worst err/budget by scale", "<svg"});
+                                            "worst err/budget by position", "worst err/budget by scale", "<svg",
+                                            "target met: each of the", ", seed 0x51"});
 }
 
 TEST(ReportHtml, AFailingRunPutsItsFailuresFirstWithTheirRepro) {
@@ -232,6 +233,7 @@ TEST(ReportHtml, TheKillMatrixRendersWithItsBaselines) {
   EXPECT_NE(page.find("id=\"kill-matrix\""), std::string::npos);
   EXPECT_NE(page.find("host_bug_rstd_bf16"), std::string::npos);
   EXPECT_NE(page.find("torch_assert_close"), std::string::npos) << "the baselines' columns";
+  EXPECT_NE(page.find("torch_assert_close misses"), std::string::npos) << "what each baseline missed, as the text says";
   expectRendered(dir + "matrix.html", {"Kill matrix", "2 of 2 mutants killed"});
 }
 
