@@ -785,11 +785,12 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
   }
 }
 
-std::vector<dw::DW> rmsnormRstdWords(const RmsNormInputs& in, const AccuracyContract& contract) {
+std::vector<dw::DW> rmsnormRstdWords(const RmsNormInputs& in, const AccuracyContract& contract,
+                                     const std::vector<int64_t>& rows) {
   const Setup s(in, contract);
   RowScratch sc(s.N, false);
   std::vector<dw::DW> out;
-  for (int64_t i = 0; i < s.M; ++i) {
+  for (const int64_t i : rows) {
     // As the fast path takes the r of a row it falls back on: from 160 bits,
     // within 2^-105 of the exact r.
     mpfrRstd(s, i, sc);

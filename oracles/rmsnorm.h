@@ -70,10 +70,11 @@ struct RmsNormDwChunk : mp::ColumnMagnitudes {
   std::vector<double> err;
 };
 
-/// The rstd of every row of in.x from 160 bits, as a double word within
+/// The rstd of rows `rows` of in.x from 160 bits, as double words within
 /// 2^-104 of it (relative): what the fast path's dW sums use for a row the
 /// double words did not decide.
-std::vector<dw::DW> rmsnormRstdWords(const RmsNormInputs& in, const AccuracyContract& contract);
+std::vector<dw::DW> rmsnormRstdWords(const RmsNormInputs& in, const AccuracyContract& contract,
+                                     const std::vector<int64_t>& rows);
 
 /// dW of the spec (plain rounding) from a pass over all rows made elsewhere:
 /// the chunks' sums and the ordered bounds of contract.depths.col_orders

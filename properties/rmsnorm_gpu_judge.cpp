@@ -193,11 +193,13 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
   std::vector<double> r_hi = judged.r_hi, r_lo = judged.r_lo, rel_r = judged.rel_r, r_near = judged.r_near,
                       r_odd = judged.r_odd;
   {
-    const std::vector<dw::DW> words = rmsnormRstdWords(sub_inputs, contract);
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const size_t i = size_t(rows[r]);
-      if (!judged.undecided[i]) continue;
-      r_hi[i] = words[r].h, r_lo[i] = words[r].l, rel_r[i] = 0x1p-104, r_near[i] = words[r].h;
+    std::vector<int64_t> host_rows;  // their places in `rows`
+    for (size_t r = 0; r < rows.size(); ++r)
+      if (judged.undecided[size_t(rows[r])]) host_rows.push_back(int64_t(r));
+    const std::vector<dw::DW> words = rmsnormRstdWords(sub_inputs, contract, host_rows);
+    for (size_t k = 0; k < host_rows.size(); ++k) {
+      const size_t r = size_t(host_rows[k]), i = size_t(rows[r]);
+      r_hi[i] = words[k].h, r_lo[i] = words[k].l, rel_r[i] = 0x1p-104, r_near[i] = words[k].h;
       r_odd[i] = sub_ref.rstd.exact[r];
     }
   }
