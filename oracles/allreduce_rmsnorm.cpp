@@ -51,6 +51,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "oracles/double_word.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/rmsnorm.h"
@@ -65,6 +68,53 @@ constexpr mpfr_prec_t kExactSumBits = 320;
 /// Round-to-odd double of an MPFR value, then rounded to T: the correctly
 /// rounded T value.
 double roundToT(DType t, mpfr_srcptr v) { return roundToFormat(t, mp::toDoubleRoundToOdd(v)); }
+
+// The certified fast path of residual_out (--oracle fast; the MPFR path
+// beside it for --oracle mpfr and the audit).
+//
+// s = round_T(sum_r x_r): the partials summed in a double word, x_0 first.
+// Each step is error-free but for one addition: twoSum(h, x_r) = (a, b)
+// exactly, the low words l + b = c + d by twoSum (exact), and
+// twoSum(a, c) the new (h, l), exact; only d, the part of l + b a double
+// word cannot hold, is dropped, and it is known: the sum is within
+// sum |d| of the exact one (0 for the usual partials, whose sums fit in
+// 106 bits). The round-to-odd double of the exact sum is taken where that
+// decides it (dw::roundToOdd), and rounding it to T is then round_T of the
+// exact sum, as the MPFR path's toDoubleRoundToOdd is. A zero sum (IEEE's
+// sign is the MPFR path's to keep), a sum not finite and an undecided one
+// are computed by MPFR.
+// residual_out = round_Rd(s + residual): twoSum of two doubles is exact, so
+// its round-to-odd double is decided, IEEE's x + (-x) = +0 and
+// (-0) + (-0) = -0 included (twoSum's high word holds them).
+
+/// round_T of the exact sum of x[0..R)(i, j) into `s`; false where undecided.
+bool fastRankSum(const std::vector<HostMatrix>& x, int64_t i, int64_t j, DType T, double& s) {
+  dw::DW sum{x[0].value(i, j), 0.0};
+  double dropped = 0.0;
+  if (!std::isfinite(sum.h)) return false;
+  for (size_t r = 1; r < x.size(); ++r) {
+    const double v = x[r].value(i, j);
+    if (!std::isfinite(v)) return false;
+    const dw::DW high = dw::twoSum(sum.h, v), low = dw::twoSum(sum.l, high.l);
+    dropped += std::fabs(low.l);
+    sum = dw::twoSum(high.h, low.h);
+  }
+  double odd;
+  if (sum.h == 0.0 || !std::isfinite(sum.h) || !dw::roundToOdd(sum, dw::up(dropped), odd)) return false;
+  s = roundToFormat(T, odd);
+  return true;
+}
+
+/// round_Rd(s + residual), exact in a double word.
+double fastResidualAdd(double s, double residual, DType Rd) {
+  double odd;
+  const dw::DW t = dw::twoSum(s, residual);
+  // An exact double word always decides: |t.l| <= half an ulp of t.h, and a
+  // t.h that is a power of two with t.l = -(the gap below it) cannot come
+  // out of twoSum (that sum is the double below t.h, which RN returns).
+  if (!dw::roundToOdd(t, 0.0, odd)) throw std::logic_error("allreduce_rmsnorm oracle: an exact sum left undecided");
+  return roundToFormat(Rd, odd);
+}
 
 }  // namespace
 
@@ -85,6 +135,8 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   // The spec's residual_out as a matrix of its dtype, for the RMSNorm oracle.
   HostMatrix ro{Rd, M, N, N, std::vector<uint32_t>(size_t(M * N))};
 
+  const OracleMode mode = oracleMode();
+  std::vector<int64_t> fell_back(size_t(M), 0);  // per row: elements the double words did not decide
   pool.forChunks(M, [&](unsigned, int64_t row_begin, int64_t row_end) {
     mp::Real sum(kExactSumBits);
     for (int64_t i = row_begin; i < row_end; ++i)
@@ -92,14 +144,31 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
         double abs_sum = 0.0, q = INFINITY;
         for (int r = 0; r < R; ++r) {
           const double v = in.x[size_t(r)].value(i, j);
-          // Exact. Starting from x_0 keeps IEEE's sign of a zero sum (-0 only
-          // when every partial is -0), which a start from +0 would lose.
-          if (r == 0) mpfr_set_d(sum, v, MPFR_RNDN);
-          else mpfr_add_d(sum, sum, v, MPFR_RNDN);
           abs_sum += std::fabs(v);
           if (v != 0.0) q = std::min(q, ulpOf(T, std::fabs(v)));
         }
-        const double s = roundToT(T, sum);
+        double s = 0.0, fast_out = 0.0;
+        const bool fast = mode != OracleMode::Mpfr && fastRankSum(in.x, i, j, T, s);
+        if (fast) fast_out = std::isinf(s) ? s : fastResidualAdd(s, in.residual.value(i, j), Rd);
+        if (!fast || mode == OracleMode::Audit) {
+          for (int r = 0; r < R; ++r) {
+            const double v = in.x[size_t(r)].value(i, j);
+            // Exact. Starting from x_0 keeps IEEE's sign of a zero sum (-0 only
+            // when every partial is -0), which a start from +0 would lose.
+            if (r == 0) mpfr_set_d(sum, v, MPFR_RNDN);
+            else mpfr_add_d(sum, sum, v, MPFR_RNDN);
+          }
+          const double exact_s = roundToT(T, sum);
+          mpfr_set_d(sum, exact_s, MPFR_RNDN);
+          mpfr_add_d(sum, sum, in.residual.value(i, j), MPFR_RNDN);  // exact
+          const double exact_out = std::isinf(exact_s) ? exact_s : roundToT(Rd, sum);
+          if (fast && !(dw::bitsOf(exact_s) == dw::bitsOf(s) && dw::bitsOf(exact_out) == dw::bitsOf(fast_out)))
+            throw OracleDisagreement(fmt::format(
+                "oracle audit, allreduce_rmsnorm: residual_out[{},{}]: MPFR s {:a} out {:a}, fast s {:a} out {:a}", i, j,
+                exact_s, exact_out, s, fast_out));
+          if (!fast) ++fell_back[size_t(i)];
+          s = exact_s, fast_out = exact_out;
+        }
         // Every fp32 partial sum exact in every order: A / q < 2^24 (with a
         // margin for abs_sum's own rounding in double)
         // (and no partial sum that could overflow fp32 in some order).
@@ -107,10 +176,7 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
             abs_sum == 0.0 || (abs_sum * (1.0 + 0x1p-40) / q < 0x1p24 && abs_sum <= maxFinite(DType::F32));
         const double e_s = exact_any_order ? 0.0 : K * double(R - 1) * u32 * abs_sum;
         const double d_s = exact_any_order ? 0.0 : e_s + ulpOf(T, std::fabs(s) + e_s);
-
-        mpfr_set_d(sum, s, MPFR_RNDN);
-        mpfr_add_d(sum, sum, in.residual.value(i, j), MPFR_RNDN);  // exact
-        const double out = std::isinf(s) ? s : roundToT(Rd, sum);
+        const double out = fast_out;
         const int64_t e = i * N + j;
         ref.residual_out.exact[size_t(e)] = out;
         ref.residual_out.budget[size_t(e)] = d_s == 0.0 ? 0.0 : d_s + ulpOf(Rd, std::fabs(out) + d_s);
@@ -118,7 +184,14 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
       }
   });
 
-  oracleCounts().mpfr_only += M * N;  // residual_out: an exact MPFR sum per element (no fast path yet)
+  int64_t undecided = 0;
+  for (int64_t n : fell_back) undecided += n;
+  if (mode == OracleMode::Mpfr) {
+    oracleCounts().mpfr_only += M * N;
+  } else {
+    oracleCounts().fast += M * N - undecided;
+    oracleCounts().fell_back += undecided;
+  }
   const HostMatrix no_grad{T, M, N, N, std::vector<uint32_t>(size_t(M * N), 0u)};
   NormSpec norm_spec = in.spec;
   norm_spec.residual.reset();  // the RMSNorm's own spec; its x is residual_out, whatever its dtype

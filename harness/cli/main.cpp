@@ -311,7 +311,7 @@ int severity(int code) {
 std::string formatOracleCounts(const std::array<int64_t, 4>& counts) {
   return fmt::format("oracle {}, judge {}: {} reference elements by the certified fast path, {} recomputed by MPFR "
                      "(undecided there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: rounding=llama, "
-                     "stats=T, layernorm, allreduce sums){}",
+                     "stats=T, layernorm, bias gradients){}",
                      oracleModeName(oracleMode()), judgeWhereName(judgeWhere()), counts[0], counts[1], counts[2],
                      oracleMode() == OracleMode::Audit
                          ? fmt::format("; {} cases judged on the host and the GPU alike", counts[3])

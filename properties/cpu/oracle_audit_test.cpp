@@ -17,9 +17,11 @@
 #include "harness/core/case_spec.h"
 #include "harness/core/datagen.h"
 #include "harness/core/parallel.h"
+#include "oracles/allreduce_rmsnorm.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/rmsnorm.h"
 #include "properties/accuracy.h"
+#include "properties/allreduce_rmsnorm_inputs.h"
 #include "properties/generators.h"
 #include "properties/rmsnorm_inputs.h"
 
@@ -152,6 +154,50 @@ TEST(OracleAudit, VerdictsAgreeAtTheBudgetEdgeAndAtRoundingTies) {
   // (the exact value's own neighbours).
   EXPECT_GT(judged, 100);
   EXPECT_GT(failing, 10);
+}
+
+/// The process's oracle mode for one scope (the allreduce oracle reads it).
+struct ModeScope {
+  explicit ModeScope(OracleMode m) : saved(oracleMode()) { setOracleMode(m); }
+  ~ModeScope() { setOracleMode(saved); }
+  OracleMode saved;
+};
+
+TEST(OracleAudit, AllreduceResidualSumsAreBitwiseTheMpfrOnes) {
+  // Generated allreduce_rmsnorm cases of every distribution (zero rows and
+  // signed zeros send their zero sums to MPFR), ranks 1 to 8, res=fp32 too:
+  // the fast path's residual_out and y equal the MPFR path's, and the audit
+  // mode (both, compared element by element) raises nothing.
+  ThreadPool pool(2);
+  gen::CaseOptions o;
+  o.op = "allreduce_rmsnorm";
+  o.kernels = {"host_unfused"};
+  o.tier = Tier::Smoke;
+  rc::Random random(0xa11d);
+  const int64_t fast_before = oracleCounts().fast.load(), back_before = oracleCounts().fell_back.load();
+  int64_t multi_rank = 0;
+  for (int n = 0; n < 150; ++n) {
+    const CaseSpec c = gen::caseSpec(o)(random.split(), rc::kNominalSize).value();
+    const AllreduceRmsNormInputData d = generateAllreduceRmsNormInputs(c, identityRows(c.M));
+    const AllreduceRmsNormInputs in{d.x, d.residual, d.w, c.eps, c.spec};
+    const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
+    AllreduceRmsNormReference exact, fast;
+    {
+      const ModeScope mpfr(OracleMode::Mpfr);
+      exact = allreduceRmsNormReference(in, contract, pool);
+    }
+    fast = allreduceRmsNormReference(in, contract, pool);
+    EXPECT_NO_THROW(auditReferences("allreduce_rmsnorm", {&exact.residual_out, &exact.y}, {&fast.residual_out, &fast.y}))
+        << toCaseString(c);
+    {
+      const ModeScope audit(OracleMode::Audit);
+      EXPECT_NO_THROW(allreduceRmsNormReference(in, contract, pool)) << toCaseString(c);
+    }
+    multi_rank += c.ranks > 1;
+  }
+  EXPECT_GT(multi_rank, 50);
+  EXPECT_GT(oracleCounts().fast.load() - fast_before, 100'000);
+  EXPECT_GT(oracleCounts().fell_back.load() - back_before, 0) << "zero sums go to MPFR";
 }
 
 }  // namespace
