@@ -234,6 +234,24 @@ Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInput
   return o;
 }
 
+bool preferGpuJudge(const CaseSpec& c) {
+  if (oracleMode() != OracleMode::Fast) return false;
+  switch (judgeWhere()) {
+    case JudgeWhere::Host: return false;
+    case JudgeWhere::Gpu: return true;
+    case JudgeWhere::Auto:
+    default: return c.M * c.N >= kGpuJudgeMinElements;
+  }
+}
+
+Outcome judgeRunAccuracy(CaseContext& ctx, const RunResult& run) {
+  if (preferGpuJudge(ctx.spec()))
+    if (std::optional<Outcome> o = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), &run)) return *o;
+  return judgeAccuracy(run, ctx.reference(), [&](const std::string& tensor, int64_t row, int64_t col) {
+    return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
+  });
+}
+
 std::string outcomeDifference(const Outcome& a, const Outcome& b) {
   if (a.verdict != b.verdict) return fmt::format("verdict {} vs {}", verdictName(a.verdict), verdictName(b.verdict));
   if (a.stats.size() != b.stats.size()) return "tensor counts";
@@ -279,20 +297,11 @@ bool statisticalModelHolds(const CaseSpec& c) {
 
 namespace {
 
-bool judgeOnGpu(const CaseSpec& c) {
-  switch (judgeWhere()) {
-    case JudgeWhere::Host: return false;
-    case JudgeWhere::Gpu: return true;
-    case JudgeWhere::Auto:
-    default: return c.M * c.N >= kGpuJudgeMinElements;
-  }
-}
-
 Outcome checkAccuracy(CaseContext& ctx) {
   // The GPU judges where it models the case and the oracle is the certified
   // fast path; --oracle mpfr is about the host's MPFR, and the audit judges
   // the base run on both and compares.
-  if (oracleMode() == OracleMode::Fast && judgeOnGpu(ctx.spec()))
+  if (preferGpuJudge(ctx.spec()))
     if (std::optional<Outcome> o = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), nullptr)) return *o;
   Outcome host = judgeAccuracy(ctx.baseRun(), ctx.reference(), [&](const std::string& tensor, int64_t row, int64_t col) {
     return ctx.op().describeInputs(ctx.spec(), tensor, row, col);

@@ -49,6 +49,16 @@ Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInput
 Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& reference,
                       const DescribeInputs& describe);
 
+/// Whether case c's accuracy is judged on the GPU where its op can
+/// (OpAdapter::accuracyOnGpu): --judge gpu, or auto from kGpuJudgeMinElements
+/// elements, and the certified fast oracle (--oracle mpfr and audit judge on the host).
+bool preferGpuJudge(const CaseSpec& c);
+
+/// The accuracy outcome of a run of the case other than its base run (a
+/// repeat of a nondeterministic variant): on the GPU where preferred and
+/// modelled, else against the case's reference on the host.
+Outcome judgeRunAccuracy(CaseContext& ctx, const RunResult& run);
+
 /// Where two outcomes of one run differ (empty: the same verdict, figures,
 /// distributions and findings; rms_ulp within 1e-9): the audit of the GPU
 /// judge against the host's.

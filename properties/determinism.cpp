@@ -64,7 +64,7 @@ Outcome checkDeterminism(CaseContext& ctx) {
     for (OutputTensor& t : whole.outputs)
       if (!t.downloaded)
         if (const OutputTensor* same = base.find(t.name)) t = *same;
-    const Outcome judged = judgeAccuracy(whole, ctx.reference(), describe);
+    const Outcome judged = judgeRunAccuracy(ctx, whole);
     if (judged.verdict == Verdict::Fail) {
       o.verdict = Verdict::Fail;
       o.findings = judged.findings;

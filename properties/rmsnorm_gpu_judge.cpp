@@ -117,7 +117,7 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
       if (!k.info.provides(name)) continue;
       const OutputTensor* o = outputs->find(name);
       if (!o || !o->downloaded) throw std::logic_error(fmt::format("GPU judge: no downloaded output '{}' to judge", name));
-      const std::vector<uint8_t> bytes = HostMatrix{o->dtype, o->rows, o->cols, o->ld, o->bits}.packed();
+      const std::vector<uint8_t> bytes = packBits(o->bits, o->dtype);
       buf.find(name)->upload(bytes.data(), bytes.size());
     }
   } else {

@@ -11,8 +11,8 @@
 namespace ulpcheck {
 
 // Typed loops (one memcpy for fp32): these run on every tensor of every run.
-std::vector<uint8_t> HostMatrix::packed() const {
-  const int w = storageBytes(dtype);
+std::vector<uint8_t> packBits(const std::vector<uint32_t>& bits, DType t) {
+  const int w = storageBytes(t);
   std::vector<uint8_t> out(bits.size() * w);
   if (w == 4) {
     std::memcpy(out.data(), bits.data(), out.size());
@@ -22,6 +22,8 @@ std::vector<uint8_t> HostMatrix::packed() const {
   }
   return out;
 }
+
+std::vector<uint8_t> HostMatrix::packed() const { return packBits(bits, dtype); }
 
 const HostMatrix::Packed& HostMatrix::packedCache() const {
   if (!packed_cache) {

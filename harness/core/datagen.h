@@ -46,6 +46,8 @@ HostMatrix generateHost(const DistParams& dist, DType t, uint64_t seed, TensorSt
 
 /// Storage bytes (2 or 4 per element, little endian) to one uint32 per element.
 std::vector<uint32_t> unpackBits(const std::vector<uint8_t>& bytes, DType t);
+/// The inverse: one uint32 per element to the storage bytes.
+std::vector<uint8_t> packBits(const std::vector<uint32_t>& bits, DType t);
 
 /// Logical ids 0..rows-1.
 std::vector<int64_t> identityRows(int64_t rows);
