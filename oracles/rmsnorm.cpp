@@ -539,8 +539,6 @@ namespace {
 using dw::kU2;
 using rmsnorm_budget::kMpfrSlack;
 
-using FastColumnChunk = RmsNormDwChunk;
-
 /// Row i's rstd, y and dx certified from double words into `ref`; r as a
 /// double word and its relative error bound into r / rel_r. False where
 /// something is not decided (what was written is then overwritten).
@@ -646,7 +644,7 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
 }
 
 /// Row i's dW terms r (dy x) into the chunk's double words, and the magnitudes.
-void addFastDwRow(const Setup& s, int64_t i, const dw::DW& r, double rel_r, double r_near, FastColumnChunk& chunk) {
+void addFastDwRow(const Setup& s, int64_t i, const dw::DW& r, double rel_r, double r_near, RmsNormDwChunk& chunk) {
   for (int64_t j = 0; j < s.N; ++j) {
     const double xv = s.x.value(i, j), dyv = s.in.dy.value(i, j);
     const dw::DW term = dw::times(r, dyv * xv);  // dy x exact: 48 bits
@@ -689,7 +687,7 @@ std::vector<double> mpfrDwColumns(const Setup& s, int64_t chunks, const std::vec
 /// the budgets. Returns the undecided columns.
 template <typename Whole>
 std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contract,
-                                  const std::vector<std::unique_ptr<FastColumnChunk>>& dw_chunks,
+                                  const std::vector<std::unique_ptr<RmsNormDwChunk>>& dw_chunks,
                                   const std::vector<mp::OrderedColumnBound>& ordered, double widen, Whole whole,
                                   RmsNormReference& ref) {
   std::vector<mp::ColumnTotal> totals(size_t(s.N));
@@ -729,13 +727,13 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
   }
   RmsNormReference ref = emptyReference(s, contract, pool);
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
-  std::vector<std::unique_ptr<FastColumnChunk>> dw_chunks(chunks);
+  std::vector<std::unique_ptr<RmsNormDwChunk>> dw_chunks(chunks);
   DwRows rows(s, orderedDw(contract));
   std::vector<int64_t> fallback_rows(size_t(chunks), 0);
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     std::unique_ptr<RowScratch> sc;  // only for rows the double words do not decide
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      auto dwc = std::make_unique<FastColumnChunk>(s.N);
+      auto dwc = std::make_unique<RmsNormDwChunk>(s.N);
       for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
         dw::DW r;
         double rel_r = 0, r_near = 0;

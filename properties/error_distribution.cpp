@@ -1,7 +1,6 @@
 #include "properties/error_distribution.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 
