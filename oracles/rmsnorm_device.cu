@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "harness/core/cuda_check.h"
+#include "harness/core/device.h"
 #include "oracles/double_word.h"
 #include "oracles/rmsnorm_budgets.h"
 #include "oracles/tolerances.h"
@@ -441,7 +442,7 @@ RowsJudged judgeRows(const RmsNormDeviceCase& c) {
                                                    constantsOf(c, c.d_row_statistical, c.delta_r_statistical), out);
     ULPCHECK_CUDA_LAUNCH("gpu_oracle::judgeRowsKernel");
   }
-  ULPCHECK_CUDA(cudaDeviceSynchronize());
+  deviceSynchronize("gpu_oracle::judgeRowsKernel");
   RowsJudged r;
   r.undecided = DeviceArrays::download(out.undecided, M);
   for (int tensor = 0; tensor < kTensors; ++tensor) r.figures[tensor] = DeviceArrays::download(out.figures[tensor], M);
@@ -537,7 +538,7 @@ DwChunkSums dwChunkSums(const RmsNormDeviceCase& c, int64_t chunks, const std::v
     dwChunkKernel<<<unsigned((count + kThreads - 1) / kThreads), kThreads>>>(c, chunks, rh, rl, rel, rn, out);
     ULPCHECK_CUDA_LAUNCH("gpu_oracle::dwChunkKernel");
   }
-  ULPCHECK_CUDA(cudaDeviceSynchronize());
+  deviceSynchronize("gpu_oracle::dwChunkKernel");
   DwChunkSums s;
   s.chunks = chunks;
   s.sum_hi = DeviceArrays::download(out.sum_hi, count), s.sum_lo = DeviceArrays::download(out.sum_lo, count);
@@ -558,7 +559,7 @@ std::vector<double> orderedPartialAbs(const RmsNormDeviceCase& c, const ColumnOr
                                                                std::max(1, order.groups), double(depth), rb, partial);
     ULPCHECK_CUDA_LAUNCH("gpu_oracle::orderedPartialKernel");
   }
-  ULPCHECK_CUDA(cudaDeviceSynchronize());
+  deviceSynchronize("gpu_oracle::orderedPartialKernel");
   return DeviceArrays::download(partial, size_t(c.N));
 }
 

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <stdexcept>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -127,6 +129,73 @@ inline void expectEveryMutantKilledAndShrunk(const KillMatrix& m) {
     EXPECT_LE(f.shrunk.M * f.shrunk.ld, f.original.M * f.original.ld) << row.mutant.name;
     EXPECT_TRUE(cell.replays || cell.intermittent) << reproCommand(f);
   }
+}
+
+/// Runs campaign `o` with its cases checked one at a time and `at_once` at a
+/// time, and expects the same results: the same cases, the same failures
+/// (same case, same shrunk case), the same tallies per cell and the same
+/// verdict and summary for every check. A nondeterministic variant's
+/// determinism checks and its error figures change from run to run by
+/// contract, so only their count is compared. Returns the two results.
+inline std::pair<CampaignResult, CampaignResult> expectSameResultsAtOnce(CampaignOptions o, const ExecContext& exec,
+                                                                         int at_once) {
+  struct Check {
+    std::string verdict, summary;
+  };
+  const auto stable = [&](const std::string& kernel) {
+    return OpAdapter::findKernel(o.op, kernel)->contracts.deterministic;
+  };
+  auto run = [&](int n, std::map<std::pair<int64_t, std::string>, Check>& checks) {
+    CampaignOptions with = o;
+    with.concurrent_cases = n;
+    std::vector<nlohmann::json> records;
+    const auto json = JsonlWriter::keeping([&](const nlohmann::json& r) { records.push_back(r); });
+    with.json = json.get();
+    CampaignResult r = runCampaign(with, exec);
+    for (const nlohmann::json& j : records) {
+      if (j["type"] != "case") continue;
+      const bool by_contract = !stable(j["case"]["kernel"]) && j["property"] == "determinism";
+      checks[{j["index"].get<int64_t>(), j["property"].get<std::string>()}] =
+          by_contract ? Check{} : Check{j["outcome"]["verdict"], j["outcome"]["summary"]};
+    }
+    return r;
+  };
+  std::map<std::pair<int64_t, std::string>, Check> one, many;
+  const CampaignResult a = run(1, one), b = run(at_once, many);
+  EXPECT_TRUE(a.fatal_error.empty() && b.fatal_error.empty()) << a.fatal_error << b.fatal_error;
+  EXPECT_EQ(a.cases_run, b.cases_run);
+  EXPECT_EQ(a.topped_up_cases, b.topped_up_cases);
+  EXPECT_EQ(one.size(), many.size());
+  for (const auto& [key, check] : one) {
+    const auto it = many.find(key);
+    if (it == many.end()) {
+      ADD_FAILURE() << "case " << key.first << " " << key.second << " checked one at a time only";
+      continue;
+    }
+    EXPECT_EQ(check.verdict, it->second.verdict) << "case " << key.first << " " << key.second;
+    EXPECT_EQ(check.summary, it->second.summary) << "case " << key.first << " " << key.second;
+  }
+  EXPECT_EQ(a.failures.size(), b.failures.size()) << explain(a) << explain(b);
+  for (size_t f = 0; f < std::min(a.failures.size(), b.failures.size()); ++f) {
+    EXPECT_EQ(a.failures[f].property, b.failures[f].property);
+    EXPECT_EQ(a.failures[f].case_index, b.failures[f].case_index);
+    EXPECT_EQ(toCaseString(a.failures[f].shrunk), toCaseString(b.failures[f].shrunk));
+  }
+  EXPECT_EQ(a.cells.size(), b.cells.size());
+  for (const auto& [cell, x] : a.cells) {
+    const auto& [kernel, property, dtype] = cell;
+    const CellStats& y = b.cells.at(cell);
+    const std::string at = kernel + " " + property + " " + dtype;
+    EXPECT_EQ(x.cases, y.cases) << at;
+    if (!stable(kernel) && property == "determinism") continue;
+    EXPECT_EQ(x.passed, y.passed) << at;
+    EXPECT_EQ(x.failed, y.failed) << at;
+    EXPECT_EQ(x.expected, y.expected) << at;
+    EXPECT_EQ(x.inconclusive, y.inconclusive) << at;
+    EXPECT_EQ(x.skipped, y.skipped) << at;
+    if (stable(kernel)) EXPECT_EQ(x.max_ratio, y.max_ratio) << at;
+  }
+  return {a, b};
 }
 
 /// Skips the calling test, printing why, when no GPU is usable.

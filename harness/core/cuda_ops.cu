@@ -234,8 +234,16 @@ const DeviceInfo& queryDevice() {
 
 bool builtWithCuda() { return true; }
 
+namespace {
+/// Waits for this thread's stream where its case shares the GPU with others
+/// (SharedGpuScope), for the whole device otherwise.
+cudaError_t synchronizeOwnWork() {
+  return sharesGpu() ? cudaStreamSynchronize(cudaStreamPerThread) : cudaDeviceSynchronize();
+}
+}  // namespace
+
 void deviceSynchronize(const char* what) {
-  const cudaError_t e = cudaDeviceSynchronize();
+  const cudaError_t e = synchronizeOwnWork();
   if (e != cudaSuccess) throwCudaError(e, what, __FILE__, __LINE__);
   const cudaError_t late = cudaGetLastError();
   if (late != cudaSuccess) throwCudaError(late, what, __FILE__, __LINE__);
@@ -243,7 +251,7 @@ void deviceSynchronize(const char* what) {
 
 std::string synchronizeVariant(const char* what) {
   const std::string from_worker = std::exchange(workerUncheckedLaunches(), {});
-  const cudaError_t e = cudaDeviceSynchronize();
+  const cudaError_t e = synchronizeOwnWork();
   if (e != cudaSuccess) throwCudaError(e, what, __FILE__, __LINE__);
   const cudaError_t late = cudaGetLastError();
   if (late == cudaSuccess) return from_worker;

@@ -31,7 +31,29 @@ struct CudaError : std::runtime_error {
   bool sticky;
 };
 
-/// Waits for all queued GPU work and converts a pending error into CudaError.
+/// While one lives, the calling thread's case shares the GPU with the other
+/// cases this process runs at once (CampaignOptions::concurrent_cases). Its
+/// launches, copies and fills go to the thread's own default stream (CUDA
+/// code is compiled with --default-stream per-thread), so deviceSynchronize
+/// and synchronizeVariant wait for that stream only: waiting for the whole
+/// device would wait for the other cases' kernels and schedule-perturbing
+/// loads. Variants that use several GPUs, or run in a worker process, never
+/// run under one (their cases run alone).
+class SharedGpuScope {
+ public:
+  SharedGpuScope();
+  ~SharedGpuScope();
+  SharedGpuScope(const SharedGpuScope&) = delete;
+  SharedGpuScope& operator=(const SharedGpuScope&) = delete;
+
+ private:
+  bool outer_;
+};
+/// The calling thread is inside a SharedGpuScope.
+bool sharesGpu();
+
+/// Waits for the GPU work this thread queued (all queued work, outside a
+/// SharedGpuScope) and converts a pending error into CudaError.
 void deviceSynchronize(const char* what);
 
 /// Waits for a kernel variant's queued GPU work. A fault throws CudaError. A

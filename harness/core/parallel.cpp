@@ -45,6 +45,9 @@ void chunkOf(int64_t n, unsigned parts, unsigned i, int64_t& begin, int64_t& end
 }
 }  // namespace
 
+InlineChunks::InlineChunks() : outer_(t_inside_pool) { t_inside_pool = true; }
+InlineChunks::~InlineChunks() { t_inside_pool = outer_; }
+
 void ThreadPool::workerLoop(unsigned index) {
   uint64_t seen = 0;
   for (;;) {

@@ -40,4 +40,19 @@ class ThreadPool {
   bool stop_ = false;
 };
 
+/// While one lives, every forChunks the calling thread makes runs its chunks
+/// itself, in order: the thread is one of several running cases at once
+/// (CampaignOptions::concurrent_cases), which already keep the cores busy,
+/// and the pool serves one caller at a time.
+class InlineChunks {
+ public:
+  InlineChunks();
+  ~InlineChunks();
+  InlineChunks(const InlineChunks&) = delete;
+  InlineChunks& operator=(const InlineChunks&) = delete;
+
+ private:
+  bool outer_;
+};
+
 }  // namespace ulpcheck

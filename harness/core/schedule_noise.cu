@@ -58,8 +58,7 @@ __global__ void scheduleLoad(uint64_t seed, long long min_cycles, unsigned long 
 }
 
 struct NoiseDevice {
-  cudaStream_t stream = nullptr;
-  unsigned* traffic = nullptr;  // kTrafficWords, never read
+  unsigned* traffic = nullptr;  // kTrafficWords, never read (cases running at once share it)
   int max_shared_bytes = 0;  // the opt-in maximum of dynamic shared memory per CTA
   double cycles_per_microsecond = 0;
 };
@@ -69,9 +68,6 @@ struct NoiseDevice {
 const NoiseDevice& noiseDevice() {
   static const NoiseDevice d = [] {
     NoiseDevice n;
-    // Non-blocking: the ops launch on the legacy default stream, which would
-    // otherwise wait for the load instead of running beside it.
-    ULPCHECK_CUDA(cudaStreamCreateWithFlags(&n.stream, cudaStreamNonBlocking));
     ULPCHECK_CUDA(cudaMalloc(&n.traffic, kTrafficWords * sizeof(unsigned)));
     int device = 0, clock_khz = 0;
     ULPCHECK_CUDA(cudaGetDevice(&device));
@@ -83,6 +79,20 @@ const NoiseDevice& noiseDevice() {
     return n;
   }();
   return d;
+}
+
+/// The calling thread's stream for its loads, created on its first load and
+/// never destroyed (as above). One per thread: a case running beside others
+/// (SharedGpuScope) waits for its own load only. Non-blocking, so that a
+/// launch on the legacy default stream (a test's) does not wait for the load
+/// instead of running beside it.
+cudaStream_t noiseStream() {
+  thread_local cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    ULPCHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  return stream;
 }
 
 /// Different on every call, in this process and across processes: a launch
@@ -113,7 +123,8 @@ ScheduleNoise::ScheduleNoise(bool enabled, Backend backend, int sm_count) {
 
   uncaught_at_launch_ = std::uncaught_exceptions();
   unsigned* traffic = draw(kDrawTraffic, 4) ? dev.traffic : nullptr;
-  scheduleLoad<<<ctas, threads, shared_bytes, dev.stream>>>(seed, min_cycles, spread_cycles, traffic);
+  stream_ = noiseStream();
+  scheduleLoad<<<ctas, threads, shared_bytes, cudaStream_t(stream_)>>>(seed, min_cycles, spread_cycles, traffic);
   ULPCHECK_CUDA_LAUNCH("scheduleLoad");
   launched_ = true;
 }
@@ -121,10 +132,10 @@ ScheduleNoise::ScheduleNoise(bool enabled, Backend backend, int sm_count) {
 ScheduleNoise::~ScheduleNoise() noexcept(false) {
   if (!launched_) return;
   if (std::uncaught_exceptions() > uncaught_at_launch_) {
-    cudaStreamSynchronize(noiseDevice().stream);
+    cudaStreamSynchronize(cudaStream_t(stream_));
     return;
   }
-  ULPCHECK_CUDA(cudaStreamSynchronize(noiseDevice().stream));
+  ULPCHECK_CUDA(cudaStreamSynchronize(cudaStream_t(stream_)));
 }
 
 }  // namespace ulpcheck

@@ -13,8 +13,8 @@ namespace ulpcheck {
 /// While alive, a load kernel of pseudo-random shape (CTA count, threads,
 /// shared memory, per-CTA spin time, with or without a stream of stores
 /// through the memory system; different on every construction) runs on
-/// a non-blocking stream, concurrently with kernels launched on the legacy
-/// default stream. Construct it right before launching the kernels under test:
+/// a non-blocking stream of the calling thread's own, concurrently with the
+/// kernels the thread launches on its default stream. Construct it right before launching the kernels under test:
 /// the load is short (at most a few hundred microseconds per CTA wave).
 class ScheduleNoise {
  public:
@@ -32,6 +32,7 @@ class ScheduleNoise {
 
  private:
   bool launched_ = false;
+  void* stream_ = nullptr;  // cudaStream_t of the load
   int uncaught_at_launch_ = 0;
 };
 

@@ -8,12 +8,14 @@
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "harness/core/device.h"
+#include "harness/core/parallel.h"
 #include "harness/runner/corpus.h"
 #include "harness/runner/exit_codes.h"
 #include "kernels/plugin/remote.h"
@@ -40,9 +42,10 @@ std::string today() {
   return buf;
 }
 
-/// Ends the process with exit code 5 when one case runs longer than its
+/// Ends the process with exit code 5 when one check runs longer than its
 /// limit (a hung kernel cannot be interrupted from inside the process). What
-/// was measured so far is already in the JSON-lines file.
+/// was measured so far is already in the JSON-lines file. Each thread that
+/// runs cases times its own check (cases run at once: concurrent_cases).
 class Watchdog {
  public:
   Watchdog(double timeout_s, JsonlWriter* json) : timeout_s_(timeout_s), json_(json) {
@@ -56,41 +59,116 @@ class Watchdog {
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
-  /// Starts timing a check that may take `limit_s` (0: the campaign's timeout).
+  /// Starts timing the calling thread's check, which may take `limit_s` (0:
+  /// the campaign's timeout).
   void enter(const std::string& what, double limit_s = 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    current_ = what;
-    started_ = Clock::now();
-    limit_s_ = limit_s > 0 ? limit_s : timeout_s_;
-    busy_ = true;
+    checks_[std::this_thread::get_id()] = Check{what, Clock::now(), limit_s > 0 ? limit_s : timeout_s_};
   }
   void leave() {
     std::lock_guard<std::mutex> lock(mutex_);
-    busy_ = false;
+    checks_.erase(std::this_thread::get_id());
   }
 
  private:
+  struct Check {
+    std::string what;
+    Clock::time_point started;
+    double limit_s = 0;
+  };
   void loop() {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_) {
       wake_.wait_for(lock, std::chrono::milliseconds(500));
-      if (busy_ && since(started_) > limit_s_) {
-        std::fprintf(stderr, "\nulpcheck: case exceeded its %.0f s limit (hung kernel?): %s\n", limit_s_,
-                     current_.c_str());
-        if (json_) json_->write({{"type", "hang"}, {"timeout_s", limit_s_}, {"what", current_}});
+      for (const auto& [thread, check] : checks_) {
+        if (since(check.started) <= check.limit_s) continue;
+        std::fprintf(stderr, "\nulpcheck: case exceeded its %.0f s limit (hung kernel?): %s\n", check.limit_s,
+                     check.what.c_str());
+        if (json_) json_->write({{"type", "hang"}, {"timeout_s", check.limit_s}, {"what", check.what}});
         std::fflush(stderr);
         std::_Exit(exit_code::kHang);
       }
     }
   }
-  double timeout_s_, limit_s_ = 0;
+  double timeout_s_;
   JsonlWriter* json_;
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::string current_;
-  Clock::time_point started_;
-  bool busy_ = false, stop_ = false;
+  std::map<std::thread::id, Check> checks_;
+  bool stop_ = false;
+};
+
+const KernelInfo* kernelOf(const CaseSpec& c) { return OpAdapter::findKernel(c.op, c.kernel); }
+
+/// Admits the cases that run at once (concurrent_cases). They share the GPU
+/// (SharedGpuScope); some run alone, after the cases running when they
+/// asked, and no case starts while one waits or runs:
+/// - a variant not built into ulpcheck (a plugin's, a Python one), in a
+///   worker process or in this one: compiled elsewhere, it may launch on the
+///   legacy default stream, which a thread's own synchronisation would not
+///   wait for;
+/// - a variant that puts its ranks on several GPUs;
+/// - a large case: several nightly-size cases at once could run out of the
+///   memory one has alone (a skip one at a time would not see), and its
+///   oracle and judging use every core.
+class CaseGate {
+ public:
+  static bool runsAlone(const KernelInfo& k, const CaseSpec& c) {
+    constexpr int64_t kLargestSharedCase = int64_t{1} << 22;  // elements
+    return k.remote || !k.plugin_path.empty() || !k.python_file.empty() || k.one_rank_per_gpu ||
+           c.M * c.ld > kLargestSharedCase;
+  }
+
+  void enter(bool alone) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (alone) {
+      ++waiting_alone_;
+      changed_.wait(lock, [&] { return running_ == 0; });
+      --waiting_alone_;
+      alone_ = true;
+    } else {
+      changed_.wait(lock, [&] { return !alone_ && waiting_alone_ == 0; });
+    }
+    ++running_;
+  }
+  void leave(bool alone) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --running_;
+      if (alone) alone_ = false;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int running_ = 0, waiting_alone_ = 0;
+  bool alone_ = false;
+};
+
+/// One case's stay in the gate, with what its thread must do meanwhile:
+/// synchronise its own stream only and run its chunks itself when it shares
+/// the GPU. Inactive (`gate` null) when cases run one at a time.
+class GateTicket {
+ public:
+  GateTicket(CaseGate* gate, const CaseSpec& c) : gate_(gate), alone_(CaseGate::runsAlone(*kernelOf(c), c)) {
+    if (!gate_) return;
+    gate_->enter(alone_);
+    if (!alone_) shared_.emplace(), inline_.emplace();
+  }
+  ~GateTicket() {
+    if (gate_) gate_->leave(alone_);
+  }
+  GateTicket(const GateTicket&) = delete;
+  GateTicket& operator=(const GateTicket&) = delete;
+
+ private:
+  CaseGate* gate_;
+  bool alone_;
+  std::optional<SharedGpuScope> shared_;
+  std::optional<InlineChunks> inline_;
 };
 
 /// Runs one property on one case, converting recoverable errors into a failed
@@ -318,13 +396,22 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   // case fails; the watchdog, which can only end the whole run, then allows
   // such a check the few calls it may still make.
   remote::setCallTimeout(o.case_timeout_s);
-  std::string in_flight;  // the check running now, named in a fatal error
+  std::string in_flight;  // the check that raised a fatal error, named in it
+  // Starts the watchdog on the calling thread's check; returns its repro.
   auto enter = [&](const CaseSpec& spec, const std::string& property) {
-    in_flight = repro(spec, property);
+    std::string what = repro(spec, property);
     const bool remote = OpAdapter::findKernel(spec.op, spec.kernel)->remote;
-    watchdog.enter(in_flight, o.case_timeout_s * (remote ? kRemoteCheckTimeouts : 1));
+    watchdog.enter(what, o.case_timeout_s * (remote ? kRemoteCheckTimeouts : 1));
+    return what;
   };
-  std::set<std::pair<std::string, std::string>> failed;  // (kernel, property) already failed: stop checking it
+  // (kernel, property) already failed: stop checking it. Threads running
+  // cases at once read it under the mutex; only the committing thread adds.
+  std::set<std::pair<std::string, std::string>> failed;
+  std::mutex failed_mutex;
+  auto alreadyFailed = [&](const std::string& kernel, const std::string& property) {
+    std::lock_guard<std::mutex> lock(failed_mutex);
+    return failed.count({kernel, property}) > 0;
+  };
   std::map<std::string, int> faults;                     // kernel -> faults seen (crashes, hangs, error returns)
   double shrinking_s = 0;  // spent shrinking so far
 
@@ -425,6 +512,11 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     if (o.progress) o.progress(progress);
   };
 
+  // The check that raised the first error, in time: with cases running at
+  // once, a sticky fault is seen by every case then on the GPU, and the
+  // one committed first need not be the one that caused it.
+  std::mutex first_error_mutex;
+  std::string first_error_while;
   try {
     // 1. The regression corpus, for every selected kernel of its op.
     if (o.replay_corpus) {
@@ -433,7 +525,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         const Property* p = replay.property;
         const CaseSpec& spec = replay.spec;
         const std::string& kernel = spec.kernel;
-        enter(spec, p->name);
+        in_flight = enter(spec, p->name);
         const auto c0 = Clock::now();
         CaseContext ctx(spec, *sel.op, exec);
         Outcome out;
@@ -458,20 +550,75 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       log(fmt::format("replayed {} regression cases", result.regression_cases));
     }
 
-    // 2. Generated cases. Runs case i of the seed's sequence; false: nothing is left to check.
-    auto runGenerated = [&](int64_t i, const rc::Shrinkable<CaseSpec>& shrinkable) {
-      const CaseSpec spec = shrinkable.value();
+    // 2. Generated cases. Case i runs in two steps: `execute` checks its
+    // properties (on any thread, when cases run at once), `commit` takes the
+    // outcomes in the sequence's order (on this thread): tallies, records,
+    // failures, shrinking. A check that an earlier case's failure makes moot
+    // is dropped there, so the results are those of one case at a time.
+    struct CaseChecks {
+      int64_t index = 0;
+      std::optional<rc::Shrinkable<CaseSpec>> shrinkable;
+      CaseSpec spec;
+      struct Check {
+        size_t property;  // in sel.properties
+        Outcome outcome;
+        double seconds = 0;
+      };
+      std::vector<Check> checks;
+      std::exception_ptr error;  // raised by a check (named by error_while): rethrown when committed
+      std::string error_while;
+    };
+    CaseGate gate;
+    CaseGate* const sharing = o.concurrent_cases > 1 ? &gate : nullptr;
+    // Checks the case's properties from sel.properties[first] on.
+    auto execute = [&](CaseChecks& run, size_t first) {
+      const CaseSpec& spec = run.spec;
+      std::string what;
+      try {
+        GateTicket ticket(sharing, spec);
+        CaseContext ctx(spec, *sel.op, exec);
+        for (size_t n = first; n < sel.properties.size(); ++n) {
+          const Property* p = sel.properties[n];
+          if (alreadyFailed(spec.kernel, p->name) || !sel.applies(*p, spec)) continue;
+          what = enter(spec, p->name);
+          const auto c0 = Clock::now();
+          Outcome out = checkOne(*p, spec, exec, &ctx);
+          watchdog.leave();
+          const bool fault = out.fault;
+          run.checks.push_back({n, std::move(out), since(c0)});
+          if (fault) break;  // the kernel cannot run this case: its other properties would fault the same way
+        }
+      } catch (...) {
+        watchdog.leave();
+        run.error = std::current_exception();
+        run.error_while = what;
+        std::lock_guard<std::mutex> lock(first_error_mutex);
+        if (first_error_while.empty()) first_error_while = what;
+      }
+    };
+    // Commits case i; false: nothing is left to check.
+    auto commit = [&](CaseChecks& run) {
+      const CaseSpec& spec = run.spec;
+      const int64_t i = run.index;
       if (!Selection::fits(spec)) return true;  // not this kernel's dtype (generators respect the layout)
-      CaseContext ctx(spec, *sel.op, exec);
       ++result.cases_run;
       cover(spec);
-      for (const Property* p : sel.properties) {
-        if (failed.count({spec.kernel, p->name}) || !sel.applies(*p, spec)) continue;
-        enter(spec, p->name);
-        const auto c0 = Clock::now();
-        Outcome out = checkOne(*p, spec, exec, &ctx);
-        watchdog.leave();
-        const double secs = since(c0);
+      for (size_t c = 0; c < run.checks.size(); ++c) {
+        const Property* p = sel.properties[run.checks[c].property];
+        if (failed.count({spec.kernel, p->name})) {
+          // Ran beside the case that failed it: dropped. If it ended the
+          // case's checks by faulting, the rest are checked now.
+          if (run.checks[c].outcome.fault) {
+            CaseChecks rest{run.index, std::nullopt, spec, {}, {}, {}};
+            execute(rest, run.checks[c].property + 1);
+            run.checks.erase(run.checks.begin() + ptrdiff_t(c) + 1, run.checks.end());
+            for (auto& check : rest.checks) run.checks.push_back(std::move(check));
+            if (rest.error) run.error = rest.error, run.error_while = rest.error_while;
+          }
+          continue;
+        }
+        const Outcome& out = run.checks[c].outcome;
+        const double secs = run.checks[c].seconds;
         tally(spec, p->name, out, secs);
         if (o.json) o.json->write(caseRecord("case", spec, p->name, out, secs, i));
         if (out.verdict != Verdict::Fail) continue;
@@ -492,7 +639,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
           log("  not shrunk: this property's failures show on some runs only, so the case is kept as found");
         } else if (o.shrink && fault_number <= 1) {
           const auto s0 = Clock::now();
-          rc::Shrinkable<CaseSpec> current = shrinkable;
+          rc::Shrinkable<CaseSpec> current = *run.shrinkable;
           for (bool improved = true; improved && since(s0) < o.shrink_budget_s;) {
             improved = false;
             for (auto seq = current.shrinks(); auto next = seq.next();) {
@@ -504,13 +651,17 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
                 continue;
               }
               if (!Selection::fits(candidate)) continue;  // a dtype or layout the kernel does not take
-              enter(candidate, p->name);
-              Outcome oc = checkOne(*p, candidate, exec);
-              watchdog.leave();
-              if (oc.verdict == Verdict::Fail && oc.fault == f.outcome.fault) {  // failing the same way
+              std::optional<Outcome> oc;
+              {
+                GateTicket ticket(sharing, candidate);
+                in_flight = enter(candidate, p->name);
+                oc = checkOne(*p, candidate, exec);
+                watchdog.leave();
+              }
+              if (oc->verdict == Verdict::Fail && oc->fault == f.outcome.fault) {  // failing the same way
                 current = *next;
                 f.shrunk = candidate;
-                f.outcome = std::move(oc);
+                f.outcome = std::move(*oc);
                 ++f.shrink_steps;
                 improved = true;
                 break;
@@ -543,13 +694,25 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
                          {"repro", repro(f.shrunk, p->name)},
                          {"corpus_file", f.corpus_file},
                          {"outcome", toJson(f.outcome)}});
-        if (!out.fault) failed.insert({spec.kernel, p->name});
+        if (!out.fault) {
+          std::lock_guard<std::mutex> lock(failed_mutex);
+          failed.insert({spec.kernel, p->name});
+        }
         result.failures.push_back(std::move(f));
         if (out.fault) break;  // the kernel cannot run this case: its other properties would fault the same way
+      }
+      if (run.error) {  // what one case at a time would have raised here
+        in_flight = run.error_while;
+        std::rethrow_exception(run.error);
       }
       if (failed.size() == result.judged.size()) return false;
       return o.stop_after_failure_of.empty() ||
              std::none_of(failed.begin(), failed.end(), [&](const auto& f) { return f.second == o.stop_after_failure_of; });
+    };
+    auto runGenerated = [&](int64_t i, const rc::Shrinkable<CaseSpec>& shrinkable) {
+      CaseChecks run{i, shrinkable, shrinkable.value(), {}, {}, {}};
+      if (Selection::fits(run.spec)) execute(run, 0);
+      return commit(run);
     };
     const auto gen_t0 = Clock::now();
     auto out_of_time = [&] {
@@ -557,11 +720,87 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       return result.stopped_by_time;
     };
     bool going = true;
-    for (int64_t i = 0; i < planned && going; ++i) {
-      if (!mine(i)) continue;
-      if (out_of_time()) break;
-      going = runGenerated(i, draw(i));
-      advance();
+    if (!sharing) {
+      for (int64_t i = 0; i < planned && going; ++i) {
+        if (!mine(i)) continue;
+        if (out_of_time()) break;
+        going = runGenerated(i, draw(i));
+        advance();
+      }
+    } else {
+      // concurrent_cases threads start the plan's cases in the sequence's
+      // order; this thread commits each once it and those before it are done.
+      std::mutex mutex;
+      std::condition_variable changed;
+      int64_t next = 0;  // the next case to start
+      bool stop = false, timed_out = false;
+      std::map<int64_t, CaseChecks> done;
+      auto startAndCheck = [&] {
+        for (;;) {
+          CaseChecks run;
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            while (next < planned && !mine(next)) ++next;
+            if (stop || next >= planned) return;
+            if (o.time_budget_s > 0 && since(gen_t0) > o.time_budget_s) {
+              stop = timed_out = true;
+              changed.notify_all();
+              return;
+            }
+            run.index = next++;
+            try {
+              run.shrinkable = draw(run.index);
+              run.spec = run.shrinkable->value();
+            } catch (...) {  // raised when committed, as one case at a time would
+              run.shrinkable.reset();
+              run.error = std::current_exception();
+            }
+          }
+          if (run.shrinkable && Selection::fits(run.spec)) execute(run, 0);
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            const int64_t index = run.index;
+            done.emplace(index, std::move(run));
+          }
+          changed.notify_all();
+        }
+      };
+      std::vector<std::thread> threads;
+      // Stops and joins them however this thread leaves (a commit may throw):
+      // they finish the case each has started.
+      struct Join {
+        std::vector<std::thread>& threads;
+        std::function<void()> stop;
+        ~Join() {
+          stop();
+          for (std::thread& t : threads) t.join();
+        }
+      } join{threads, [&] {
+               {
+                 std::lock_guard<std::mutex> lock(mutex);
+                 stop = true;
+               }
+               changed.notify_all();
+             }};
+      for (int k = 0; k < o.concurrent_cases; ++k) threads.emplace_back(startAndCheck);
+      for (int64_t i = 0; i < planned && going; ++i) {
+        if (!mine(i)) continue;
+        CaseChecks run;
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          changed.wait(lock, [&] { return done.count(i) || (stop && next <= i); });
+          const auto it = done.find(i);
+          if (it == done.end()) break;  // not started: the time budget ran out
+          run = std::move(it->second);
+          done.erase(it);
+        }
+        if (!run.shrinkable) std::rethrow_exception(run.error);
+        going = commit(run);
+        advance();
+      }
+      join.stop();
+      std::lock_guard<std::mutex> lock(mutex);
+      if (timed_out) result.stopped_by_time = true;
     }
     // A top-up: the plan gave each cell its share of cases, but a case may be
     // inconclusive (or skipped): further cases of the sequence, each run only
@@ -586,6 +825,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       advance();
     }
   } catch (const CudaError& e) {
+    if (!first_error_while.empty()) in_flight = first_error_while;
     result.fatal_error = fmt::format("{}\n  while running: {}", e.what(), in_flight);
     if (o.json) o.json->write({{"type", "fatal"}, {"error", e.what()}, {"while", in_flight}});
     log(fmt::format("FATAL: {} (the GPU context is lost; results so far are kept)", result.fatal_error));

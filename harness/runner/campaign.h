@@ -48,6 +48,12 @@ struct CampaignOptions {
   bool replay_corpus = true;
   bool save_failures = true;
   std::string corpus_dir;               // empty: the repository's corpora/
+  // Cases checked at once, each on its own thread and CUDA stream (its
+  // variant's GPU work beside the others', its oracle and judging on its own
+  // core); results are committed in the sequence's order, so they are those
+  // of one case at a time. Some cases run alone (a plugin's or a Python
+  // variant, ranks on several GPUs, nightly sizes: CaseGate in campaign.cpp).
+  int concurrent_cases = 1;
   std::string stop_after_failure_of;    // a property: stop generating once it has failed (kill-matrix tests)
   JsonlWriter* json = nullptr;
   std::function<void(const std::string&)> log;  // progress lines; may be empty

@@ -76,6 +76,32 @@ TEST(CudaKernels, EveryCorrectVariantPassesEveryPropertyOnDefaultTierCases) {
   }
 }
 
+TEST(CudaKernels, CasesCheckedAtOnceGiveTheResultsOfOneAtATime) {
+  ULPCHECK_REQUIRE_GPU();
+  // Each case on its own thread and per-thread default stream, beside the
+  // others' kernels and schedule-perturbing loads: the same results as one
+  // case at a time, for every op (correct variants, one nondeterministic by
+  // contract, and mutants whose first failure makes later checks moot).
+  const std::vector<std::pair<std::string, std::vector<std::string>>> campaigns{
+      {"rmsnorm", {"cuda_separate", "cuda_atomic", "cuda_bug_x_squared_fp16", "cuda_bug_threads_from_m"}},
+      {"layernorm", {"cuda_twopass", "cuda_bug_one_pass_variance"}},
+      {"allreduce_rmsnorm", {"cuda_fused_oneshot", "cuda_bug_no_round_trip"}}};
+  for (const auto& [op, kernels] : campaigns) {
+    CampaignOptions o;
+    o.op = op;
+    o.kernels = kernels;
+    o.cases = 150;
+    o.seed = 0xc0c1;
+    o.tier = Tier::Smoke;
+    o.replay_corpus = false;
+    o.save_failures = false;
+    o.shrink_budget_s = 5;
+    const auto [one, many] = testing::expectSameResultsAtOnce(o, cudaContext(), 8);
+    EXPECT_EQ(one.cases_run, 150) << op;
+    EXPECT_FALSE(one.failures.empty()) << op << ": its mutants fail\n" << explain(one);
+  }
+}
+
 TEST(CudaMutants, KillMatrixKillsEachByItsDeclaredPropertyAndShrinks) {
   ULPCHECK_REQUIRE_GPU();
   const KillMatrix m = testing::ciKillMatrix(Backend::Cuda, cudaContext());
