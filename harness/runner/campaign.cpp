@@ -472,13 +472,17 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   // has its share. What applies to a case is known before it runs, so every
   // shard computes the same plan.
   int64_t planned = o.cases;
+  int64_t unfit = 0;  // of the plan's cases: a dtype or layout their kernel does not take (never run)
   if (o.per_cell > 0) {
     std::map<std::tuple<std::string, std::string, std::string>, int64_t> counts, mine_counts;
     size_t filled = 0;
     result.plan_reached_target = result.applicable_cells.empty();
     for (planned = 0; planned < o.cases && !result.plan_reached_target; ++planned) {
       const CaseSpec spec = draw(planned).value();
-      if (!Selection::fits(spec)) continue;
+      if (!Selection::fits(spec)) {
+        ++unfit;
+        continue;
+      }
       for (const Property* p : sel.properties) {
         if (!sel.applies(*p, spec)) continue;
         const std::tuple<std::string, std::string, std::string> cell{spec.kernel, p->name, dtypeName(spec.dtype)};
@@ -493,13 +497,17 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       result.cell_targets[cell] = (mine_counts[cell] * std::min(n, o.per_cell) + n - 1) / n;
   }
   result.planned_cases = planned;
+  // Cases drawn for a kernel on a dtype or layout it does not take are
+  // skipped: said, so "N generated cases" at the end is not a surprise.
+  const std::string skipped =
+      unfit ? fmt::format(" ({} of them skipped: a dtype or layout their kernel does not take)", unfit) : "";
   if (o.per_cell > 0)
     log(result.plan_reached_target
-            ? fmt::format("plan: {} generated cases give each of the {} kernel x property x dtype cells {} cases",
-                          planned, result.applicable_cells.size(), o.per_cell)
-            : fmt::format("plan: {} generated cases (the most allowed) leave some of the {} kernel x property x dtype "
-                          "cells under {} cases",
-                          planned, result.applicable_cells.size(), o.per_cell));
+            ? fmt::format("plan: {} generated cases{} give each of the {} kernel x property x dtype cells {} cases",
+                          planned, skipped, result.applicable_cells.size(), o.per_cell)
+            : fmt::format("plan: {} generated cases{} (the most allowed) leave some of the {} kernel x property x "
+                          "dtype cells under {} cases",
+                          planned, skipped, result.applicable_cells.size(), o.per_cell));
   CampaignProgress progress{0, int64_t(replays.size()), 0, 0, o.time_budget_s};
   for (int64_t i = 0; i < planned; ++i) progress.total += mine(i);
   if (mine_only)

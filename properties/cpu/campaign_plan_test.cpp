@@ -4,6 +4,7 @@
 // together are the whole, the regression replays included.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -159,6 +160,26 @@ TEST(CampaignPlan, TheCliPrintsThePlanTheShardAndTheTarget) {
   EXPECT_NE(whole.output.find("target met: each of the 12 kernel x property x dtype cells judged >= 3"),
             std::string::npos)
       << whole.output;
+}
+
+TEST(CampaignPlan, SaysHowManyOfItsCasesAreSkippedForADtypeTheirKernelDoesNotTake) {
+  // test_rmsnorm_contiguous takes fp32 and bf16 only: the plan's fp16 cases
+  // of it are never run, and the plan says how many, so that the generated
+  // cases counted at the end add up.
+  const auto r = cli(std::string("run --op rmsnorm --tier smoke --per-cell 3 --seed 9 --no-save --no-corpus --kernel "
+                                 "host_separate --kernel test_rmsnorm_contiguous --plugin ") +
+                     ULPCHECK_TEST_PLUGIN_GOOD);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  long planned = 0, skipped = 0, ran = 0;
+  const size_t plan = r.output.find("plan: ");
+  ASSERT_NE(plan, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + plan, "plan: %ld generated cases (%ld of them skipped", &planned, &skipped), 2)
+      << r.output;
+  const size_t end = r.output.find(" generated cases + ");
+  ASSERT_NE(end, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + r.output.rfind("# ", end), "# %ld", &ran), 1) << r.output;
+  EXPECT_GT(skipped, 0) << r.output;
+  EXPECT_EQ(ran + skipped, planned) << r.output;
 }
 
 TEST(CampaignProgressReport, TheBarSaysWhereTheRunIsAndWhenItEnds) {
