@@ -4,6 +4,7 @@
 #pragma once
 
 #include <any>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,9 @@ struct MemoryReport {
     return !unwritten && !padding_written && !inputs_modified && !canary_bytes_damaged && unchecked_launch.empty();
   }
 };
+
+/// Output name -> bytesDigest of its stored bytes (OutputTensor::digest).
+using OutputDigests = std::map<std::string, uint64_t>;
 
 struct RunResult {
   std::vector<OutputTensor> outputs;
@@ -152,9 +156,13 @@ class OpAdapter {
   /// Each rank holds its own copy of the outputs (rank_consistency applies).
   virtual bool multiRank() const { return false; }
   /// The accuracy outcome judged on the GPU (oracles/rmsnorm_device.h), or
-  /// nothing where the op's GPU judge does not model the case: run there,
+  /// nothing where the op's GPU judge does not model the case: run there
+  /// (beside a schedule-perturbing load with ctx.perturb_schedule; the
+  /// outputs' digests, bytesDigest as RunBuffers::collect computes them, in
+  /// `digests` when given: compared with another run's, nothing downloaded),
   /// or of `outputs` (a run made elsewhere) when given.
-  virtual std::optional<Outcome> accuracyOnGpu(const CaseSpec& c, const ExecContext& ctx, const RunResult* outputs) const;
+  virtual std::optional<Outcome> accuracyOnGpu(const CaseSpec& c, const ExecContext& ctx, const RunResult* outputs,
+                                               OutputDigests* digests = nullptr) const;
 
   static const KernelInfo* findKernel(const std::string& op, const std::string& kernel);
 };

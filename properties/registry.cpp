@@ -39,7 +39,8 @@ const KernelInfo* OpAdapter::findKernel(const std::string& op, const std::string
   return nullptr;
 }
 
-std::optional<Outcome> OpAdapter::accuracyOnGpu(const CaseSpec&, const ExecContext&, const RunResult*) const {
+std::optional<Outcome> OpAdapter::accuracyOnGpu(const CaseSpec&, const ExecContext&, const RunResult*,
+                                                OutputDigests*) const {
   return std::nullopt;
 }
 

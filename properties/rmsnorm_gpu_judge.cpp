@@ -8,6 +8,7 @@
 #include "harness/core/datagen.h"
 #include "harness/core/device.h"
 #include "harness/core/phase_timer.h"
+#include "harness/core/schedule_noise.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/probabilistic.h"
 #include "oracles/rmsnorm.h"
@@ -83,7 +84,8 @@ bool rmsnormGpuJudgeApplies(const CaseSpec& c, const KernelInfo& k) {
 }
 
 Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const ExecContext& ctx,
-                             const DescribeInputs& describe, const RunResult* outputs, double widen) {
+                             const DescribeInputs& describe, const RunResult* outputs, double widen,
+                             OutputDigests* digests) {
   if (!rmsnormGpuJudgeApplies(c, k.info))
     throw std::invalid_argument(fmt::format("the GPU judge does not model case '{}'", toCaseString(c)));
   const int64_t M = c.M, N = c.N;
@@ -123,9 +125,15 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
   } else {
     void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
     const PhaseScope phase(Phase::Kernel);
-    k.forward(RmsNormForwardArgs{shape, x, w, y, rstd, nullptr}, env);
-    k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, nullptr}, env);
-    synchronizeVariant("rmsnorm forward + backward");  // a launch that failed leaves poison, which the judge reports
+    {
+      const ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
+      k.forward(RmsNormForwardArgs{shape, x, w, y, rstd, nullptr}, env);
+      k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, nullptr}, env);
+      synchronizeVariant("rmsnorm forward + backward");  // a launch that failed leaves poison, which the judge reports
+    }
+    if (digests)
+      for (const char* name : {"y", "rstd", "dx", "dw"})
+        if (k.info.provides(name)) (*digests)[name] = buf.find(name)->digest();
   }
 
   // y, rstd and dx, every element, on the GPU.

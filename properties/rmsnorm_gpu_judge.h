@@ -22,9 +22,12 @@ bool rmsnormGpuJudgeApplies(const CaseSpec& c, const KernelInfo& k);
 
 /// The accuracy outcome of case c. `outputs`: judge these (a run made
 /// elsewhere: the audit compares both judges on one run) instead of running
-/// the variant. `widen` multiplies the oracle's certified intervals (1; more
-/// sends rows and columns to the host, to test that path).
+/// the variant; otherwise its own run meets a schedule-perturbing load with
+/// ctx.perturb_schedule, and leaves its outputs' digests in `digests` when
+/// given. `widen` multiplies the oracle's certified intervals (1; more sends
+/// rows and columns to the host, to test that path).
 Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const ExecContext& ctx,
-                             const DescribeInputs& describe, const RunResult* outputs = nullptr, double widen = 1.0);
+                             const DescribeInputs& describe, const RunResult* outputs = nullptr, double widen = 1.0,
+                             OutputDigests* digests = nullptr);
 
 }  // namespace ulpcheck

@@ -82,12 +82,13 @@ class RmsNormOp final : public OpAdapter {
     });
   }
 
-  std::optional<Outcome> accuracyOnGpu(const CaseSpec& c, const ExecContext& ctx, const RunResult* outputs) const override {
+  std::optional<Outcome> accuracyOnGpu(const CaseSpec& c, const ExecContext& ctx, const RunResult* outputs,
+                                       OutputDigests* digests = nullptr) const override {
     const RmsNormKernel& k = kernelOf(c);
     if (!rmsnormGpuJudgeApplies(c, k.info)) return std::nullopt;
     return rmsnormAccuracyOnGpu(
         c, k, ctx, [&](const std::string& tensor, int64_t row, int64_t col) { return describeInputs(c, tensor, row, col); },
-        outputs);
+        outputs, 1.0, digests);
   }
 
   std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {

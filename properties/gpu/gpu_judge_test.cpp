@@ -4,15 +4,19 @@
 // correct variants and for mutants that fail accuracy, when the double
 // words decide everything and when widened intervals send rows and dW
 // columns to the host, for black boxes (a plugin's variants, held to the
-// probabilistic budget too); and the GPU judge's own run of a deterministic
-// variant must agree with the host's judgment of the base run.
+// probabilistic budget too); the GPU judge's own run of a deterministic
+// variant must agree with the host's judgment of the base run; and a
+// nondeterministic variant's determinism repeats, judged in place, must be
+// called as the host calls them.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
 
 #include <rapidcheck.h>
 
 #include "harness/core/case_spec.h"
+#include "harness/runner/campaign.h"
 #include "kernels/plugin/plugin_loader.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "oracles/oracle_mode.h"
@@ -135,6 +139,47 @@ TEST(GpuJudge, ItsOwnRunOfADeterministicVariantAgreesWithTheHost) {
     EXPECT_EQ(outcomeDifference(host, *gpu), "") << toCaseString(c);
     EXPECT_NE(host.verdict, Verdict::Fail) << host.summary;
   }
+}
+
+/// The determinism outcome of case `text`, its repeats judged where `where` says.
+Outcome determinismJudgedOn(JudgeWhere where, const std::string& text) {
+  const JudgeWhere before = judgeWhere();
+  setJudgeWhere(where);
+  ExecContext exec = testing::cudaContext();
+  exec.determinism_repeats = kThoroughDeterminismRepeats;
+  const std::vector<ReplayResult> r = runCase(parseCaseString(text), {"determinism"}, exec, 1);
+  setJudgeWhere(before);
+  return r.at(0).outcome;
+}
+
+TEST(GpuJudge, ANondeterministicVariantsRepeatsAreJudgedInPlace) {
+  ULPCHECK_REQUIRE_GPU();
+  // cuda_atomic's repeats differ in arrival-order bits only: after the first
+  // differing one (downloaded, its first differing element named) the GPU
+  // judges each where it ran, by digests, and calls them right as the host
+  // judge does.
+  for (const char* text : {"op=rmsnorm kernel=cuda_atomic dtype=fp32 M=7 N=8644 ctas=3",
+                           "op=rmsnorm kernel=cuda_atomic dtype=bf16 M=1024 N=2048"})
+    for (JudgeWhere where : {JudgeWhere::Gpu, JudgeWhere::Host}) {
+      const Outcome o = determinismJudgedOn(where, text);
+      EXPECT_EQ(o.verdict, Verdict::Expected) << judgeWhereName(where) << " " << text << ": " << o.summary;
+      EXPECT_NE(o.summary.find("repeats differ, each within its accuracy budget"), std::string::npos) << o.summary;
+    }
+  // The race cuda_atomic first shipped with: a wrong repeat (about one in
+  // three) is caught in place too, naming the outputs that differ.
+  int in_place = 0, trials = 0;
+  for (; trials < 12 && in_place == 0; ++trials) {
+    const Outcome o = determinismJudgedOn(
+        JudgeWhere::Gpu, "op=rmsnorm kernel=cuda_bug_atomic_partials_race dtype=fp32 M=7 N=8644 ctas=3");
+    if (o.verdict != Verdict::Fail) continue;
+    EXPECT_NE(o.summary.find("but is wrong"), std::string::npos) << o.summary;
+    // The in-place path names the differing outputs, the other a count.
+    const std::string differs = "differs from run 0 in ";
+    const size_t at = o.summary.find(differs);
+    ASSERT_NE(at, std::string::npos) << o.summary;
+    in_place += !std::isdigit(static_cast<unsigned char>(o.summary[at + differs.size()]));
+  }
+  EXPECT_GT(in_place, 0) << "no wrong repeat caught in place in " << trials << " trials";
 }
 
 }  // namespace
