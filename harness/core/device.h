@@ -37,8 +37,9 @@ struct CudaError : std::runtime_error {
 /// code is compiled with --default-stream per-thread), so deviceSynchronize
 /// and synchronizeVariant wait for that stream only: waiting for the whole
 /// device would wait for the other cases' kernels and schedule-perturbing
-/// loads. Variants that use several GPUs, or run in a worker process, never
-/// run under one (their cases run alone).
+/// loads. Cases that run alone (a plugin's or a Python variant, ranks on
+/// several GPUs, nightly sizes: CaseGate in harness/runner/campaign.cpp)
+/// never run under one.
 class SharedGpuScope {
  public:
   SharedGpuScope();
