@@ -15,7 +15,8 @@ namespace ulpcheck {
 /// through the memory system; different on every construction) runs on
 /// a non-blocking stream of the calling thread's own, concurrently with the
 /// kernels the thread launches on its default stream. Construct it right
-/// before launching the kernels under test: the load is short (at most a few hundred microseconds per CTA wave).
+/// before launching the kernels under test: the load is short (at most a few
+/// hundred microseconds per CTA wave).
 class ScheduleNoise {
  public:
   /// Only CUDA kernels have a schedule to perturb; host ports run in order.
