@@ -193,7 +193,9 @@ inline std::pair<CampaignResult, CampaignResult> expectSameResultsAtOnce(Campaig
     EXPECT_EQ(x.expected, y.expected) << at;
     EXPECT_EQ(x.inconclusive, y.inconclusive) << at;
     EXPECT_EQ(x.skipped, y.skipped) << at;
-    if (stable(kernel)) EXPECT_EQ(x.max_ratio, y.max_ratio) << at;
+    if (stable(kernel)) {
+      EXPECT_EQ(x.max_ratio, y.max_ratio) << at;
+    }
   }
   return {a, b};
 }

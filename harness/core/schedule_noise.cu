@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <thread>
 
 #include "harness/core/cuda_check.h"
 #include "harness/core/rng.h"
@@ -63,8 +64,8 @@ struct NoiseDevice {
   double cycles_per_microsecond = 0;
 };
 
-/// Created on first use and kept for the process: destroying a stream during
-/// static destruction races the CUDA runtime's own teardown.
+/// Created on first use and kept for the process: freeing it during static
+/// destruction races the CUDA runtime's own teardown.
 const NoiseDevice& noiseDevice() {
   static const NoiseDevice d = [] {
     NoiseDevice n;
@@ -81,18 +82,26 @@ const NoiseDevice& noiseDevice() {
   return d;
 }
 
-/// The calling thread's stream for its loads, created on its first load and
-/// never destroyed (as above). One per thread: a case running beside others
-/// (SharedGpuScope) waits for its own load only. Non-blocking, so that a
-/// launch on the legacy default stream (a test's) does not wait for the load
-/// instead of running beside it.
+// The process's main thread: static initialisers run on it.
+const std::thread::id kMainThread = std::this_thread::get_id();
+
+/// The calling thread's stream for its loads, created on its first load.
+/// One per thread: a case running beside others (SharedGpuScope) waits for
+/// its own load only. Non-blocking, so that a launch on the legacy default
+/// stream (a test's) does not wait for the load instead of running beside
+/// it. Destroyed when a campaign's case thread ends (every load on it was
+/// waited for); the main thread's is kept, as destroying a stream during
+/// static destruction races the CUDA runtime's own teardown.
 cudaStream_t noiseStream() {
-  thread_local cudaStream_t stream = [] {
-    cudaStream_t s = nullptr;
-    ULPCHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    return s;
-  }();
-  return stream;
+  struct Owned {
+    cudaStream_t stream = nullptr;
+    ~Owned() {
+      if (stream && std::this_thread::get_id() != kMainThread) cudaStreamDestroy(stream);  // a dead context: ignored
+    }
+  };
+  thread_local Owned owned;
+  if (!owned.stream) ULPCHECK_CUDA(cudaStreamCreateWithFlags(&owned.stream, cudaStreamNonBlocking));
+  return owned.stream;
 }
 
 /// Different on every call, in this process and across processes: a launch

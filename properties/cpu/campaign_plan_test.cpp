@@ -126,7 +126,9 @@ TEST(CampaignPlan, GivesEveryApplicableCellItsJudgedCases) {
   EXPECT_GE(r.result.planned_cases, kPerCell * 6);  // 2 kernels x 3 dtypes, each case one of them
   // Every generated case checked lies in the plan or tops up a cell.
   for (const auto& c : r.checked)
-    if (std::get<3>(c) >= r.result.planned_cases) EXPECT_GT(r.result.topped_up_cases, 0);
+    if (std::get<3>(c) >= r.result.planned_cases) {
+      EXPECT_GT(r.result.topped_up_cases, 0);
+    }
 }
 
 TEST(CampaignPlan, AnUnreachableTargetSaysWhichCellsFellShort) {
