@@ -51,19 +51,25 @@ inline std::vector<std::string> correctKernels(Backend backend) {
   return out;
 }
 
-/// A campaign of one kernel that neither replays nor writes the corpus
-/// (tests are hermetic).
-inline CampaignResult runQuietly(const std::string& kernel, int64_t cases, uint64_t seed, Tier tier,
-                                 const ExecContext& exec, std::vector<std::string> properties = {}) {
+/// A campaign of `kernels` (of one op) that neither replays nor writes the
+/// corpus (tests are hermetic).
+inline CampaignOptions hermeticCampaign(std::vector<std::string> kernels, int64_t cases, uint64_t seed, Tier tier) {
   CampaignOptions o;
-  o.op = opOf(kernel);
-  o.kernels = {kernel};
-  o.properties = std::move(properties);
+  o.op = opOf(kernels.at(0));
+  o.kernels = std::move(kernels);
   o.cases = cases;
   o.seed = seed;
   o.tier = tier;
   o.replay_corpus = false;
   o.save_failures = false;
+  return o;
+}
+
+/// A campaign of one kernel, hermetic.
+inline CampaignResult runQuietly(const std::string& kernel, int64_t cases, uint64_t seed, Tier tier,
+                                 const ExecContext& exec, std::vector<std::string> properties = {}) {
+  CampaignOptions o = hermeticCampaign({kernel}, cases, seed, tier);
+  o.properties = std::move(properties);
   return runCampaign(o, exec);
 }
 

@@ -20,17 +20,11 @@ namespace {
 using testing::cli;
 
 TEST(CampaignConcurrency, CasesCheckedAtOnceGiveTheResultsOfOneAtATime) {
-  CampaignOptions o;
-  o.op = "rmsnorm";
   // Two correct variants (one nondeterministic by contract) and two mutants
   // that fail early (accuracy, batch invariance), so that the cases running
   // beside the first failure check what the commit must then drop.
-  o.kernels = {"host_separate", "host_atomic", "host_bug_drop_tail", "host_bug_threads_from_m"};
-  o.cases = 80;
-  o.seed = 0xc0c0;
-  o.tier = Tier::Smoke;
-  o.replay_corpus = false;
-  o.save_failures = false;
+  CampaignOptions o = testing::hermeticCampaign(
+      {"host_separate", "host_atomic", "host_bug_drop_tail", "host_bug_threads_from_m"}, 80, 0xc0c0, Tier::Smoke);
   o.shrink_budget_s = 5;
   const auto [one, many] = testing::expectSameResultsAtOnce(o, testing::hostContext(), 4);
   EXPECT_EQ(one.cases_run, 80);

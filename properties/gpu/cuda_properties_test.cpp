@@ -87,14 +87,7 @@ TEST(CudaKernels, CasesCheckedAtOnceGiveTheResultsOfOneAtATime) {
       {"layernorm", {"cuda_twopass", "cuda_bug_one_pass_variance"}},
       {"allreduce_rmsnorm", {"cuda_fused_oneshot", "cuda_bug_no_round_trip"}}};
   for (const auto& [op, kernels] : campaigns) {
-    CampaignOptions o;
-    o.op = op;
-    o.kernels = kernels;
-    o.cases = 150;
-    o.seed = 0xc0c1;
-    o.tier = Tier::Smoke;
-    o.replay_corpus = false;
-    o.save_failures = false;
+    CampaignOptions o = testing::hermeticCampaign(kernels, 150, 0xc0c1, Tier::Smoke);
     o.shrink_budget_s = 5;
     const auto [one, many] = testing::expectSameResultsAtOnce(o, cudaContext(), 8);
     EXPECT_EQ(one.cases_run, 150) << op;

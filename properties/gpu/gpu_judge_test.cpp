@@ -157,9 +157,9 @@ TEST(GpuJudge, ANondeterministicVariantsRepeatsAreJudgedInPlace) {
   // cuda_atomic's repeats differ in arrival-order bits only: after the first
   // differing one (downloaded, its first differing element named) the GPU
   // judges each where it ran, by digests, and calls them right as the host
-  // judge does.
-  for (const char* text : {"op=rmsnorm kernel=cuda_atomic dtype=fp32 M=7 N=8644 ctas=3",
-                           "op=rmsnorm kernel=cuda_atomic dtype=bf16 M=1024 N=2048"})
+  // judge does. A case of many CTAs: with 3 (7 x 8644, ctas=3) all 25 runs
+  // once came out bitwise identical on the H100 under ctest -j4.
+  for (const char* text : {"op=rmsnorm kernel=cuda_atomic dtype=bf16 M=1024 N=2048"})
     for (JudgeWhere where : {JudgeWhere::Gpu, JudgeWhere::Host}) {
       const Outcome o = determinismJudgedOn(where, text);
       EXPECT_EQ(o.verdict, Verdict::Expected) << judgeWhereName(where) << " " << text << ": " << o.summary;
