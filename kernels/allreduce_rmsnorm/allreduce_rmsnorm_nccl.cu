@@ -78,7 +78,10 @@ void runNcclUnfused(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
     throw CudaError(fmt::format("nccl_unfused needs {} GPUs, {} visible", a.ranks, queryDevice().count), 0, false);
   const std::vector<ncclComm_t>& comms = communicators(a.ranks);
   const RowPlan p = planOf(a);
-  const cudaStream_t stream = cudaStream_t(env.stream);
+  // NCCL is compiled apart, so a null stream there is the legacy default
+  // stream, not this thread's (ours is compiled --default-stream per-thread):
+  // name the per-thread stream so NCCL's work queues behind our kernels on it.
+  const cudaStream_t stream = env.stream ? cudaStream_t(env.stream) : cudaStreamPerThread;
   withStorageType(s.dtype, [&](auto tag) {
     using T = decltype(tag);
     auto sumOf = [&](int r) { return static_cast<float*>(a.workspace[r]); };
