@@ -13,7 +13,9 @@
 #include "harness/core/accuracy.h"
 #include "harness/core/datagen.h"
 #include "harness/core/parallel.h"
+#include "oracles/double_word.h"
 #include "oracles/mpfr_util.h"
+#include "oracles/oracle_mode.h"
 #include "oracles/reference.h"
 #include "oracles/tolerances.h"
 
@@ -40,6 +42,17 @@ struct ColumnSumChunk : ColumnMagnitudes {
 };
 
 using ColumnSumChunks = std::vector<std::unique_ptr<ColumnSumChunk>>;
+
+/// The column sums of one chunk of rows in double words with error bounds
+/// (the fast oracles: mp::columnChunkCount's chunking, rows in order), and
+/// the magnitudes the budget reads.
+struct WordColumnChunk : ColumnMagnitudes {
+  explicit WordColumnChunk(int64_t N) : ColumnMagnitudes(N), sum(size_t(N)), err(size_t(N), 0.0) {}
+  std::vector<dw::DW> sum;
+  std::vector<double> err;  // bound on |sum - the exact sum of the chunk's terms| (and the MPFR path's)
+};
+
+using WordColumnChunks = std::vector<std::unique_ptr<WordColumnChunk>>;
 
 /// A fixed chunking of M rows of N columns: it bounds the accumulators'
 /// memory (about 2^22 per chunk set) and never depends on the thread count.
@@ -76,6 +89,53 @@ inline ColumnTotal combineColumn(const ColumnSumChunks& chunks, int64_t j, Real&
   for (const auto& chunk : chunks) mpfr_add(scratch, scratch, chunk->sum[size_t(j)], MPFR_RNDN);
   t.exact = toDoubleRoundToOdd(scratch);
   return t;
+}
+
+/// The round-to-odd sums of `columns` as the MPFR oracles form them: each
+/// chunk of rows (`chunks` of columnChunkCount's chunking of M rows) summed
+/// at 256 bits in row order, the chunks in chunk order; row(i) prepares row
+/// i, term(out, i, j) sets `out` (256 bits) to row i's term of column j.
+/// For the columns a fast path does not decide.
+template <typename Row, typename Term>
+std::vector<double> mpfrColumnSums(int64_t M, int64_t chunks, const std::vector<int64_t>& columns, Row row, Term term) {
+  std::vector<std::unique_ptr<Real>> total, chunk_sum;
+  for (size_t k = 0; k < columns.size(); ++k) {
+    total.push_back(std::make_unique<Real>(tolerance::kOracleAccumulatorBits));
+    chunk_sum.push_back(std::make_unique<Real>(tolerance::kOracleAccumulatorBits));
+    mpfr_set_zero(*total[k], 1);
+  }
+  Real t(tolerance::kOracleAccumulatorBits);
+  for (int64_t chunk = 0; chunk < chunks && !columns.empty(); ++chunk) {
+    for (auto& p : chunk_sum) mpfr_set_zero(*p, 1);
+    for (int64_t i = M * chunk / chunks; i < M * (chunk + 1) / chunks; ++i) {
+      row(i);
+      for (size_t k = 0; k < columns.size(); ++k) {
+        term(static_cast<mpfr_ptr>(t), i, columns[k]);
+        mpfr_add(*chunk_sum[k], *chunk_sum[k], t, MPFR_RNDN);
+      }
+    }
+    for (size_t k = 0; k < columns.size(); ++k) mpfr_add(*total[k], *total[k], *chunk_sum[k], MPFR_RNDN);
+  }
+  std::vector<double> out;
+  for (auto& v : total) out.push_back(toDoubleRoundToOdd(*v));
+  return out;
+}
+
+/// Column j of double-word chunk sums combined in chunk order, with its
+/// magnitudes: true with t.exact the round-to-odd value where the bound
+/// (each chunk's, the combination's, and the MPFR path's distance from the
+/// exact sum, `mpfr_slack` times sum |terms|; all times `widen`) decides it;
+/// false where the caller must sum the column by MPFR.
+inline bool decideWordColumn(const WordColumnChunks& chunks, int64_t j, double mpfr_slack, double widen,
+                             ColumnTotal& t) {
+  t = combineMagnitudes(chunks, j);
+  dw::DW sum;
+  double err = 0;
+  for (const auto& chunk : chunks) {
+    sum = dw::plus(sum, chunk->sum[size_t(j)]);
+    err += chunk->err[size_t(j)] + 3.01 * dw::kU2 * std::fabs(sum.h);
+  }
+  return dw::roundToOdd(sum, widen * dw::up(err + mpfr_slack * t.abs_terms), t.exact);
 }
 
 // ---------------------------------------------------------------------------
@@ -183,8 +243,20 @@ OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& o
 ///   error <= K D_c u sum_i |v_ij|                 (any order of depth D_c)
 ///   error <= K F sum_v |s_v| + K adds eta          (a declared ColumnOrder, the smaller winning)
 /// plus K D_c 2^-126 where the reduction flushes subnormals (fp32 atomics).
+///
+/// The exact sums: MPFR at 256 bits, each chunk of rows in row order, the
+/// chunks in chunk order; or, `fast`, the same values certified (counted in
+/// `counts` if given; `widen` as the fast oracles' own): a column whose leaves are all multiples of q (the
+/// smallest ulp among them, in v's dtype) with sum |v| < 2^53 q has every
+/// partial sum a double, so its double sum is exact (16-bit gradients
+/// mostly); any other is summed in double words (DWPlusFP, 2 u2 |partial|
+/// each, chunks combined by decideWordColumn; MPFR's 256-bit adds are within
+/// kBiasSumSlack sum |v|), and summed by MPFR where that does not decide it.
+inline constexpr double kBiasSumSlack = 0x1p-200;  // M <= 2^40 adds of 2^-256 relative each
+
 inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix& v, DType out,
-                                             const AccuracyContract& contract, ThreadPool& pool) {
+                                             const AccuracyContract& contract, ThreadPool& pool, bool fast = false,
+                                             FastOracleCounts* counts = nullptr, double widen = 1.0) {
   const int64_t M = v.rows, N = v.cols;
   const double K = tolerance::kBudgetSafety, u = unitRoundoff(contract.accumulation);
   const double Dc = double(contract.depths.col);
@@ -194,18 +266,37 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
   ref.withMagnitudes();  // sqrt(sum_i v^2)
 
   const int64_t chunks = columnChunkCount(M, N);
-  ColumnSumChunks sums(static_cast<size_t>(chunks));
+  ColumnSumChunks sums(fast ? 0 : size_t(chunks));
+  WordColumnChunks words(fast ? size_t(chunks) : 0);
+  std::vector<std::vector<double>> smallest_ulp(fast ? size_t(chunks) : 0);
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      auto c = std::make_unique<ColumnSumChunk>(N);
+      std::unique_ptr<ColumnSumChunk> c;
+      std::unique_ptr<WordColumnChunk> w;
+      ColumnMagnitudes* magnitudes;
+      if (fast) {
+        w = std::make_unique<WordColumnChunk>(N);
+        smallest_ulp[size_t(chunk)].assign(size_t(N), INFINITY);
+        magnitudes = w.get();
+      } else {
+        c = std::make_unique<ColumnSumChunk>(N);
+        magnitudes = c.get();
+      }
       for (int64_t i = M * chunk / chunks; i < M * (chunk + 1) / chunks; ++i)
         for (int64_t j = 0; j < N; ++j) {
           const double t = v.value(i, j);
-          mpfr_add_d(c->sum[size_t(j)], c->sum[size_t(j)], t, MPFR_RNDN);  // exact at 256 bits
-          c->abs_terms[size_t(j)] += std::fabs(t);
-          c->sq_terms[size_t(j)] += t * t;
+          if (fast) {
+            w->sum[size_t(j)] = dw::plus(w->sum[size_t(j)], t);
+            w->err[size_t(j)] += 2.0 * dw::kU2 * std::fabs(w->sum[size_t(j)].h);
+            if (t != 0.0) smallest_ulp[size_t(chunk)][size_t(j)] = std::min(smallest_ulp[size_t(chunk)][size_t(j)], ulpOf(v.dtype, t));
+          } else {
+            mpfr_add_d(c->sum[size_t(j)], c->sum[size_t(j)], t, MPFR_RNDN);  // exact at 256 bits
+          }
+          magnitudes->abs_terms[size_t(j)] += std::fabs(t);
+          magnitudes->sq_terms[size_t(j)] += t * t;
         }
-      sums[size_t(chunk)] = std::move(c);
+      if (fast) words[size_t(chunk)] = std::move(w);
+      else sums[size_t(chunk)] = std::move(c);
     }
   });
   std::vector<OrderedColumnBound> ordered;
@@ -213,9 +304,35 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
     for (const ColumnOrder& order : contract.depths.col_orders)
       ordered.push_back(orderedColumnBound(M, N, order, [&](int64_t i, int64_t j) { return Leaf{v.value(i, j), 0.0}; }, pool));
 
+  std::vector<ColumnTotal> totals(static_cast<size_t>(N));
   Real total(tolerance::kOracleAccumulatorBits);
+  std::vector<int64_t> undecided;
   for (int64_t j = 0; j < N; ++j) {
-    const ColumnTotal t = combineColumn(sums, j, total);
+    ColumnTotal& t = totals[size_t(j)];
+    if (!fast) {
+      t = combineColumn(sums, j, total);
+      continue;
+    }
+    double q = INFINITY;
+    for (const std::vector<double>& chunk_q : smallest_ulp) q = std::min(q, chunk_q[size_t(j)]);
+    t = combineMagnitudes(words, j);
+    if (t.abs_terms < 0x1p53 * q) {  // every partial sum a double (each chunk's word too): exact
+      t.exact = 0.0;
+      for (const auto& w : words) t.exact += w->sum[size_t(j)].h;
+      continue;
+    }
+    if (!decideWordColumn(words, j, kBiasSumSlack, widen, t)) undecided.push_back(j);
+  }
+  const std::vector<double> exact = mpfrColumnSums(
+      M, chunks, undecided, [](int64_t) {},
+      [&](mpfr_ptr out, int64_t i, int64_t j) { mpfr_set_d(out, v.value(i, j), MPFR_RNDN); });  // exact
+  for (size_t k = 0; k < undecided.size(); ++k) totals[size_t(undecided[k])].exact = exact[k];
+  if (counts) {
+    counts->fast += N - int64_t(undecided.size());
+    counts->fell_back += int64_t(undecided.size());
+  }
+  for (int64_t j = 0; j < N; ++j) {
+    const ColumnTotal& t = totals[size_t(j)];
     double error = K * Dc * u * t.abs_terms + ftz;
     if (!ordered.empty()) {
       double worst = 0;

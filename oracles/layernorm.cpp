@@ -125,8 +125,10 @@
 #include <memory>
 
 #include "oracles/column_sum.h"
-#include "oracles/oracle_mode.h"
+#include "oracles/double_word.h"
 #include "oracles/mpfr_util.h"
+#include "oracles/oracle_mode.h"
+#include "oracles/rmsnorm_budgets.h"
 
 namespace ulpcheck {
 
@@ -141,270 +143,668 @@ using mp::toDoubleRoundToOdd;
 constexpr mpfr_prec_t kPrec = tolerance::kOraclePrecisionBits;
 constexpr mpfr_prec_t kAccPrec = tolerance::kOracleAccumulatorBits;
 
-/// Scratch of one worker, reused across its rows.
+/// The case's constants, shared by the MPFR path and the fast path.
+struct Setup {
+  Setup(const LayerNormInputs& inputs, const AccuracyContract& c)
+      : in(inputs),
+        x(inputs.x),
+        contract(c),
+        M(x.rows),
+        N(x.cols),
+        T(x.dtype),
+        W(inputs.gamma.dtype),  // gamma, beta, dgamma, dbeta: T, or fp32 beside 16-bit x
+        acc(c.accumulation),
+        u(unitRoundoff(acc)),
+        K(tolerance::kBudgetSafety),
+        eta(tolerance::kUnderflowHalfUlps * minSubnormal(acc)),
+        D(double(c.depths.row)),
+        Dc(double(c.depths.col)),
+        eps(double(inputs.eps)),
+        // stats=T: mean and rstd saved in T, the backward taken at the saved values.
+        S(statsDtype(inputs.spec)),
+        stats_in_T(S != DType::F32),
+        gamma(size_t(N)),
+        beta(size_t(N)) {
+    for (int64_t j = 0; j < N; ++j) {
+      gamma[size_t(j)] = inputs.gamma.value(0, j);
+      beta[size_t(j)] = inputs.beta.value(0, j);
+    }
+  }
+  const LayerNormInputs& in;
+  const HostMatrix& x;
+  const AccuracyContract& contract;
+  const int64_t M, N;
+  const DType T, W, acc;
+  const double u, K, eta, D, Dc, eps;
+  const DType S;
+  const bool stats_in_T;
+  std::vector<double> gamma, beta;
+};
+
+/// A row's doubles that both paths decide alike (the nearest d_j, x-hat_j,
+/// r, c1, c2; the exact values' round-to-odd doubles go straight into the
+/// reference), and the bounds made of them.
+struct RowDoubles {
+  explicit RowDoubles(int64_t N) : d(size_t(N)), dd(size_t(N)), dxh(size_t(N)), xhat(size_t(N)) {}
+  std::vector<double> d, dd, dxh, xhat;  // per column: d_j, Dd_j, Dx_j, xhat_j
+  double abs_x = 0, sq_x = 0, max_x = 0, q = INFINITY;  // of the row's inputs; q: their smallest ulp in T
+  double r = 0, r_hi = 0, Dr = 0, Dm = 0;             // r: the rstd the budgets read (the backward's)
+  double c1 = 0, c2 = 0, Dc1 = 0, Dc2 = 0;
+};
+
+/// Row i's input sums (in column order) and the mean's magnitude sqrt(sum_j x_j^2) / N.
+void inputSums(const Setup& s, int64_t i, RowDoubles& rd, LayerNormReference& ref) {
+  rd.abs_x = rd.sq_x = rd.max_x = 0.0;
+  rd.q = INFINITY;
+  for (int64_t j = 0; j < s.N; ++j) {
+    const double xv = s.x.value(i, j);
+    rd.abs_x += std::fabs(xv);
+    rd.max_x = std::max(rd.max_x, std::fabs(xv));
+    rd.sq_x += xv * xv;
+    if (xv != 0.0) rd.q = std::min(rd.q, ulpOf(s.T, xv));
+  }
+  ref.mean.magnitude[i] = std::sqrt(rd.sq_x) / double(s.N);
+}
+
+/// The statistics' error bounds (see the derivation above) from the
+/// round-to-odd mean in ref.mean.exact[i], the nearest d_j in rd.d, V and r:
+/// Dm, every Dd_j, DV, r_hi and Dr, and the mean's and rstd's budgets.
+void statsBounds(const Setup& s, LayerNormReference& ref, int64_t i, double V, double r, RowDoubles& rd) {
+  const double u = s.u, K = s.K, D = s.D, n = double(s.N);
+  double abs_d = 0.0, max_d = 0.0;
+  for (int64_t j = 0; j < s.N; ++j) {
+    abs_d += std::fabs(rd.d[size_t(j)]);
+    max_d = std::max(max_d, std::fabs(rd.d[size_t(j)]));
+  }
+  const double A = rd.abs_x / n, A_d = abs_d / n;
+  const bool exact_sum = s.contract.depths.mean_is_rounded_quotient && s.acc == DType::F32 && n < 0x1p24 &&
+                         rd.abs_x < 0x1p24 * rd.q;
+  // The round-to-odd double rounds to fp32 as the exact mean does, and
+  // is within 2^-52 of it.
+  const double mean_odd = ref.mean.exact[i];
+  const double Dm = !exact_sum ? K * ((D + 1.0) * u * A + s.eta)
+                               : std::fabs(roundToFormat(DType::F32, mean_odd) - mean_odd) + 0x1p-52 * std::fabs(mean_odd);
+  double mean_dd2 = 0.0;
+  for (int64_t j = 0; j < s.N; ++j) {
+    rd.dd[size_t(j)] = Dm + K * u * (std::fabs(rd.d[size_t(j)]) + Dm);
+    mean_dd2 += rd.dd[size_t(j)] * rd.dd[size_t(j)];
+  }
+  mean_dd2 /= n;
+  double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + s.eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2;
+  if (!s.contract.depths.two_pass_statistics) {
+    // Running means (Welford, Chan's merges: PyTorch's CUDA LayerNorm)
+    // subtract a different rounded mean from each x_j, so the mean's
+    // error is no common shift and its cross term stays (see above).
+    const double Dm_run = K * ((D + 1.0) * u * rd.max_x + s.eta);
+    DV += K * Dm_run * (2.0 * A_d + (2.0 + std::ceil(std::log2(n))) * max_d);
+  }
+  const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
+  rd.r = r;
+  rd.r_hi = (1.0 + rsqrt_rel) / std::sqrt(std::max(V - DV, s.eps));
+  const double r_lo = (1.0 - rsqrt_rel) / std::sqrt(V + DV);
+  rd.Dr = std::max(rd.r_hi - r, r - r_lo);
+  rd.Dm = Dm;
+  ref.mean.budget[i] = budgetFromError(s.S, mean_odd, Dm);
+  ref.rstd.budget[i] = budgetFromError(s.S, ref.rstd.exact[i], rd.Dr);
+}
+
+/// Dx_j, x-hat_j's error bound.
+double xhatBound(const Setup& s, const RowDoubles& rd, int64_t j) {
+  const double ad = std::fabs(rd.d[size_t(j)]), dd = rd.dd[size_t(j)];
+  return rd.r_hi * dd + ad * rd.Dr + s.K * s.u * (ad + dd) * rd.r_hi;
+}
+
+/// y_ij from its round-to-odd exact value and row i's x-hat_j and Dx_j.
+void setY(const Setup& s, LayerNormReference& ref, int64_t i, int64_t j, double exact, const RowDoubles& rd) {
+  const int64_t e = i * s.N + j;
+  const double g = s.gamma[size_t(j)], ag = std::fabs(g), dxh = rd.dxh[size_t(j)];
+  ref.y.exact[e] = exact;
+  ref.y.budget[e] =
+      budgetFromError(s.T, exact, ag * dxh + s.K * (s.u * (std::fabs(exact) + ag * dxh) + s.eta * (1.0 + rd.r)));
+  ref.y.magnitude[e] = std::fabs(rd.xhat[size_t(j)] * g) + std::fabs(s.beta[size_t(j)]);
+}
+
+/// Dc1 and Dc2, the bounds of the backward's row sums c1 = mean(a) and
+/// c2 = mean(a xhat), a = gamma dy, from the row's x-hat and Dx.
+void backwardSumBounds(const Setup& s, int64_t i, RowDoubles& rd) {
+  const double u = s.u, K = s.K, n = double(s.N);
+  double p1 = 0.0, p2 = 0.0, a_dx = 0.0, da_sum = 0.0, dc2_prop = 0.0;
+  for (int64_t j = 0; j < s.N; ++j) {
+    const double a = s.gamma[size_t(j)] * s.in.dy.value(i, j);  // exact
+    const double da = K * (u * std::fabs(a) + s.eta), xh = rd.xhat[size_t(j)], dxh = rd.dxh[size_t(j)];
+    p1 += std::fabs(a);
+    p2 += std::fabs(a * xh);
+    a_dx += std::fabs(a) * dxh;
+    da_sum += da;
+    dc2_prop += std::fabs(a) * dxh + (std::fabs(xh) + dxh) * da;
+  }
+  rd.Dc1 = K * (s.D + 1.0) * u * (p1 / n) + da_sum / n;
+  rd.Dc2 = dc2_prop / n + K * ((s.D + 1.0) * u * (p2 / n + a_dx / n) + 2.0 * s.eta);
+}
+
+/// dx_ij from its round-to-odd exact value and the nearest a - c1 - xhat c2 (`inner`).
+void setDx(const Setup& s, LayerNormReference& ref, int64_t i, int64_t j, double exact, double inner,
+           const RowDoubles& rd) {
+  const double u = s.u, K = s.K;
+  const double a = s.gamma[size_t(j)] * s.in.dy.value(i, j), xh = rd.xhat[size_t(j)], Dx = rd.dxh[size_t(j)];
+  const double c1 = rd.c1, c2 = rd.c2;
+  const int64_t e = i * s.N + j;
+  const double Da = K * (u * std::fabs(a) + s.eta);
+  const double Di = Da + rd.Dc1 + (std::fabs(xh) + Dx) * rd.Dc2 + std::fabs(c2) * Dx +
+                    K * (u * (2.0 * (std::fabs(a) + std::fabs(c1)) + std::fabs(xh * c2)) + 2.0 * s.eta);
+  ref.dx.exact[e] = exact;
+  ref.dx.budget[e] = budgetFromError(
+      s.T, exact, rd.r_hi * Di + std::fabs(inner) * rd.Dr + K * (u * rd.r_hi * (std::fabs(inner) + Di) + s.eta));
+  ref.dx.magnitude[e] = rd.r * (std::fabs(a) + std::fabs(c1) + std::fabs(xh * c2));
+}
+
+/// Row i's share of dgamma_j's magnitudes: sum |dy xhat|, sum (dy xhat)^2,
+/// and the gain (the propagated x-hat error sum |dy| Dx, and (dy d) r: an
+/// underflow of dy d times r).
+void addDgammaMagnitudes(const Setup& s, mp::ColumnMagnitudes& c, int64_t i, int64_t j, const RowDoubles& rd) {
+  const double dyv = s.in.dy.value(i, j), xh = rd.xhat[size_t(j)];
+  c.abs_terms[size_t(j)] += std::fabs(dyv * xh);
+  c.sq_terms[size_t(j)] += (dyv * xh) * (dyv * xh);
+  c.gain[size_t(j)] += std::fabs(dyv) * rd.dxh[size_t(j)] + s.K * s.eta * rd.r;
+}
+
+/// Scratch of one MPFR worker, reused across its rows.
 struct RowScratch {
   explicit RowScratch(int64_t N)
       : values(N, 53), dev(N, kPrec), squares(N, kPrec), products(N, kPrec), mean(kPrec), r(kPrec), c1(kPrec),
-        c2(kPrec), t(kPrec), out(kPrec), acc_term(kAccPrec) {}
+        c2(kPrec), t(kPrec), out(kPrec), acc_term(kAccPrec), rd(N) {}
   RealArray values;    // x_j (exact), then a_j = g_j dy_j (exact: 48-bit products)
   RealArray dev;       // d_j = x_j - mean
   RealArray squares;   // d_j^2
   RealArray products;  // xhat_j = d_j r, then a_j xhat_j
   Real mean, r, c1, c2, t, out, acc_term;
-  std::vector<double> d, dd, dxh, xhat;  // per column: d_j, Dd_j, Dx_j, xhat_j as doubles
+  RowDoubles rd;
 };
 
-}  // namespace
+/// Row i's mean, deviations d_j, V = var + eps (into sc.t) and r at 160 bits.
+void mpfrStats(const Setup& s, int64_t i, RowScratch& sc) {
+  for (int64_t j = 0; j < s.N; ++j) mpfr_set_d(sc.values[j], s.x.value(i, j), MPFR_RNDN);
+  sc.values.sum(sc.mean, s.N);
+  mpfr_div_si(sc.mean, sc.mean, long(s.N), MPFR_RNDN);
+  for (int64_t j = 0; j < s.N; ++j) {
+    mpfr_d_sub(sc.dev[j], s.x.value(i, j), sc.mean, MPFR_RNDN);
+    mpfr_sqr(sc.squares[j], sc.dev[j], MPFR_RNDN);
+  }
+  sc.squares.sum(sc.t, s.N);
+  mpfr_div_si(sc.t, sc.t, long(s.N), MPFR_RNDN);
+  mpfr_add_d(sc.t, sc.t, s.eps, MPFR_RNDN);  // V = var + eps
+  mpfr_rec_sqrt(sc.r, sc.t, MPFR_RNDN);
+}
 
-LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
-  oracleCounts().mpfr_only += in.x.rows * (2 * in.x.cols + 2) + 2 * in.x.cols;  // no fast path yet (oracle_mode.h)
-  const HostMatrix& x = in.x;
-  const int64_t M = x.rows, N = x.cols;
-  const DType T = x.dtype;
-  const DType W = in.gamma.dtype;  // gamma, beta, dgamma, dbeta: T, or fp32 beside 16-bit x
-  const DType acc = contract.accumulation;
-  const double u = unitRoundoff(acc), K = tolerance::kBudgetSafety;
-  const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(acc);
-  const double D = double(contract.depths.row), Dc = double(contract.depths.col);
-  const double eps = double(in.eps);
+/// The mean and rstd each row's backward consumes, as doubles (exact ones
+/// rounded to odd, or the saved T values), for the ordered column bounds.
+struct BackwardStats {
+  explicit BackwardStats(int64_t M) : mean(size_t(M)), rstd(size_t(M)) {}
+  std::vector<double> mean, rstd;
+};
 
-  // stats=T: mean and rstd saved in T, the backward taken at the saved values.
-  const DType S = statsDtype(in.spec);
-  const bool stats_in_T = S != DType::F32;
-  LayerNormReference ref{ReferenceTensor::zeros("y", T, M, N, true),
-                         ReferenceTensor::zeros("mean", S, M, 1, true),
-                         ReferenceTensor::zeros("rstd", S, M, 1, true),
-                         ReferenceTensor::zeros("dx", T, M, N, true),
-                         ReferenceTensor::zeros("dgamma", W, 1, N, false),
-                         mp::biasGradientReference("dbeta", in.dy, W, contract, pool)};
+/// Row i at 160 bits (dgamma's terms at 256 into `dgc` unless null).
+void mpfrRow(const Setup& s, LayerNormReference& ref, int64_t i, RowScratch& sc, mp::ColumnSumChunk* dgc,
+             BackwardStats& stats) {
+  const int64_t N = s.N;
+  RowDoubles& rd = sc.rd;
+  inputSums(s, i, rd, ref);
+  mpfrStats(s, i, sc);
+  for (int64_t j = 0; j < N; ++j) rd.d[size_t(j)] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
+  ref.mean.exact[i] = toDoubleRoundToOdd(sc.mean);
+  ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
+  statsBounds(s, ref, i, mpfr_get_d(sc.t, MPFR_RNDN), mpfr_get_d(sc.r, MPFR_RNDN), rd);
+
+  // x-hat_j = d_j r with its error bound Dx_j, and y_j from it.
+  auto xhatAndY = [&](int64_t j, bool with_y) {
+    rd.dxh[size_t(j)] = xhatBound(s, rd, j);
+    mpfr_mul(sc.products[j], sc.dev[j], sc.r, MPFR_RNDN);  // xhat
+    rd.xhat[size_t(j)] = mpfr_get_d(sc.products[j], MPFR_RNDN);
+    if (!with_y) return;
+    mpfr_mul_d(sc.out, sc.products[j], s.gamma[size_t(j)], MPFR_RNDN);
+    mpfr_add_d(sc.out, sc.out, s.beta[size_t(j)], MPFR_RNDN);
+    setY(s, ref, i, j, toDoubleRoundToOdd(sc.out), rd);
+  };
+  stats.mean[size_t(i)] = ref.mean.exact[i];
+  stats.rstd[size_t(i)] = ref.rstd.exact[i];
+  if (s.stats_in_T) {
+    // y from the fp32 statistics, then the row rebased on the saved
+    // round_T(mean), round_T(rstd) with their spreads (see above).
+    for (int64_t j = 0; j < N; ++j) xhatAndY(j, true);
+    const RoundingPoint mean_b = roundingPoint(s.T, sc.mean, rd.Dm), rstd_b = roundingPoint(s.T, sc.r, rd.Dr);
+    mpfr_set_d(sc.mean, mean_b.spec, MPFR_RNDN);
+    mpfr_set_d(sc.r, rstd_b.spec, MPFR_RNDN);
+    rd.r = rstd_b.spec;
+    rd.Dr = rstd_b.spread;
+    rd.r_hi = rd.r + rd.Dr;
+    for (int64_t j = 0; j < N; ++j) {
+      mpfr_d_sub(sc.dev[j], s.x.value(i, j), sc.mean, MPFR_RNDN);  // exact: two T values
+      rd.d[size_t(j)] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
+      rd.dd[size_t(j)] = mean_b.spread + s.K * s.u * (std::fabs(rd.d[size_t(j)]) + mean_b.spread);
+    }
+    stats.mean[size_t(i)] = mean_b.spec;
+    stats.rstd[size_t(i)] = rstd_b.spec;
+  }
+
+  // The backward's xhat (and y, unless done above); a = g dy and the row sums c1, c2.
+  for (int64_t j = 0; j < N; ++j) {
+    xhatAndY(j, !s.stats_in_T);
+    mpfr_set_d(sc.values[j], s.gamma[size_t(j)] * s.in.dy.value(i, j), MPFR_RNDN);  // a, exact
+  }
+  backwardSumBounds(s, i, rd);
+  sc.values.sum(sc.c1, N);
+  mpfr_div_si(sc.c1, sc.c1, long(N), MPFR_RNDN);
+  for (int64_t j = 0; j < N; ++j) mpfr_mul(sc.products[j], sc.products[j], sc.values[j], MPFR_RNDN);  // a xhat
+  sc.products.sum(sc.c2, N);
+  mpfr_div_si(sc.c2, sc.c2, long(N), MPFR_RNDN);
+  rd.c1 = mpfr_get_d(sc.c1, MPFR_RNDN);
+  rd.c2 = mpfr_get_d(sc.c2, MPFR_RNDN);
+
+  for (int64_t j = 0; j < N; ++j) {
+    const double dyv = s.in.dy.value(i, j), a = s.gamma[size_t(j)] * dyv;
+    // dx = r (a - c1 - xhat c2)
+    mpfr_mul(sc.t, sc.dev[j], sc.r, MPFR_RNDN);  // xhat
+    mpfr_mul(sc.t, sc.t, sc.c2, MPFR_RNDN);
+    mpfr_d_sub(sc.out, a, sc.c1, MPFR_RNDN);
+    mpfr_sub(sc.out, sc.out, sc.t, MPFR_RNDN);
+    const double inner = mpfr_get_d(sc.out, MPFR_RNDN);
+    mpfr_mul(sc.out, sc.out, sc.r, MPFR_RNDN);
+    setDx(s, ref, i, j, toDoubleRoundToOdd(sc.out), inner, rd);
+    if (!dgc) continue;
+    // dgamma += dy xhat (exact at 256 bits: 160 + 24).
+    mpfr_mul(sc.t, sc.dev[j], sc.r, MPFR_RNDN);
+    mpfr_mul_d(sc.acc_term, sc.t, dyv, MPFR_RNDN);
+    mpfr_add(dgc->sum[j], dgc->sum[j], sc.acc_term, MPFR_RNDN);
+    addDgammaMagnitudes(s, *dgc, i, j, rd);
+  }
+}
+
+/// The reference's tensors, zero; dbeta made already (by MPFR, or certified
+/// where `fast`, counted in `counts`, its intervals times `widen`).
+LayerNormReference emptyReference(const Setup& s, ThreadPool& pool, bool fast, FastOracleCounts* counts = nullptr,
+                                  double widen = 1.0) {
+  LayerNormReference ref{ReferenceTensor::zeros("y", s.T, s.M, s.N, true),
+                         ReferenceTensor::zeros("mean", s.S, s.M, 1, true),
+                         ReferenceTensor::zeros("rstd", s.S, s.M, 1, true),
+                         ReferenceTensor::zeros("dx", s.T, s.M, s.N, true),
+                         ReferenceTensor::zeros("dgamma", s.W, 1, s.N, false),
+                         mp::biasGradientReference("dbeta", s.in.dy, s.W, s.contract, pool, fast, counts, widen)};
   // Magnitudes (the sizes of the terms; see ReferenceTensor::magnitude):
   // y = xhat gamma + beta: |xhat gamma| + |beta|; dx = r (a - c1 - xhat c2):
   // r (|a| + |c1| + |xhat c2|); the column sums sqrt(sum of squared terms).
   // The mean: sqrt(sum_j x_j^2) / N.
   for (ReferenceTensor* t : {&ref.y, &ref.mean, &ref.dx, &ref.dgamma}) t->withMagnitudes();
+  return ref;
+}
 
-  std::vector<double> gamma(N), beta(N);
-  for (int64_t j = 0; j < N; ++j) {
-    gamma[j] = in.gamma.value(0, j);
-    beta[j] = in.beta.value(0, j);
-  }
-
-  // Column sums over rows: dgamma (abs_terms = sum |dy xhat|, gain = the
-  // propagated xhat error sum |dy| Dx); dbeta, sum |dy|, is made above.
-  const int64_t chunks = mp::columnChunkCount(M, N);
-  mp::ColumnSumChunks dgamma_chunks(chunks);
-  // The mean and rstd the backward consumes, as doubles (exact ones rounded
-  // to odd, or the saved T values), for the ordered column bounds.
-  std::vector<double> mean_backward(static_cast<size_t>(M)), rstd_backward(static_cast<size_t>(M));
-
-  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
-    RowScratch sc(N);
-    sc.d.resize(N);
-    sc.dd.resize(N);
-    sc.dxh.resize(N);
-    sc.xhat.resize(N);
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      auto dgc = std::make_unique<mp::ColumnSumChunk>(N);
-      const int64_t row_begin = M * chunk / chunks, row_end = M * (chunk + 1) / chunks;
-      for (int64_t i = row_begin; i < row_end; ++i) {
-        // mean, deviations, variance, rstd.
-        double abs_x = 0.0, sq_x = 0.0, max_x = 0.0;
-        for (int64_t j = 0; j < N; ++j) {
-          mpfr_set_d(sc.values[j], x.value(i, j), MPFR_RNDN);
-          abs_x += std::fabs(x.value(i, j));
-          max_x = std::max(max_x, std::fabs(x.value(i, j)));
-          sq_x += x.value(i, j) * x.value(i, j);
-        }
-        ref.mean.magnitude[i] = std::sqrt(sq_x) / double(N);
-        sc.values.sum(sc.mean, N);
-        mpfr_div_si(sc.mean, sc.mean, long(N), MPFR_RNDN);
-        double abs_d = 0.0, max_d = 0.0;
-        for (int64_t j = 0; j < N; ++j) {
-          mpfr_d_sub(sc.dev[j], x.value(i, j), sc.mean, MPFR_RNDN);
-          mpfr_sqr(sc.squares[j], sc.dev[j], MPFR_RNDN);
-          sc.d[j] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
-          abs_d += std::fabs(sc.d[j]);
-          max_d = std::max(max_d, std::fabs(sc.d[j]));
-        }
-        sc.squares.sum(sc.t, N);
-        mpfr_div_si(sc.t, sc.t, long(N), MPFR_RNDN);
-        mpfr_add_d(sc.t, sc.t, eps, MPFR_RNDN);  // V = var + eps
-        const double V = mpfr_get_d(sc.t, MPFR_RNDN);
-        mpfr_rec_sqrt(sc.r, sc.t, MPFR_RNDN);
-        double r = mpfr_get_d(sc.r, MPFR_RNDN);
-
-        ref.mean.exact[i] = toDoubleRoundToOdd(sc.mean);
-        ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
-
-        // The statistics' error bounds (see the derivation above).
-        const double A = abs_x / double(N), A_d = abs_d / double(N);
-        double q = INFINITY;  // the smallest ulp among the row's values
-        for (int64_t j = 0; j < N; ++j)
-          if (x.value(i, j) != 0.0) q = std::min(q, ulpOf(T, x.value(i, j)));
-        const bool exact_sum = contract.depths.mean_is_rounded_quotient && acc == DType::F32 && double(N) < 0x1p24 &&
-                               abs_x < 0x1p24 * q;
-        // The round-to-odd double rounds to fp32 as the exact mean does, and
-        // is within 2^-52 of it.
-        const double mean_odd = ref.mean.exact[i];
-        const double Dm = !exact_sum ? K * ((D + 1.0) * u * A + eta)
-                                     : std::fabs(roundToFormat(DType::F32, mean_odd) - mean_odd) +
-                                           0x1p-52 * std::fabs(mean_odd);
-        double mean_dd2 = 0.0;
-        for (int64_t j = 0; j < N; ++j) {
-          sc.dd[j] = Dm + K * u * (std::fabs(sc.d[j]) + Dm);
-          mean_dd2 += sc.dd[j] * sc.dd[j];
-        }
-        mean_dd2 /= double(N);
-        double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2;
-        if (!contract.depths.two_pass_statistics) {
-          // Running means (Welford, Chan's merges: PyTorch's CUDA LayerNorm)
-          // subtract a different rounded mean from each x_j, so the mean's
-          // error is no common shift and its cross term stays (see above).
-          const double Dm_run = K * ((D + 1.0) * u * max_x + eta);
-          DV += K * Dm_run * (2.0 * A_d + (2.0 + std::ceil(std::log2(double(N)))) * max_d);
-        }
-        const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
-        double r_hi = (1.0 + rsqrt_rel) / std::sqrt(std::max(V - DV, eps));
-        const double r_lo = (1.0 - rsqrt_rel) / std::sqrt(V + DV);
-        double Dr = std::max(r_hi - r, r - r_lo);
-        ref.mean.budget[i] = budgetFromError(S, ref.mean.exact[i], Dm);
-        ref.rstd.budget[i] = budgetFromError(S, ref.rstd.exact[i], Dr);
-
-        // x-hat_j = d_j r with its error bound Dx_j, and y_j from it.
-        auto xhatAndY = [&](int64_t j, bool with_y) {
-          const double ad = std::fabs(sc.d[j]);
-          sc.dxh[j] = r_hi * sc.dd[j] + ad * Dr + K * u * (ad + sc.dd[j]) * r_hi;
-          mpfr_mul(sc.products[j], sc.dev[j], sc.r, MPFR_RNDN);  // xhat
-          sc.xhat[j] = mpfr_get_d(sc.products[j], MPFR_RNDN);
-          if (!with_y) return;
-          const int64_t e = i * N + j;
-          mpfr_mul_d(sc.out, sc.products[j], gamma[j], MPFR_RNDN);
-          mpfr_add_d(sc.out, sc.out, beta[j], MPFR_RNDN);
-          ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
-          const double ag = std::fabs(gamma[j]);
-          ref.y.budget[e] = budgetFromError(
-              T, ref.y.exact[e],
-              ag * sc.dxh[j] + K * (u * (std::fabs(ref.y.exact[e]) + ag * sc.dxh[j]) + eta * (1.0 + r)));
-          ref.y.magnitude[e] = std::fabs(sc.xhat[j] * gamma[j]) + std::fabs(beta[j]);
-        };
-        mean_backward[size_t(i)] = ref.mean.exact[i];
-        rstd_backward[size_t(i)] = ref.rstd.exact[i];
-        if (stats_in_T) {
-          // y from the fp32 statistics, then the row rebased on the saved
-          // round_T(mean), round_T(rstd) with their spreads (see above).
-          for (int64_t j = 0; j < N; ++j) xhatAndY(j, true);
-          const RoundingPoint mean_b = roundingPoint(T, sc.mean, Dm), rstd_b = roundingPoint(T, sc.r, Dr);
-          mpfr_set_d(sc.mean, mean_b.spec, MPFR_RNDN);
-          mpfr_set_d(sc.r, rstd_b.spec, MPFR_RNDN);
-          r = rstd_b.spec;
-          Dr = rstd_b.spread;
-          r_hi = r + Dr;
-          for (int64_t j = 0; j < N; ++j) {
-            mpfr_d_sub(sc.dev[j], x.value(i, j), sc.mean, MPFR_RNDN);  // exact: two T values
-            sc.d[j] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
-            sc.dd[j] = mean_b.spread + K * u * (std::fabs(sc.d[j]) + mean_b.spread);
-          }
-          mean_backward[size_t(i)] = mean_b.spec;
-          rstd_backward[size_t(i)] = rstd_b.spec;
-        }
-
-        // The backward's xhat (and y, unless done above); a = g dy and the row sums c1, c2.
-        double p1 = 0.0, p2 = 0.0, a_dx = 0.0, da_sum = 0.0, dc2_prop = 0.0;
-        for (int64_t j = 0; j < N; ++j) {
-          xhatAndY(j, !stats_in_T);
-          const double a = gamma[j] * in.dy.value(i, j);  // exact
-          const double da = K * (u * std::fabs(a) + eta);
-          p1 += std::fabs(a);
-          p2 += std::fabs(a * sc.xhat[j]);
-          a_dx += std::fabs(a) * sc.dxh[j];
-          da_sum += da;
-          dc2_prop += std::fabs(a) * sc.dxh[j] + (std::fabs(sc.xhat[j]) + sc.dxh[j]) * da;
-          mpfr_set_d(sc.values[j], a, MPFR_RNDN);
-        }
-        sc.values.sum(sc.c1, N);
-        mpfr_div_si(sc.c1, sc.c1, long(N), MPFR_RNDN);
-        for (int64_t j = 0; j < N; ++j) mpfr_mul(sc.products[j], sc.products[j], sc.values[j], MPFR_RNDN);  // a xhat
-        sc.products.sum(sc.c2, N);
-        mpfr_div_si(sc.c2, sc.c2, long(N), MPFR_RNDN);
-        const double c1 = mpfr_get_d(sc.c1, MPFR_RNDN), c2 = mpfr_get_d(sc.c2, MPFR_RNDN);
-        const double n = double(N);
-        const double Dc1 = K * (D + 1.0) * u * (p1 / n) + da_sum / n;
-        const double Dc2 = dc2_prop / n + K * ((D + 1.0) * u * (p2 / n + a_dx / n) + 2.0 * eta);
-
-        for (int64_t j = 0; j < N; ++j) {
-          const double dyv = in.dy.value(i, j), a = gamma[j] * dyv;
-          const double xh = sc.xhat[j], Dx = sc.dxh[j];
-          const int64_t e = i * N + j;
-          // dx = r (a - c1 - xhat c2)
-          mpfr_mul(sc.t, sc.dev[j], sc.r, MPFR_RNDN);  // xhat
-          mpfr_mul(sc.t, sc.t, sc.c2, MPFR_RNDN);
-          mpfr_d_sub(sc.out, a, sc.c1, MPFR_RNDN);
-          mpfr_sub(sc.out, sc.out, sc.t, MPFR_RNDN);
-          const double inner = mpfr_get_d(sc.out, MPFR_RNDN);
-          mpfr_mul(sc.out, sc.out, sc.r, MPFR_RNDN);
-          ref.dx.exact[e] = toDoubleRoundToOdd(sc.out);
-          const double Da = K * (u * std::fabs(a) + eta);
-          const double Di = Da + Dc1 + (std::fabs(xh) + Dx) * Dc2 + std::fabs(c2) * Dx +
-                            K * (u * (2.0 * (std::fabs(a) + std::fabs(c1)) + std::fabs(xh * c2)) + 2.0 * eta);
-          ref.dx.budget[e] = budgetFromError(
-              T, ref.dx.exact[e], r_hi * Di + std::fabs(inner) * Dr + K * (u * r_hi * (std::fabs(inner) + Di) + eta));
-          ref.dx.magnitude[e] = r * (std::fabs(a) + std::fabs(c1) + std::fabs(xh * c2));
-
-          // dgamma += dy xhat (exact at 256 bits: 160 + 24).
-          mpfr_mul(sc.t, sc.dev[j], sc.r, MPFR_RNDN);
-          mpfr_mul_d(sc.acc_term, sc.t, dyv, MPFR_RNDN);
-          mpfr_add(dgc->sum[j], dgc->sum[j], sc.acc_term, MPFR_RNDN);
-          dgc->abs_terms[j] += std::fabs(dyv * xh);
-          dgc->sq_terms[j] += (dyv * xh) * (dyv * xh);
-          dgc->gain[j] += std::fabs(dyv) * Dx + K * eta * r;  // (dy d) r: an underflow of dy d times r
-        }
-      }
-      dgamma_chunks[chunk] = std::move(dgc);
-    }
-  });
-
+/// dgamma's budgets from its column totals (exact values and magnitudes).
+void finishDgamma(const Setup& s, const std::vector<mp::ColumnTotal>& totals, const BackwardStats& stats,
+                  ThreadPool& pool, LayerNormReference& ref) {
+  const double K = s.K, u = s.u, eta = s.eta, Dc = s.Dc;
+  const int64_t M = s.M, N = s.N;
   // A column reduction that flushes subnormals (fp32 atomics) may lose up to
   // the smallest normal per add.
-  const double ftz = contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(acc).emin) : 0.0;
+  const double ftz = s.contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(s.acc).emin) : 0.0;
 
   // dgamma in each order the launch may take: sum_v |s_v| of its tree, from
   // doubles of the mean and rstd (within 2^-52 of the exact ones).
   std::vector<mp::OrderedColumnBound> dgamma_ordered;
-  if (!contract.column_reduction_ftz)
-    for (const ColumnOrder& order : contract.depths.col_orders) {
+  if (!s.contract.column_reduction_ftz)
+    for (const ColumnOrder& order : s.contract.depths.col_orders) {
       dgamma_ordered.push_back(mp::orderedColumnBound(
           M, N, order,
           [&](int64_t i, int64_t j) {
-            const double xv = x.value(i, j), mu = mean_backward[size_t(i)], dyv = in.dy.value(i, j);
-            const double t = dyv * (xv - mu) * rstd_backward[size_t(i)];
+            const double xv = s.x.value(i, j), mu = stats.mean[size_t(i)], dyv = s.in.dy.value(i, j);
+            const double t = dyv * (xv - mu) * stats.rstd[size_t(i)];
             // x - mean in double: the mean's double error and the subtraction's rounding.
-            return mp::Leaf{t, std::fabs(dyv) * rstd_backward[size_t(i)] * 0x1p-50 * (std::fabs(xv) + std::fabs(mu)) +
+            return mp::Leaf{t, std::fabs(dyv) * stats.rstd[size_t(i)] * 0x1p-50 * (std::fabs(xv) + std::fabs(mu)) +
                                    0x1p-51 * std::fabs(t)};
           },
           pool));
     }
   // The smaller of the depth bound and the bounds of every order a launch may take.
-  auto orderedError = [&](const std::vector<mp::OrderedColumnBound>& bounds, int64_t j, double tau, double depth_error) {
-    if (bounds.empty()) return depth_error;
+  auto orderedError = [&](int64_t j, double tau, double depth_error) {
+    if (dgamma_ordered.empty()) return depth_error;
     double worst = 0;
-    for (const mp::OrderedColumnBound& b : bounds)
+    for (const mp::OrderedColumnBound& b : dgamma_ordered)
       worst = std::max(worst, K * b.factor(u) * (b.partial_abs[size_t(j)] + double(b.depth) * tau) + tau +
                                   K * double(b.adds) * eta);
     return std::min(worst, depth_error);
   };
-
-  Real total(kAccPrec);
   for (int64_t j = 0; j < N; ++j) {
-    const mp::ColumnTotal g = mp::combineColumn(dgamma_chunks, j, total);
+    const mp::ColumnTotal& g = totals[size_t(j)];
     ref.dgamma.exact[j] = g.exact;
     ref.dgamma.magnitude[j] = g.magnitude();
     ref.dgamma.budget[j] = budgetFromError(
-        W, g.exact,
-        orderedError(dgamma_ordered, j, g.gain, g.gain + K * (Dc * u * g.abs_terms + (double(M) + Dc) * eta) + ftz));
+        s.W, g.exact, orderedError(j, g.gain, g.gain + K * (Dc * u * g.abs_terms + (double(M) + Dc) * eta) + ftz));
   }
-  if (stats_in_T)
+  if (s.stats_in_T)
     for (ReferenceTensor* t : {&ref.dx, &ref.dgamma}) anyNonFiniteWhereNotFinite(*t);
+}
+
+}  // namespace
+
+LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const AccuracyContract& contract,
+                                          ThreadPool& pool) {
+  const Setup s(in, contract);
+  LayerNormReference ref = emptyReference(s, pool, false);
+  // Column sums over rows: dgamma (abs_terms = sum |dy xhat|, gain = the
+  // propagated xhat error sum |dy| Dx); dbeta, sum |dy|, is made above.
+  const int64_t chunks = mp::columnChunkCount(s.M, s.N);
+  mp::ColumnSumChunks dgamma_chunks(chunks);
+  BackwardStats stats(s.M);
+  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
+    RowScratch sc(s.N);
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      auto dgc = std::make_unique<mp::ColumnSumChunk>(s.N);
+      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) mpfrRow(s, ref, i, sc, dgc.get(), stats);
+      dgamma_chunks[chunk] = std::move(dgc);
+    }
+  });
+  std::vector<mp::ColumnTotal> totals(size_t(s.N));
+  Real total(kAccPrec);
+  for (int64_t j = 0; j < s.N; ++j) totals[size_t(j)] = mp::combineColumn(dgamma_chunks, j, total);
+  finishDgamma(s, totals, stats, pool, ref);
   return ref;
+}
+
+// ---------------------------------------------------------------------------
+// The certified fast path
+//
+// As RMSNorm's (oracles/rmsnorm.cpp, "The certified fast path"): the same
+// values in double words (oracles/double_word.h, u2 = 2^-106), each with a
+// bound b on its distance from the exact value *and* from the MPFR path's
+// value (each 160-bit rounding of that path, at most 2^-160 relative, is
+// counted as kMpfrSlack = 2^-140 times the result's size: first-order
+// propagation is linear in the bounds, so one bound carries both). Every
+// double the MPFR path produces (the round-to-odd exact values; the nearest
+// d_j, V, r, x-hat_j, c1, c2 and a - c1 - xhat c2 that the budgets read) is
+// taken from a double word only where [v - b, v + b] decides it; then every
+// budget, made by the functions both paths call, is the same double. A row
+// with anything undecided is computed by mpfrRow; a dgamma column whose sum
+// is undecided is summed by MPFR, in the MPFR path's order. Per row:
+//   S = sum_j x_j (DWPlusFP, 2 u2 |partial| each), exact when every partial
+//     sum is a double: each x_j is a multiple of q (the smallest ulp of T
+//     among them) and sum_j |x_j| < 2^53 q.
+//   mean = S / N (DWDivDW, 9.8 u2): b = e_S / N + (9.8 u2 + slack) |mean|;
+//     b = 0 where S is exact and fl(S / N) N = S exactly (then MPFR's sum
+//     and division are exact too: a constant row's mean).
+//   d_j = x_j - mean: b_mean + (2 u2 + slack) |d_j|; with an exact mean,
+//     twoSum makes it exact, and MPFR's 160 bits hold it where it is one double.
+//   V = sum_j d_j^2 / N + eps: each square (DWTimesDW) 2 |d_j| b_d + b_d^2 +
+//     (4 u2 + slack) d_j^2, the sum (AccurateDWPlusDW) 3.01 u2 |partial| and
+//     slack |sum|, the division and eps (9.8 u2, 2 u2, slack each).
+//   r = 1 / sqrt(V): relative b_V / 2V + (25/8 + 9.8) u2 + slack.
+//   x-hat_j = d_j r: b_d r + |d_j| b_r + (4 u2 + slack) |xhat_j|.
+//   y_j = xhat_j g_j + b_j: |g_j| b_xhat + (2 u2 + slack)(|xhat_j g_j| + |y_j|);
+//     exactly b_j where xhat_j g_j is exactly 0 (g_j = 0, or an exact zero d_j).
+//   c1 = sum_j a_j / N, a_j = g_j dy_j exact: 2 u2 sum |partial| / N +
+//     (9.8 u2 + slack) |c1| + slack sum |a| / N.
+//   c2 = sum_j a_j xhat_j / N: terms |a| b_xhat + (2 u2 + slack) |term|, the
+//     sum 3.01 u2 |partial|, then as c1.
+//   inner = (a - c1) - xhat c2: b_c1 + (2 u2 + slack) |a - c1| + b_xhat |c2| +
+//     |xhat| b_c2 + (4 u2 + slack) |xhat c2| + (3.01 u2 + slack) |inner|.
+//   dx = inner r: b_inner r + |inner| b_r + (4 u2 + slack) |dx|.
+//   dgamma_j = sum_i xhat_ij dy_ij: each term (DWTimesFP) |dy| b_xhat +
+//     2 u2 |term| (MPFR's is exact at 256 bits), summed per chunk
+//     (3.01 u2 |partial|), the chunks combined in order (mp::decideWordColumn).
+// Second-order terms are covered by dw::up's 2^-48, as in RMSNorm. The
+// double words stay in [2^-900, 2^900] for fp32 inputs (|values| >= 2^-149,
+// r <= 2^75 since eps >= 2^-149); a word outside, or a non-finite input,
+// sends the row to MPFR and its dgamma terms' bound to infinity (their
+// columns then to MPFR too).
+
+namespace {
+
+using dw::kU2;
+using rmsnorm_budget::kMpfrSlack;
+
+/// Scratch of one fast-path worker.
+struct FastScratch {
+  explicit FastScratch(int64_t N) : rd(N), d(size_t(N)), xh(size_t(N)), b_d(size_t(N)), b_xh(size_t(N)) {}
+  RowDoubles rd;
+  std::vector<dw::DW> d, xh;        // d_j and x-hat_j as double words
+  std::vector<double> b_d, b_xh;    // and their bounds
+  std::unique_ptr<RowScratch> mpfr;  // for rows the double words do not decide
+};
+
+/// Row i in double words: true where every value is decided (ref's row and
+/// fs.rd written), false where the row must go to MPFR. Either way fs.xh and
+/// fs.b_xh hold x-hat_j with bounds (infinite where the words cannot be
+/// trusted), which dgamma's sums take.
+bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, FastScratch& fs) {
+  const int64_t N = s.N;
+  const double n = double(N);
+  const dw::DW n_word{n, 0.0};
+  RowDoubles& rd = fs.rd;
+  bool decided = true, trusted = true;
+  // Decides v within b into out by `round` (dw::roundToNearest or dw::roundToOdd).
+  auto decide = [&](auto round, const dw::DW& v, double b, double& out) {
+    trusted = trusted && dw::inRange(v) && std::isfinite(b);
+    decided = decided && trusted && round(v, widen * dw::up(b), out);
+  };
+  const auto nearest = [](const dw::DW& v, double b, double& out) { return dw::roundToNearest(v, b, out); };
+  const auto odd = [](const dw::DW& v, double b, double& out) { return dw::roundToOdd(v, b, out); };
+
+  inputSums(s, i, rd, ref);
+  dw::DW sum;
+  double partials = 0;
+  for (int64_t j = 0; j < N; ++j) {
+    sum = dw::plus(sum, s.x.value(i, j));
+    partials += std::fabs(sum.h);
+  }
+  const bool sum_exact = rd.abs_x < 0x1p53 * rd.q;  // every partial sum a double (see above)
+  dw::DW mean;
+  double b_mean = 0;
+  const double m = sum.h / n;
+  const dw::DW back = dw::twoProd(m, n);
+  if (sum_exact && sum.l == 0.0 && back.h == sum.h && back.l == 0.0) {
+    mean = dw::DW{m, 0.0};  // exact, in MPFR too
+  } else {
+    mean = dw::divide(sum, n_word);
+    b_mean = (sum_exact ? 0.0 : 2.0 * kU2 * partials / n) + (9.8 * kU2 + kMpfrSlack) * std::fabs(mean.h);
+  }
+  decide(odd, mean, b_mean, ref.mean.exact[i]);
+
+  // Deviations and V.
+  dw::DW squares;
+  double b_squares = 0;
+  for (int64_t j = 0; j < N; ++j) {
+    const double xv = s.x.value(i, j);
+    dw::DW& d = fs.d[size_t(j)];
+    double& b_d = fs.b_d[size_t(j)];
+    if (b_mean == 0.0) {
+      d = dw::twoSum(xv, -mean.h);
+      b_d = d.l == 0.0 ? 0.0 : kMpfrSlack * std::fabs(d.h);
+    } else {
+      d = dw::plus(dw::DW{-mean.h, -mean.l}, xv);
+      b_d = b_mean + (2.0 * kU2 + kMpfrSlack) * std::fabs(d.h);
+    }
+    decide(nearest, d, b_d, rd.d[size_t(j)]);
+    const dw::DW sq = dw::times(d, d);
+    squares = dw::plus(squares, sq);
+    b_squares += 2.0 * std::fabs(d.h) * b_d + b_d * b_d + (4.0 * kU2 + kMpfrSlack) * sq.h +
+                 3.01 * kU2 * std::fabs(squares.h);
+  }
+  dw::DW V = dw::divide(squares, n_word);
+  double b_V = (b_squares + kMpfrSlack * std::fabs(squares.h)) / n + (9.8 * kU2 + kMpfrSlack) * V.h;
+  V = dw::plus(V, s.eps);
+  b_V = dw::up(b_V + (2.0 * kU2 + kMpfrSlack) * V.h);
+  double V_near = 0, r_near = 0;
+  trusted = trusted && V.h > 0.0;
+  decide(nearest, V, b_V, V_near);
+  const dw::DW r = trusted ? dw::divide(dw::DW{1.0, 0.0}, dw::sqrt(V)) : dw::DW{};
+  const double b_r = dw::up(0.5 * b_V / V.h + (3.125 + 9.8) * kU2 + kMpfrSlack) * r.h;
+  decide(nearest, r, b_r, r_near);
+  decide(odd, r, b_r, ref.rstd.exact[i]);
+
+  // x-hat (dgamma's terms need it whether or not the row is decided).
+  for (int64_t j = 0; j < N; ++j) {
+    const dw::DW& d = fs.d[size_t(j)];
+    fs.xh[size_t(j)] = dw::times(d, r);
+    fs.b_xh[size_t(j)] = dw::up(fs.b_d[size_t(j)] * r.h + std::fabs(d.h) * b_r +
+                                (4.0 * kU2 + kMpfrSlack) * std::fabs(fs.xh[size_t(j)].h));
+    decide(nearest, fs.xh[size_t(j)], fs.b_xh[size_t(j)], rd.xhat[size_t(j)]);
+  }
+  if (!trusted) std::fill(fs.b_xh.begin(), fs.b_xh.end(), INFINITY);
+  if (!decided) return false;
+
+  statsBounds(s, ref, i, V_near, r_near, rd);
+  for (int64_t j = 0; j < N; ++j) {
+    rd.dxh[size_t(j)] = xhatBound(s, rd, j);
+    const double g = s.gamma[size_t(j)], bias = s.beta[size_t(j)];
+    const dw::DW& xh = fs.xh[size_t(j)];
+    dw::DW y{bias, 0.0};
+    double b_y = 0;
+    if (!(g == 0.0 || (xh.h == 0.0 && xh.l == 0.0 && fs.b_xh[size_t(j)] == 0.0))) {
+      const dw::DW xg = dw::times(xh, g);
+      y = dw::plus(xg, bias);
+      b_y = std::fabs(g) * fs.b_xh[size_t(j)] + (2.0 * kU2 + kMpfrSlack) * (std::fabs(xg.h) + std::fabs(y.h));
+    }
+    double y_odd = 0;
+    decide(odd, y, b_y, y_odd);
+    if (!decided) return false;
+    setY(s, ref, i, j, y_odd, rd);
+  }
+
+  // The backward's row sums.
+  backwardSumBounds(s, i, rd);
+  dw::DW c1_sum, c2_sum;
+  double partials_c1 = 0, p1 = 0, b_c2_sum = 0, p2 = 0;
+  for (int64_t j = 0; j < N; ++j) {
+    const double a = s.gamma[size_t(j)] * s.in.dy.value(i, j);  // exact
+    c1_sum = dw::plus(c1_sum, a);
+    partials_c1 += std::fabs(c1_sum.h);
+    p1 += std::fabs(a);
+    const dw::DW term = dw::times(fs.xh[size_t(j)], a);
+    c2_sum = dw::plus(c2_sum, term);
+    b_c2_sum += std::fabs(a) * fs.b_xh[size_t(j)] + (2.0 * kU2 + kMpfrSlack) * std::fabs(term.h) +
+                3.01 * kU2 * std::fabs(c2_sum.h);
+    p2 += std::fabs(a * rd.xhat[size_t(j)]);
+  }
+  const dw::DW c1 = dw::divide(c1_sum, n_word), c2 = dw::divide(c2_sum, n_word);
+  const double b_c1 =
+      dw::up(2.0 * kU2 * partials_c1 / n + (9.8 * kU2 + kMpfrSlack) * std::fabs(c1.h) + kMpfrSlack * p1 / n);
+  const double b_c2 =
+      dw::up(b_c2_sum / n + (9.8 * kU2 + kMpfrSlack) * std::fabs(c2.h) + kMpfrSlack * p2 / n);
+  decide(nearest, c1, b_c1, rd.c1);
+  decide(nearest, c2, b_c2, rd.c2);
+  if (!decided) return false;
+
+  for (int64_t j = 0; j < N; ++j) {
+    const double a = s.gamma[size_t(j)] * s.in.dy.value(i, j);
+    const dw::DW& xh = fs.xh[size_t(j)];
+    const double b_xh = fs.b_xh[size_t(j)];
+    const dw::DW t = dw::times(xh, c2);
+    const dw::DW diff = dw::plus(dw::DW{-c1.h, -c1.l}, a);
+    const dw::DW inner = dw::plus(diff, dw::DW{-t.h, -t.l});
+    const double b_inner = dw::up(b_c1 + (2.0 * kU2 + kMpfrSlack) * std::fabs(diff.h) + b_xh * std::fabs(c2.h) +
+                                  std::fabs(xh.h) * b_c2 + (4.0 * kU2 + kMpfrSlack) * std::fabs(t.h) +
+                                  (3.01 * kU2 + kMpfrSlack) * std::fabs(inner.h));
+    double inner_near = 0, dx_odd = 0;
+    decide(nearest, inner, b_inner, inner_near);
+    const dw::DW dx = dw::times(inner, r);
+    decide(odd, dx, b_inner * r.h + std::fabs(inner.h) * b_r + (4.0 * kU2 + kMpfrSlack) * std::fabs(dx.h), dx_odd);
+    if (!decided) return false;
+    setDx(s, ref, i, j, dx_odd, inner_near, rd);
+  }
+  return true;
+}
+
+/// Row i's dgamma terms x-hat_ij dy_ij into the chunk's double words.
+void addFastDgammaRow(const Setup& s, int64_t i, const FastScratch& fs, mp::WordColumnChunk& chunk) {
+  for (int64_t j = 0; j < s.N; ++j) {
+    const double dyv = s.in.dy.value(i, j);
+    const dw::DW term = dw::times(fs.xh[size_t(j)], dyv);
+    chunk.sum[size_t(j)] = dw::plus(chunk.sum[size_t(j)], term);
+    chunk.err[size_t(j)] += std::fabs(dyv) * fs.b_xh[size_t(j)] + 2.0 * kU2 * std::fabs(term.h) +
+                            3.01 * kU2 * std::fabs(chunk.sum[size_t(j)].h);
+  }
+}
+
+int64_t referenceElements(const LayerNormInputs& in) { return in.x.rows * (2 * in.x.cols + 2) + 2 * in.x.cols; }
+
+}  // namespace
+
+bool layernormFastPathApplies(const LayerNormInputs& in) { return statsDtype(in.spec) == DType::F32; }
+
+LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const AccuracyContract& contract,
+                                          ThreadPool& pool, FastOracleCounts* counts, double widen) {
+  const Setup s(in, contract);
+  if (!layernormFastPathApplies(in)) {
+    if (counts) counts->mpfr_only += referenceElements(in);
+    return layernormReferenceMpfr(in, contract, pool);
+  }
+  LayerNormReference ref = emptyReference(s, pool, true, counts, widen);
+  const int64_t chunks = mp::columnChunkCount(s.M, s.N);
+  mp::WordColumnChunks dgamma_chunks(chunks);
+  BackwardStats stats(s.M);
+  std::vector<int64_t> fallback_rows(size_t(chunks), 0);
+  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
+    FastScratch fs(s.N);
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      auto dgc = std::make_unique<mp::WordColumnChunk>(s.N);
+      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
+        const RowDoubles* rd = &fs.rd;
+        if (!fastRow(s, ref, i, widen, fs)) {
+          if (!fs.mpfr) fs.mpfr = std::make_unique<RowScratch>(s.N);
+          mpfrRow(s, ref, i, *fs.mpfr, nullptr, stats);
+          rd = &fs.mpfr->rd;
+          ++fallback_rows[size_t(chunk)];
+        }
+        stats.mean[size_t(i)] = ref.mean.exact[i];
+        stats.rstd[size_t(i)] = ref.rstd.exact[i];
+        addFastDgammaRow(s, i, fs, *dgc);
+        for (int64_t j = 0; j < s.N; ++j) addDgammaMagnitudes(s, *dgc, i, j, *rd);
+      }
+      dgamma_chunks[chunk] = std::move(dgc);
+    }
+  });
+
+  std::vector<mp::ColumnTotal> totals(size_t(s.N));
+  std::vector<int64_t> undecided;
+  for (int64_t j = 0; j < s.N; ++j)
+    if (!mp::decideWordColumn(dgamma_chunks, j, kMpfrSlack, widen, totals[size_t(j)])) undecided.push_back(j);
+  if (!undecided.empty()) {
+    RowScratch sc(s.N);
+    const std::vector<double> exact = mp::mpfrColumnSums(
+        s.M, chunks, undecided, [&](int64_t i) { mpfrStats(s, i, sc); },
+        [&](mpfr_ptr out, int64_t i, int64_t j) {  // as mpfrRow's dgamma terms
+          mpfr_mul(sc.t, sc.dev[j], sc.r, MPFR_RNDN);
+          mpfr_mul_d(out, sc.t, s.in.dy.value(i, j), MPFR_RNDN);
+        });
+    for (size_t k = 0; k < undecided.size(); ++k) totals[size_t(undecided[k])].exact = exact[k];
+  }
+  finishDgamma(s, totals, stats, pool, ref);
+  if (counts) {
+    int64_t rows_back = 0;
+    for (int64_t r : fallback_rows) rows_back += r;
+    const int64_t fell_back = rows_back * (2 * s.N + 2) + int64_t(undecided.size());
+    counts->fast += s.M * (2 * s.N + 2) + s.N - fell_back;
+    counts->fell_back += fell_back;
+  }
+  return ref;
+}
+
+LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
+  switch (oracleMode()) {
+    case OracleMode::Mpfr:
+      oracleCounts().mpfr_only += referenceElements(in);
+      return layernormReferenceMpfr(in, contract, pool);
+    case OracleMode::Audit: {
+      LayerNormReference exact = layernormReferenceMpfr(in, contract, pool);
+      const LayerNormReference fast = layernormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
+      auditReferences("layernorm", layernormTensors(exact), layernormTensors(fast));
+      return exact;
+    }
+    case OracleMode::Fast:
+    default:
+      return layernormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
+  }
+}
+
+std::vector<const ReferenceTensor*> layernormTensors(const LayerNormReference& r) {
+  return {&r.y, &r.mean, &r.rstd, &r.dx, &r.dgamma, &r.dbeta};
 }
 
 }  // namespace ulpcheck

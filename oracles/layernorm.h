@@ -3,10 +3,13 @@
 // of the budget is in layernorm.cpp.
 #pragma once
 
+#include <vector>
+
 #include "harness/core/accuracy.h"
 #include "harness/core/datagen.h"
 #include "harness/core/norm_spec.h"
 #include "harness/core/parallel.h"
+#include "oracles/oracle_mode.h"
 #include "oracles/reference.h"
 
 namespace ulpcheck {
@@ -26,7 +29,25 @@ struct LayerNormReference {
 
 /// Exact values of the spec, each as a round-to-odd double, with budgets for
 /// a kernel that honours `contract`. Parallel over rows; the result does not
-/// depend on the number of threads.
+/// depend on the number of threads. The oracle of the process's mode
+/// (oracles/oracle_mode.h): the certified fast path, MPFR only, or both compared.
 LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);
+
+/// Every value at 160 bits (256 for dgamma and dbeta) in MPFR.
+LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);
+
+/// Double-word arithmetic with error bounds, MPFR where they do not decide
+/// an element: bitwise layernormReferenceMpfr's result (layernorm.cpp, "The
+/// certified fast path"). Counts go to `counts` if given; `widen` multiplies
+/// every certified interval (1; more forces fallbacks, to test them).
+LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                          FastOracleCounts* counts = nullptr, double widen = 1.0);
+
+/// Whether the fast path models the spec (statistics saved in fp32);
+/// otherwise layernormReferenceFast is the MPFR path.
+bool layernormFastPathApplies(const LayerNormInputs& in);
+
+/// The reference's tensors in output order (y, mean, rstd, dx, dgamma, dbeta).
+std::vector<const ReferenceTensor*> layernormTensors(const LayerNormReference& r);
 
 }  // namespace ulpcheck

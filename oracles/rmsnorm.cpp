@@ -238,7 +238,10 @@ struct Setup {
   std::vector<dw::DW> w_words;
 };
 
-RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract, ThreadPool& pool) {
+/// The reference's tensors, zero; db made already (by MPFR, or certified where
+/// `fast`, counted in `counts`, its intervals times `widen`).
+RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract, ThreadPool& pool, bool fast,
+                                FastOracleCounts* counts = nullptr, double widen = 1.0) {
   RmsNormReference ref{ReferenceTensor::zeros("y", s.T, s.M, s.N, true),
                        ReferenceTensor::zeros("rstd", statsDtype(s.in.spec), s.M, 1, true),
                        ReferenceTensor::zeros("dx", s.T, s.M, s.N, true), ReferenceTensor::zeros("dw", s.W, 1, s.N, false)};
@@ -246,7 +249,7 @@ RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract
   ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
   if (s.in.b) {
     ref.y.withMagnitudes();  // |xhat (offset + w)| + |b|: y = xhat w + b cancels
-    ref.db = mp::biasGradientReference("db", s.in.dy, s.W, contract, pool);
+    ref.db = mp::biasGradientReference("db", s.in.dy, s.W, contract, pool, fast, counts, widen);
   }
   return ref;
 }
@@ -475,7 +478,7 @@ void finishDw(const Setup& s, const AccuracyContract& contract, const std::vecto
 
 RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
   const Setup s(in, contract);
-  RmsNormReference ref = emptyReference(s, contract, pool);
+  RmsNormReference ref = emptyReference(s, contract, pool, false);
   // Fixed chunking of rows for dW (sum |dy xhat| and sum (1 + |dy|) beside
   // the exact sum), so the 256-bit sums are reproducible.
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
@@ -644,7 +647,7 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
 }
 
 /// Row i's dW terms r (dy x) into the chunk's double words, and the magnitudes.
-void addFastDwRow(const Setup& s, int64_t i, const dw::DW& r, double rel_r, double r_near, RmsNormDwChunk& chunk) {
+void addFastDwRow(const Setup& s, int64_t i, const dw::DW& r, double rel_r, double r_near, mp::WordColumnChunk& chunk) {
   for (int64_t j = 0; j < s.N; ++j) {
     const double xv = s.x.value(i, j), dyv = s.in.dy.value(i, j);
     const dw::DW term = dw::times(r, dyv * xv);  // dy x exact: 48 bits
@@ -655,56 +658,26 @@ void addFastDwRow(const Setup& s, int64_t i, const dw::DW& r, double rel_r, doub
   }
 }
 
-/// The round-to-odd dW of `columns` as the MPFR path sums them: each chunk
-/// of rows at 256 bits in row order, the chunks in chunk order.
-std::vector<double> mpfrDwColumns(const Setup& s, int64_t chunks, const std::vector<int64_t>& columns) {
-  RowScratch sc(s.N, false);
-  std::vector<std::unique_ptr<Real>> total, chunk_sum;
-  for (size_t k = 0; k < columns.size(); ++k) {
-    total.push_back(std::make_unique<Real>(kAccPrec));
-    chunk_sum.push_back(std::make_unique<Real>(kAccPrec));
-    mpfr_set_zero(*total[k], 1);
-  }
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    for (auto& p : chunk_sum) mpfr_set_zero(*p, 1);
-    for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
-      mpfrRstd(s, i, sc);
-      for (size_t k = 0; k < columns.size(); ++k) {
-        const int64_t j = columns[k];
-        mpfr_mul_d(sc.acc_term, sc.r, s.in.dy.value(i, j) * s.x.value(i, j), MPFR_RNDN);
-        mpfr_add(*chunk_sum[k], *chunk_sum[k], sc.acc_term, MPFR_RNDN);
-      }
-    }
-    for (size_t k = 0; k < columns.size(); ++k) mpfr_add(*total[k], *total[k], *chunk_sum[k], MPFR_RNDN);
-  }
-  std::vector<double> out;
-  for (auto& t : total) out.push_back(toDoubleRoundToOdd(*t));
-  return out;
-}
-
 /// dW from the fast path's chunk sums: the columns in chunk order, those the
 /// double words do not decide summed by MPFR over `whole()`'s inputs; then
 /// the budgets. Returns the undecided columns.
 template <typename Whole>
 std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contract,
-                                  const std::vector<std::unique_ptr<RmsNormDwChunk>>& dw_chunks,
+                                  const mp::WordColumnChunks& dw_chunks,
                                   const std::vector<mp::OrderedColumnBound>& ordered, double widen, Whole whole,
                                   RmsNormReference& ref) {
   std::vector<mp::ColumnTotal> totals(size_t(s.N));
   std::vector<int64_t> undecided;
-  for (int64_t j = 0; j < s.N; ++j) {
-    mp::ColumnTotal t = mp::combineMagnitudes(dw_chunks, j);
-    dw::DW sum;
-    double err = 0;
-    for (const auto& chunk : dw_chunks) {
-      sum = dw::plus(sum, chunk->sum[size_t(j)]);
-      err += chunk->err[size_t(j)] + 3.01 * kU2 * std::fabs(sum.h);
-    }
-    if (!dw::roundToOdd(sum, widen * dw::up(err + kMpfrSlack * t.abs_terms), t.exact)) undecided.push_back(j);
-    totals[size_t(j)] = t;
-  }
+  for (int64_t j = 0; j < s.N; ++j)
+    if (!mp::decideWordColumn(dw_chunks, j, kMpfrSlack, widen, totals[size_t(j)])) undecided.push_back(j);
   if (!undecided.empty()) {
-    const std::vector<double> exact = mpfrDwColumns(*whole(), int64_t(dw_chunks.size()), undecided);
+    const Setup& w = *whole();
+    RowScratch sc(w.N, false);
+    const std::vector<double> exact = mp::mpfrColumnSums(
+        w.M, int64_t(dw_chunks.size()), undecided, [&](int64_t i) { mpfrRstd(w, i, sc); },
+        [&](mpfr_ptr out, int64_t i, int64_t j) {
+          mpfr_mul_d(out, sc.r, w.in.dy.value(i, j) * w.x.value(i, j), MPFR_RNDN);  // as mpfrRow's dW terms
+        });
     for (size_t k = 0; k < undecided.size(); ++k) totals[size_t(undecided[k])].exact = exact[k];
   }
   finishDw(s, contract, totals, ordered, ref);
@@ -725,15 +698,15 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
     if (counts) counts->mpfr_only += elements;
     return rmsnormReferenceMpfr(in, contract, pool);
   }
-  RmsNormReference ref = emptyReference(s, contract, pool);
+  RmsNormReference ref = emptyReference(s, contract, pool, true, counts, widen);
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
-  std::vector<std::unique_ptr<RmsNormDwChunk>> dw_chunks(chunks);
+  mp::WordColumnChunks dw_chunks(chunks);
   DwRows rows(s, orderedDw(contract));
   std::vector<int64_t> fallback_rows(size_t(chunks), 0);
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     std::unique_ptr<RowScratch> sc;  // only for rows the double words do not decide
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      auto dwc = std::make_unique<RmsNormDwChunk>(s.N);
+      auto dwc = std::make_unique<mp::WordColumnChunk>(s.N);
       for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
         dw::DW r;
         double rel_r = 0, r_near = 0;
@@ -800,7 +773,7 @@ std::vector<dw::DW> rmsnormRstdWords(const RmsNormInputs& in, const AccuracyCont
 }
 
 ReferenceTensor rmsnormDwFromPass(const RmsNormInputs& in, const AccuracyContract& contract,
-                                  const std::vector<std::unique_ptr<RmsNormDwChunk>>& chunks,
+                                  const mp::WordColumnChunks& chunks,
                                   const std::vector<mp::OrderedColumnBound>& ordered, double widen,
                                   const std::function<const RmsNormInputs&()>& whole, FastOracleCounts* counts) {
   const Setup s(in, contract);

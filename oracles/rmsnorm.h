@@ -61,15 +61,6 @@ bool rmsnormFastPathApplies(const RmsNormInputs& in);
 // which makes the pass over all rows on the device and hands the host what
 // is left: rows it did not decide, and dW from its chunk sums.
 
-/// dW's column sums over one chunk of rows (mp::columnChunkCount's
-/// chunking, rows in order) in double words with error bounds, and the
-/// magnitudes the budget reads.
-struct RmsNormDwChunk : mp::ColumnMagnitudes {
-  explicit RmsNormDwChunk(int64_t N) : ColumnMagnitudes(N), sum(size_t(N)), err(size_t(N), 0.0) {}
-  std::vector<dw::DW> sum;
-  std::vector<double> err;
-};
-
 /// The rstd of rows `rows` of in.x from 160 bits, as double words within
 /// 2^-104 of it (relative): what the fast path's dW sums use for a row the
 /// double words did not decide.
@@ -82,7 +73,7 @@ std::vector<dw::DW> rmsnormRstdWords(const RmsNormInputs& in, const AccuracyCont
 /// Only in.w and the shapes of in.x and in.dy are read; a column the chunk
 /// sums do not decide is summed by MPFR over whole(), the case's inputs.
 ReferenceTensor rmsnormDwFromPass(const RmsNormInputs& in, const AccuracyContract& contract,
-                                  const std::vector<std::unique_ptr<RmsNormDwChunk>>& chunks,
+                                  const mp::WordColumnChunks& chunks,
                                   const std::vector<mp::OrderedColumnBound>& ordered, double widen,
                                   const std::function<const RmsNormInputs&()>& whole, FastOracleCounts* counts);
 

@@ -91,7 +91,7 @@ RowsJudged judgeRows(const RmsNormDeviceCase& c);
 /// What the host fast path's Setup derives from a contract: d_row and rstd's error in units of u.
 inline double rstdUnits(double d_row, double rsqrt_units) { return (d_row + 3.0) / 2.0 + rsqrt_units; }
 
-/// dW's chunk sums as the host fast path forms them (RmsNormDwChunk, chunk
+/// dW's chunk sums as the host fast path forms them (mp::WordColumnChunk, chunk
 /// k holding rows [M k / chunks, M (k + 1) / chunks)), from every row's r
 /// (double word, relative bound, nearest): arrays of chunks x N, chunk major.
 struct DwChunkSums {

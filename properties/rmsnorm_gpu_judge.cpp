@@ -212,13 +212,13 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
     }
   }
   const int64_t chunks = mp::columnChunkCount(M, N);
-  std::vector<std::unique_ptr<RmsNormDwChunk>> dw_chunks;
+  mp::WordColumnChunks dw_chunks;
   std::vector<mp::OrderedColumnBound> ordered;
   {
     const PhaseScope oracle_phase(Phase::Oracle);
     const gpu_oracle::DwChunkSums sums = gpu_oracle::dwChunkSums(dc, chunks, r_hi, r_lo, rel_r, r_near);
     for (int64_t k = 0; k < chunks; ++k) {
-      auto chunk = std::make_unique<RmsNormDwChunk>(N);
+      auto chunk = std::make_unique<mp::WordColumnChunk>(N);
       for (int64_t j = 0; j < N; ++j) {
         const size_t e = size_t(k * N + j);
         chunk->sum[size_t(j)] = dw::DW{sums.sum_hi[e], sums.sum_lo[e]};

@@ -332,7 +332,7 @@ int severity(int code) {
 std::string formatOracleCounts(const std::array<int64_t, 4>& counts) {
   return fmt::format("oracle {}, judge {}: {} reference elements by the certified fast path, {} recomputed by MPFR "
                      "(undecided there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: rounding=llama, "
-                     "stats=T, layernorm, bias gradients){}",
+                     "stats=T){}",
                      oracleModeName(oracleMode()), judgeWhereName(judgeWhere()), counts[0], counts[1], counts[2],
                      oracleMode() == OracleMode::Audit
                          ? fmt::format("; {} cases judged on the host and the GPU alike", counts[3])

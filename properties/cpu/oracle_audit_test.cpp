@@ -1,5 +1,6 @@
-// The audit of the certified fast oracle (oracles/rmsnorm.cpp, "The
-// certified fast path") against the MPFR oracle it replaces: the references
+// The audit of the certified fast oracles (oracles/rmsnorm.cpp and
+// oracles/layernorm.cpp, "The certified fast path") against the MPFR oracles
+// they replace: the references
 // must be bitwise the same on generated cases of every spec, when the double
 // words decide nothing (forced fallbacks), and the accuracy verdicts must
 // agree on outputs placed where a verdict is most fragile: within a hair of
@@ -18,11 +19,13 @@
 #include "harness/core/datagen.h"
 #include "harness/core/parallel.h"
 #include "oracles/allreduce_rmsnorm.h"
+#include "oracles/layernorm.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/rmsnorm.h"
 #include "properties/accuracy.h"
 #include "properties/allreduce_rmsnorm_inputs.h"
 #include "properties/generators.h"
+#include "properties/layernorm_inputs.h"
 #include "properties/rmsnorm_inputs.h"
 
 namespace ulpcheck {
@@ -116,6 +119,36 @@ std::vector<double> fragileOutputs(const ReferenceTensor& r, size_t e) {
   return out;
 }
 
+/// Judges outputs at every fragile point of `exact_refs` (element e of each
+/// tensor takes point (e + variant) mod points, so every point is met across
+/// the elements) against both references: verdicts, wrong counts and worst
+/// ratios must agree. Returns how many of the 8 variants failed.
+int expectSameVerdictsAtFragilePoints(const std::vector<ReferenceTensor>& exact_refs,
+                                      const std::vector<ReferenceTensor>& fast_refs, const std::string& what) {
+  int failing = 0;
+  for (int variant = 0; variant < 8; ++variant) {
+    RunResult run;
+    for (const ReferenceTensor& r : exact_refs) {
+      OutputTensor o{r.name, r.dtype, r.rows, r.cols, r.cols, r.per_row, {}};
+      for (size_t e = 0; e < r.exact.size(); ++e) {
+        const std::vector<double> points = fragileOutputs(r, e);
+        o.bits.push_back(doubleToBits(r.dtype, points[(e + size_t(variant)) % points.size()]));
+      }
+      run.outputs.push_back(std::move(o));
+    }
+    const DescribeInputs none = [](const std::string&, int64_t, int64_t) { return std::string(); };
+    const Outcome with_mpfr = judgeAccuracy(run, exact_refs, none), with_fast = judgeAccuracy(run, fast_refs, none);
+    EXPECT_EQ(with_mpfr.verdict, with_fast.verdict) << what << " variant " << variant;
+    EXPECT_EQ(with_mpfr.stats.size(), with_fast.stats.size()) << what;
+    for (size_t t = 0; t < std::min(with_mpfr.stats.size(), with_fast.stats.size()); ++t) {
+      EXPECT_EQ(with_mpfr.stats[t].wrong, with_fast.stats[t].wrong) << what << " " << with_mpfr.stats[t].tensor;
+      EXPECT_EQ(with_mpfr.stats[t].max_ratio, with_fast.stats[t].max_ratio) << what;
+    }
+    failing += with_mpfr.verdict == Verdict::Fail;
+  }
+  return failing;
+}
+
 TEST(OracleAudit, VerdictsAgreeAtTheBudgetEdgeAndAtRoundingTies) {
   ThreadPool pool(2);
   int64_t judged = 0, failing = 0;
@@ -123,36 +156,111 @@ TEST(OracleAudit, VerdictsAgreeAtTheBudgetEdgeAndAtRoundingTies) {
     if (!rmsnormFastPathApplies(a.inputs())) continue;
     const RmsNormReference exact = rmsnormReferenceMpfr(a.inputs(), contractOf(a.c), pool);
     const RmsNormReference fast = rmsnormReferenceFast(a.inputs(), contractOf(a.c), pool);
-    const std::vector<ReferenceTensor> exact_refs{exact.y, exact.rstd, exact.dx, exact.dw};
-    const std::vector<ReferenceTensor> fast_refs{fast.y, fast.rstd, fast.dx, fast.dw};
-    // One output per fragile point: element e of each tensor takes the
-    // point k = e mod (points), so every point is met across the elements.
-    for (int variant = 0; variant < 8; ++variant) {
-      RunResult run;
-      for (const ReferenceTensor& r : exact_refs) {
-        OutputTensor o{r.name, r.dtype, r.rows, r.cols, r.cols, r.per_row, {}};
-        for (size_t e = 0; e < r.exact.size(); ++e) {
-          const std::vector<double> points = fragileOutputs(r, e);
-          o.bits.push_back(doubleToBits(r.dtype, points[(e + size_t(variant)) % points.size()]));
-        }
-        run.outputs.push_back(std::move(o));
-      }
-      const DescribeInputs none = [](const std::string&, int64_t, int64_t) { return std::string(); };
-      const Outcome with_mpfr = judgeAccuracy(run, exact_refs, none), with_fast = judgeAccuracy(run, fast_refs, none);
-      ASSERT_EQ(with_mpfr.verdict, with_fast.verdict) << toCaseString(a.c) << " variant " << variant;
-      ASSERT_EQ(with_mpfr.stats.size(), with_fast.stats.size());
-      for (size_t t = 0; t < with_mpfr.stats.size(); ++t) {
-        EXPECT_EQ(with_mpfr.stats[t].wrong, with_fast.stats[t].wrong) << toCaseString(a.c) << " " << with_mpfr.stats[t].tensor;
-        EXPECT_EQ(with_mpfr.stats[t].max_ratio, with_fast.stats[t].max_ratio);
-      }
-      ++judged;
-      failing += with_mpfr.verdict == Verdict::Fail;
-    }
+    failing += expectSameVerdictsAtFragilePoints({exact.y, exact.rstd, exact.dx, exact.dw},
+                                                 {fast.y, fast.rstd, fast.dx, fast.dw}, toCaseString(a.c));
+    judged += 8;
   }
   // The injected outputs decide both ways: a point just outside the budget
   // fails the case, and a variant can pass where every point is inside
   // (the exact value's own neighbours).
   EXPECT_GT(judged, 100);
+  EXPECT_GT(failing, 10);
+}
+
+// ---------------------------------------------------------------------------
+// LayerNorm
+
+struct AuditedLayerNorm {
+  CaseSpec c;
+  LayerNormInputData in;
+  AccuracyContract contract;
+  LayerNormInputs inputs() const { return LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec}; }
+};
+
+/// Generated layernorm cases of host_twopass (every spec the oracle models:
+/// fp32 gamma and beta, stats=T), each under one of the contracts whose
+/// budgets the fast path must reproduce: depth bounds alone, ulpCheck's own
+/// kernels' (a rounded-quotient mean, two-pass statistics, a fixed column
+/// order), running means (a black box), a flushing column reduction.
+std::vector<AuditedLayerNorm> generatedLayerNormCases(uint64_t seed, int count) {
+  gen::CaseOptions o;
+  o.op = "layernorm";
+  o.kernels = {"host_twopass"};
+  o.tier = Tier::Smoke;
+  rc::Random random(seed);
+  std::vector<AuditedLayerNorm> cases;
+  for (int k = 0; k < count; ++k) {
+    const CaseSpec c = gen::caseSpec(o)(random.split(), rc::kNominalSize).value();
+    AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
+    switch (k % 4) {
+      case 1:
+        contract.depths.mean_is_rounded_quotient = contract.depths.two_pass_statistics = true;
+        contract.depths.col_orders = {ColumnOrder{std::min<int64_t>(c.M, 3), 2}, ColumnOrder{1, 1}};
+        break;
+      case 2:
+        contract.column_reduction_ftz = true;
+        break;
+      case 3:
+        contract.depths.two_pass_statistics = true;
+        break;
+    }
+    cases.push_back(AuditedLayerNorm{c, generateLayerNormInputs(c, identityRows(c.M)), contract});
+  }
+  return cases;
+}
+
+TEST(OracleAudit, LayerNormFastPathIsBitwiseTheMpfrOracle) {
+  // Generated cases (every distribution: large means, constant and zero
+  // rows, subnormals), then the same cases with every interval widened until
+  // the double words decide about half, then none, of the values: rows of
+  // both kinds and dgamma columns summed by MPFR in one reference.
+  ThreadPool pool(2);
+  FastOracleCounts counts, forced;
+  int64_t modelled = 0, cases_mixed = 0;
+  const std::vector<AuditedLayerNorm> cases = generatedLayerNormCases(0x1a7d, 300);
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const AuditedLayerNorm& a = cases[k];
+    const LayerNormReference exact = layernormReferenceMpfr(a.inputs(), a.contract, pool);
+    const LayerNormReference fast = layernormReferenceFast(a.inputs(), a.contract, pool, &counts);
+    EXPECT_NO_THROW(auditReferences("layernorm", layernormTensors(exact), layernormTensors(fast))) << toCaseString(a.c);
+    if (!layernormFastPathApplies(a.inputs())) continue;
+    ++modelled;
+    if (k % 5 != 0) continue;
+    for (double widen : {0x1p46, 0x1p49, 0x1p52, 0x1p80}) {
+      FastOracleCounts one;
+      const LayerNormReference wide = layernormReferenceFast(a.inputs(), a.contract, pool, &one, widen);
+      EXPECT_NO_THROW(auditReferences("layernorm", layernormTensors(exact), layernormTensors(wide)))
+          << toCaseString(a.c) << " widened " << widen;
+      forced.fast += one.fast.load();
+      forced.fell_back += one.fell_back.load();
+      cases_mixed += one.fell_back.load() > 0 && one.fast.load() > 0;
+    }
+  }
+  EXPECT_GT(modelled, 200);
+  EXPECT_GT(counts.fast.load(), 1'000'000);
+  EXPECT_GT(counts.fell_back.load(), 0) << "no row or column fell back: the fallback is untested";
+  EXPECT_GT(counts.mpfr_only.load(), 0) << "stats=T cases go to MPFR whole";
+  EXPECT_GT(forced.fell_back.load(), 100'000);
+  EXPECT_GT(forced.fast.load(), 10'000);
+  EXPECT_GT(cases_mixed, 10);
+  std::printf("fast %lld, fell back %lld, MPFR only %lld elements; forced: fast %lld, fell back %lld\n",
+              (long long)counts.fast.load(), (long long)counts.fell_back.load(), (long long)counts.mpfr_only.load(),
+              (long long)forced.fast.load(), (long long)forced.fell_back.load());
+}
+
+TEST(OracleAudit, LayerNormVerdictsAgreeAtTheBudgetEdgeAndAtRoundingTies) {
+  ThreadPool pool(2);
+  int64_t judged = 0, failing = 0;
+  for (const AuditedLayerNorm& a : generatedLayerNormCases(0x71e6, 60)) {
+    if (!layernormFastPathApplies(a.inputs())) continue;
+    const LayerNormReference exact = layernormReferenceMpfr(a.inputs(), a.contract, pool);
+    const LayerNormReference fast = layernormReferenceFast(a.inputs(), a.contract, pool);
+    failing += expectSameVerdictsAtFragilePoints(
+        {exact.y, exact.mean, exact.rstd, exact.dx, exact.dgamma, exact.dbeta},
+        {fast.y, fast.mean, fast.rstd, fast.dx, fast.dgamma, fast.dbeta}, toCaseString(a.c));
+    judged += 8;
+  }
+  EXPECT_GT(judged, 200);
   EXPECT_GT(failing, 10);
 }
 
