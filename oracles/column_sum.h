@@ -288,7 +288,8 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
           if (fast) {
             w->sum[size_t(j)] = dw::plus(w->sum[size_t(j)], t);
             w->err[size_t(j)] += 2.0 * dw::kU2 * std::fabs(w->sum[size_t(j)].h);
-            if (t != 0.0) smallest_ulp[size_t(chunk)][size_t(j)] = std::min(smallest_ulp[size_t(chunk)][size_t(j)], ulpOf(v.dtype, t));
+            double& q = smallest_ulp[size_t(chunk)][size_t(j)];
+            if (t != 0.0) q = std::min(q, ulpOf(v.dtype, t));
           } else {
             mpfr_add_d(c->sum[size_t(j)], c->sum[size_t(j)], t, MPFR_RNDN);  // exact at 256 bits
           }

@@ -222,8 +222,9 @@ void statsBounds(const Setup& s, LayerNormReference& ref, int64_t i, double V, d
   // The round-to-odd double rounds to fp32 as the exact mean does, and
   // is within 2^-52 of it.
   const double mean_odd = ref.mean.exact[i];
-  const double Dm = !exact_sum ? K * ((D + 1.0) * u * A + s.eta)
-                               : std::fabs(roundToFormat(DType::F32, mean_odd) - mean_odd) + 0x1p-52 * std::fabs(mean_odd);
+  const double Dm = !exact_sum
+                        ? K * ((D + 1.0) * u * A + s.eta)
+                        : std::fabs(roundToFormat(DType::F32, mean_odd) - mean_odd) + 0x1p-52 * std::fabs(mean_odd);
   double mean_dd2 = 0.0;
   for (int64_t j = 0; j < s.N; ++j) {
     rd.dd[size_t(j)] = Dm + K * u * (std::fabs(rd.d[size_t(j)]) + Dm);
@@ -497,7 +498,8 @@ LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const Accur
     RowScratch sc(s.N);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       auto dgc = std::make_unique<mp::ColumnSumChunk>(s.N);
-      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) mpfrRow(s, ref, i, sc, dgc.get(), stats);
+      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i)
+        mpfrRow(s, ref, i, sc, dgc.get(), stats);
       dgamma_chunks[chunk] = std::move(dgc);
     }
   });

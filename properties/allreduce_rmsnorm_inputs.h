@@ -14,6 +14,23 @@
 
 namespace ulpcheck {
 
+/// The rank counts a case of this op draws, shrinking toward the first:
+/// tensor-parallel degrees in use, 2, 4 and 8; 3, a non-power of two; 1, the
+/// fused residual add + RMSNorm of one GPU (vLLM's fused_add_rms_norm,
+/// quack's rmsnorm with residual and prenorm). A variant with one rank per
+/// GPU takes only as many as there are GPUs, and 1 only where there is one
+/// GPU: the simulated variants cover one rank, and a real-rank case of one
+/// rank has no ranks to compare (rank_consistency applies to R > 1 only),
+/// so on a 2-GPU host half its cases would leave that cell short of its target.
+inline std::vector<int> rankCounts(bool one_rank_per_gpu, int gpus) {
+  std::vector<int> degrees{2, 4, 8, 3, 1};
+  if (one_rank_per_gpu) {
+    std::erase_if(degrees, [gpus](int r) { return r > gpus || (r == 1 && gpus > 1); });
+    if (degrees.empty()) degrees = {1};
+  }
+  return degrees;
+}
+
 inline TensorStream rankPartialStream(int rank) {
   return static_cast<TensorStream>(static_cast<uint64_t>(TensorStream::RankPartial) + static_cast<uint64_t>(rank));
 }

@@ -133,20 +133,8 @@ class AllreduceRmsNormOp final : public OpAdapter {
   }
 
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {
-    // Tensor-parallel degrees in use, shrinking toward 2; 3 is a non-power of
-    // two; 1 is the fused residual add + RMSNorm of one GPU (vLLM's
-    // fused_add_rms_norm, quack's rmsnorm with residual and prenorm). Real
-    // ranks take only as many as there are GPUs, and 1 only where there is
-    // one GPU: the simulated variants cover one rank, and a real-rank case
-    // of one rank has no ranks to compare (rank_consistency applies to
-    // R > 1 only), so on a 2-GPU host half its cases would leave that cell
-    // short of its target.
-    std::vector<int> degrees{2, 4, 8, 3, 1};
     const KernelInfo* k = findKernel(base.op, base.kernel);
-    if (k && k->one_rank_per_gpu) {
-      std::erase_if(degrees, [](int r) { return r > queryDevice().count || (r == 1 && queryDevice().count > 1); });
-      if (degrees.empty()) degrees = {1};
-    }
+    const std::vector<int> degrees = rankCounts(k && k->one_rank_per_gpu, queryDevice().count);
     return rc::gen::mapcat(gen::shrinkingElementOf<int>(degrees), [base](int ranks) {
       CaseSpec c = base;
       c.ranks = ranks;

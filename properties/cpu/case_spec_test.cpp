@@ -5,6 +5,7 @@
 #include <rapidcheck.h>
 
 #include "harness/core/case_spec.h"
+#include "properties/allreduce_rmsnorm_inputs.h"
 #include "properties/generators.h"
 #include "properties/op.h"
 
@@ -163,9 +164,9 @@ SpecCounts drawSpecs(const std::string& op, const std::string& kernel, int n) {
     k.saved_in_t += c.spec.stats.has_value();
     k.rms_bias += c.spec.bias;
     k.fp32_residual += c.spec.residual.has_value();
-    if (c.spec.bias) EXPECT_EQ(c.spec.rounding, Rounding::Plain) << toCaseString(c);
-    if (c.spec.stats) EXPECT_EQ(*c.spec.stats, c.dtype) << toCaseString(c);
-    if (c.spec.stats) EXPECT_EQ(c.spec.rounding, Rounding::Plain) << toCaseString(c);
+    if (c.spec.bias) { EXPECT_EQ(c.spec.rounding, Rounding::Plain) << toCaseString(c); }
+    if (c.spec.stats) { EXPECT_EQ(*c.spec.stats, c.dtype) << toCaseString(c); }
+    if (c.spec.stats) { EXPECT_EQ(c.spec.rounding, Rounding::Plain) << toCaseString(c); }
   }
   return k;
 }
@@ -184,7 +185,9 @@ TEST(Generators, SpecsAreDrawnWhereProductionRunsAndOnlyForVariantsThatImplement
   EXPECT_GE(rms.rms_bias * 6, rms.cases - rms.llama) << rms.rms_bias << " of " << rms.cases - rms.llama;
   EXPECT_EQ(rms.fp32_residual, 0);
   // The CUDA variants implement no bias: never generated for them (where built).
-  if (OpAdapter::findKernel("rmsnorm", "cuda_separate")) EXPECT_EQ(drawSpecs("rmsnorm", "cuda_separate", 300).rms_bias, 0);
+  if (OpAdapter::findKernel("rmsnorm", "cuda_separate")) {
+    EXPECT_EQ(drawSpecs("rmsnorm", "cuda_separate", 300).rms_bias, 0);
+  }
   // host_twopass implements fp32 gamma and beta and LayerNorm without beta or
   // without either, and neither rounding=llama nor an offset: those are never
   // generated for it. Without gamma there is no weight dtype.
@@ -224,6 +227,19 @@ TEST(Generators, SpecShrinksTowardPlain) {
     return;
   }
   FAIL() << "withSpec never drew fp32 weights, llama and an offset together";
+}
+
+TEST(Generators, RealRankVariantsDrawTheRanksTheHostHasAndOneOnlyOnAOneGpuHost) {
+  // Simulated ranks: every degree, shrinking toward 2.
+  EXPECT_EQ(rankCounts(false, 0), (std::vector<int>{2, 4, 8, 3, 1}));
+  EXPECT_EQ(rankCounts(false, 8), (std::vector<int>{2, 4, 8, 3, 1}));
+  // One rank per GPU: no more ranks than GPUs, and no R = 1 case (which has
+  // nothing to compare across ranks) where more than one GPU is there.
+  EXPECT_EQ(rankCounts(true, 0), (std::vector<int>{1}));
+  EXPECT_EQ(rankCounts(true, 1), (std::vector<int>{1}));
+  EXPECT_EQ(rankCounts(true, 2), (std::vector<int>{2}));
+  EXPECT_EQ(rankCounts(true, 4), (std::vector<int>{2, 4, 3}));
+  EXPECT_EQ(rankCounts(true, 8), (std::vector<int>{2, 4, 8, 3}));
 }
 
 }  // namespace
