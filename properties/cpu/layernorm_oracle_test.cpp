@@ -7,6 +7,9 @@
 //                                    and closed forms (constant rows, a large-mean row)
 //   LayerNormOracleFiniteDifference  dx, dgamma, dbeta against central differences of the loss
 //   LayerNormOracleThreads           bitwise the same result on 1, 3 and 4 threads
+//   LayerNormOracleFastPath          the certified fast path bitwise the MPFR path on
+//                                    every dtype and distribution, large means and
+//                                    eps = 2^-60 included
 //   LayerNormOracleBudget            budgets finite, positive, not absurdly loose,
 //                                    condition-aware for large-mean rows, and never
 //                                    smaller than the error of an otherwise exact
@@ -24,6 +27,7 @@
 #include <cmath>
 #include <optional>
 #include <cstdint>
+#include <cstdio>
 #include <iterator>
 #include <memory>
 #include <random>
@@ -732,6 +736,41 @@ TEST(LayerNormOracleFiniteDifference, GradientsMatchCentralDifferencesOfTheLoss)
   }
   RecordProperty("compared", std::to_string(compared));
   EXPECT_GT(compared, 5000);
+}
+
+// ---------------------------------------------------------------------------
+// LayerNormOracleFastPath
+
+TEST(LayerNormOracleFastPath, BitwiseTheMpfrPathOnEveryDTypeAndDistribution) {
+  // The rows the double words cannot decide are here on purpose: constant
+  // rows (exact means, deviations 0, y = beta), N = 1, large means up to
+  // |mean| / sigma = 2^20, subnormals, eps = 2^-60 (rstd up to 2^30), signed
+  // zeros; under ulpCheck's own kernels' contract and a black box's.
+  const std::vector<Shape> shapes = {{1, 1, 0}, {2, 3, 1},  {3, 5, 0},   {4, 8, 0},   {2, 13, 3},
+                                     {5, 17, 8}, {3, 33, 0}, {6, 64, 0}, {4, 129, 3}, {3, 257, 0}};
+  ThreadPool pool(2);
+  FastOracleCounts counts;
+  int64_t cases_with_fallbacks = 0;
+  for (const CaseSpec& c : coverageCases(0xfa57ULL, 4, shapes)) {
+    const Inputs in = makeInputs(c);
+    const LayerNormInputs inputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec};
+    for (const bool own : {true, false}) {
+      AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}, false};
+      contract.depths.mean_is_rounded_quotient = contract.depths.two_pass_statistics = own;
+      const LayerNormReference exact = layernormReferenceMpfr(inputs, contract, pool);
+      FastOracleCounts one;
+      const LayerNormReference fast = layernormReferenceFast(inputs, contract, pool, &one);
+      EXPECT_NO_THROW(auditReferences("layernorm", layernormTensors(exact), layernormTensors(fast)))
+          << toCaseString(c) << (own ? " (own contract)" : " (black box)");
+      counts.fast += one.fast.load();
+      counts.fell_back += one.fell_back.load();
+      cases_with_fallbacks += one.fell_back.load() > 0;
+    }
+  }
+  EXPECT_GT(counts.fast.load(), 100'000);
+  EXPECT_GT(cases_with_fallbacks, 10) << "the fallback to MPFR is untested";
+  std::printf("fast %lld, fell back %lld elements; %lld cases with fallbacks\n", (long long)counts.fast.load(),
+              (long long)counts.fell_back.load(), (long long)cases_with_fallbacks);
 }
 
 // ---------------------------------------------------------------------------
