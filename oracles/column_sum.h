@@ -246,11 +246,13 @@ OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& o
 ///
 /// The exact sums: MPFR at 256 bits, each chunk of rows in row order, the
 /// chunks in chunk order; or, `fast`, the same values certified (counted in
-/// `counts` if given; `widen` as the fast oracles' own): a column whose leaves are all multiples of q (the
-/// smallest ulp among them, in v's dtype) with sum |v| < 2^53 q has every
-/// partial sum a double, so its double sum is exact (16-bit gradients
-/// mostly); any other is summed in double words (DWPlusFP, 2 u2 |partial|
-/// each, chunks combined by decideWordColumn; MPFR's 256-bit adds are within
+/// `counts` if given; `widen` as the fast oracles' own). A column whose
+/// leaves are all multiples of q (the smallest ulp among them, in v's dtype)
+/// with sum |v| < 2^53 q has every partial sum a double, so its double sum
+/// is exact (16-bit gradients mostly; sum |v| computed in double cannot fall
+/// below 2^53 q where the exact one reaches it, rounding being monotonic);
+/// any other is summed in double words (DWPlusFP, 2 u2 |partial| each,
+/// chunks combined by decideWordColumn; MPFR's 256-bit adds are within
 /// kBiasSumSlack sum |v|), and summed by MPFR where that does not decide it.
 inline constexpr double kBiasSumSlack = 0x1p-200;  // M <= 2^40 adds of 2^-256 relative each
 
