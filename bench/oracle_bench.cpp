@@ -15,9 +15,9 @@
 
 #include <fmt/format.h>
 
+#include "harness/core/buffer.h"  // poisonBits, used by layernorm_inputs.h
 #include "harness/core/case_spec.h"
 #include "harness/core/parallel.h"
-#include "harness/core/buffer.h"  // poisonBits, used by layernorm_inputs.h
 #include "oracles/layernorm.h"
 #include "oracles/rmsnorm.h"
 #include "properties/layernorm_inputs.h"
@@ -30,7 +30,6 @@ namespace {
 double seconds(const std::chrono::steady_clock::time_point& t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-
 
 /// One timed pass of the oracle: seconds, and (elements, fell back) counts.
 struct Timing {
@@ -106,7 +105,9 @@ int main(int argc, char** argv) try {
     } else {
       long M = 0, N = 0;
       if (std::sscanf(arg.c_str(), "%ldx%ld", &M, &N) != 2 || M <= 0 || N <= 0) {
-        std::fprintf(stderr, "oracle_bench: '%s' is not MxN (usage: oracle_bench [--op rmsnorm|layernorm] [--threads T] [--spec K=V] [--fast-only] MxN ...)\n",
+        std::fprintf(stderr,
+                     "oracle_bench: '%s' is not MxN (usage: oracle_bench [--op rmsnorm|layernorm] [--threads T] "
+                     "[--spec K=V] [--fast-only] MxN ...)\n",
                      arg.c_str());
         return 2;
       }
