@@ -523,8 +523,10 @@ LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const Accur
 // d_j, V, r, x-hat_j, c1, c2 and a - c1 - xhat c2 that the budgets read) is
 // taken from a double word only where [v - b, v + b] decides it; then every
 // budget, made by the functions both paths call, is the same double. A row
-// with anything undecided is computed by mpfrRow; a dgamma column whose sum
-// is undecided is summed by MPFR, in the MPFR path's order. Per row:
+// whose statistics (mean, d_j, V, r) are not all decided takes them from
+// MPFR (mpfrStats, the MPFR path's own values) and goes on in double words;
+// a row with an element undecided is computed by mpfrRow; a dgamma column
+// whose sum is undecided is summed by MPFR, in the MPFR path's order. Per row:
 //   S = sum_j x_j (DWPlusFP, 2 u2 |partial| each), exact when every partial
 //     sum is a double: each x_j is a multiple of q (the smallest ulp of T
 //     among them) and sum_j |x_j| < 2^53 q.
@@ -567,7 +569,8 @@ struct FastScratch {
   RowDoubles rd;
   std::vector<dw::DW> d, xh;        // d_j and x-hat_j as double words
   std::vector<double> b_d, b_xh;    // and their bounds
-  std::unique_ptr<RowScratch> mpfr;  // for rows the double words do not decide
+  std::unique_ptr<RowScratch> mpfr;  // for rows (or statistics) the double words do not decide
+  bool mpfr_statistics = false;      // the last row's statistics came from MPFR
 };
 
 /// Row i in double words: true where every value is decided (ref's row and
@@ -639,6 +642,23 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
   const double b_r = dw::up(0.5 * b_V / V.h + (3.125 + 9.8) * kU2 + kMpfrSlack) * r.h;
   decide(nearest, r, b_r, r_near);
   decide(odd, r, b_r, ref.rstd.exact[i]);
+  fs.mpfr_statistics = trusted && !decided;
+  if (fs.mpfr_statistics) {
+    // A statistic the words do not decide (mostly V = var + eps on an exact
+    // midpoint between doubles: 16-bit rows whose sums are exact): the
+    // row's doubles of the statistics from mpfrStats, as mpfrRow takes
+    // them; the words and their bounds, which hold whatever was decided,
+    // go on to the elements.
+    if (!fs.mpfr) fs.mpfr = std::make_unique<RowScratch>(N);
+    RowScratch& sc = *fs.mpfr;
+    mpfrStats(s, i, sc);
+    ref.mean.exact[i] = toDoubleRoundToOdd(sc.mean);
+    for (int64_t j = 0; j < N; ++j) rd.d[size_t(j)] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
+    V_near = mpfr_get_d(sc.t, MPFR_RNDN);
+    r_near = mpfr_get_d(sc.r, MPFR_RNDN);
+    ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
+    decided = true;
+  }
 
   // x-hat (dgamma's terms need it whether or not the row is decided).
   for (int64_t j = 0; j < N; ++j) {
@@ -741,7 +761,7 @@ LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const Accur
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
   mp::WordColumnChunks dgamma_chunks(chunks);
   BackwardStats stats(s.M);
-  std::vector<int64_t> fallback_rows(size_t(chunks), 0);
+  std::vector<int64_t> fallback_rows(size_t(chunks), 0), statistics_rows(size_t(chunks), 0);
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     FastScratch fs(s.N);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
@@ -753,6 +773,8 @@ LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const Accur
           mpfrRow(s, ref, i, *fs.mpfr, nullptr, stats);
           rd = &fs.mpfr->rd;
           ++fallback_rows[size_t(chunk)];
+        } else {
+          statistics_rows[size_t(chunk)] += fs.mpfr_statistics;
         }
         stats.mean[size_t(i)] = ref.mean.exact[i];
         stats.rstd[size_t(i)] = ref.rstd.exact[i];
@@ -779,9 +801,10 @@ LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const Accur
   }
   finishDgamma(s, totals, stats, pool, ref);
   if (counts) {
-    int64_t rows_back = 0;
+    int64_t rows_back = 0, statistics_back = 0;
     for (int64_t r : fallback_rows) rows_back += r;
-    const int64_t fell_back = rows_back * (2 * s.N + 2) + int64_t(undecided.size());
+    for (int64_t r : statistics_rows) statistics_back += r;
+    const int64_t fell_back = rows_back * (2 * s.N + 2) + 2 * statistics_back + int64_t(undecided.size());
     counts->fast += s.M * (2 * s.N + 2) + s.N - fell_back;
     counts->fell_back += fell_back;
   }
