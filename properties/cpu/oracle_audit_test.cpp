@@ -37,19 +37,24 @@ struct Audited {
   RmsNormInputs inputs() const { return RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr}; }
 };
 
-/// Generated rmsnorm cases of host_separate (which declares every spec the
-/// oracle models), Smoke tier: shapes, distributions and specs as a campaign draws them.
-std::vector<Audited> generatedCases(uint64_t seed, int count) {
+/// `count` Smoke-tier cases of op's `kernel`: shapes, distributions and
+/// specs as a campaign draws them.
+std::vector<CaseSpec> smokeCases(const char* op, const char* kernel, uint64_t seed, int count) {
   gen::CaseOptions o;
-  o.op = "rmsnorm";
-  o.kernels = {"host_separate"};
+  o.op = op;
+  o.kernels = {kernel};
   o.tier = Tier::Smoke;
   rc::Random random(seed);
+  std::vector<CaseSpec> cases;
+  for (int k = 0; k < count; ++k) cases.push_back(gen::caseSpec(o)(random.split(), rc::kNominalSize).value());
+  return cases;
+}
+
+/// Generated rmsnorm cases of host_separate (which declares every spec the oracle models).
+std::vector<Audited> generatedCases(uint64_t seed, int count) {
   std::vector<Audited> cases;
-  for (int k = 0; k < count; ++k) {
-    const CaseSpec c = gen::caseSpec(o)(random.split(), rc::kNominalSize).value();
+  for (const CaseSpec& c : smokeCases("rmsnorm", "host_separate", seed, count))
     cases.push_back(Audited{c, generateRmsNormInputs(c, identityRows(c.M))});
-  }
   return cases;
 }
 
@@ -179,18 +184,15 @@ struct AuditedLayerNorm {
 
 /// Generated layernorm cases of host_twopass (every spec the oracle models:
 /// fp32 gamma and beta, stats=T), each under one of the contracts whose
-/// budgets the fast path must reproduce: depth bounds alone, ulpCheck's own
-/// kernels' (a rounded-quotient mean, two-pass statistics, a fixed column
-/// order), running means (a black box), a flushing column reduction.
+/// budgets the fast path must reproduce: depth bounds alone (a black box's
+/// running means), ulpcheck's own kernels' (a rounded-quotient mean,
+/// two-pass statistics, fixed column orders), a flushing column reduction,
+/// two-pass statistics alone.
 std::vector<AuditedLayerNorm> generatedLayerNormCases(uint64_t seed, int count) {
-  gen::CaseOptions o;
-  o.op = "layernorm";
-  o.kernels = {"host_twopass"};
-  o.tier = Tier::Smoke;
-  rc::Random random(seed);
   std::vector<AuditedLayerNorm> cases;
+  const std::vector<CaseSpec> specs = smokeCases("layernorm", "host_twopass", seed, count);
   for (int k = 0; k < count; ++k) {
-    const CaseSpec c = gen::caseSpec(o)(random.split(), rc::kNominalSize).value();
+    const CaseSpec& c = specs[size_t(k)];
     AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
     switch (k % 4) {
       case 1:
@@ -277,15 +279,9 @@ TEST(OracleAudit, AllreduceResidualSumsAreBitwiseTheMpfrOnes) {
   // the fast path's residual_out and y equal the MPFR path's, and the audit
   // mode (both, compared element by element) raises nothing.
   ThreadPool pool(2);
-  gen::CaseOptions o;
-  o.op = "allreduce_rmsnorm";
-  o.kernels = {"host_unfused"};
-  o.tier = Tier::Smoke;
-  rc::Random random(0xa11d);
   const int64_t fast_before = oracleCounts().fast.load(), back_before = oracleCounts().fell_back.load();
   int64_t multi_rank = 0;
-  for (int n = 0; n < 150; ++n) {
-    const CaseSpec c = gen::caseSpec(o)(random.split(), rc::kNominalSize).value();
+  for (const CaseSpec& c : smokeCases("allreduce_rmsnorm", "host_unfused", 0xa11d, 150)) {
     const AllreduceRmsNormInputData d = generateAllreduceRmsNormInputs(c, identityRows(c.M));
     const AllreduceRmsNormInputs in{d.x, d.residual, d.w, c.eps, c.spec};
     const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
