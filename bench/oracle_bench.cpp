@@ -38,23 +38,34 @@ struct Timing {
   int64_t fell_back = 0;
 };
 
+/// Times fast(&counts), then (unless fast_only) mpfr(), and compares their
+/// references bitwise (tensors(reference) lists them).
+template <typename Fast, typename Mpfr, typename Tensors>
+Timing timeBoth(const char* op, bool fast_only, Fast fast, Mpfr mpfr, Tensors tensors) {
+  FastOracleCounts counts;
+  Timing t;
+  auto t0 = std::chrono::steady_clock::now();
+  const auto fast_ref = fast(&counts);
+  t.fast = seconds(t0);
+  if (!fast_only) {
+    t0 = std::chrono::steady_clock::now();
+    const auto mpfr_ref = mpfr();
+    t.mpfr = seconds(t0);
+    auditReferences(op, tensors(mpfr_ref), tensors(fast_ref));
+  }
+  t.fell_back = counts.fell_back.load() + counts.mpfr_only.load();
+  return t;
+}
+
 Timing timeRmsNorm(const CaseSpec& c, ThreadPool& pool, bool fast_only) {
   const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
   const RmsNormInputs inputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr};
   const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
-  FastOracleCounts counts;
-  Timing t;
-  auto t0 = std::chrono::steady_clock::now();
-  const RmsNormReference fast = rmsnormReferenceFast(inputs, contract, pool, &counts);
-  t.fast = seconds(t0);
-  if (!fast_only) {
-    t0 = std::chrono::steady_clock::now();
-    const RmsNormReference slow = rmsnormReferenceMpfr(inputs, contract, pool);
-    t.mpfr = seconds(t0);
-    auditReferences("rmsnorm", {&slow.y, &slow.rstd, &slow.dx, &slow.dw}, {&fast.y, &fast.rstd, &fast.dx, &fast.dw});
-  }
+  Timing t = timeBoth(
+      "rmsnorm", fast_only, [&](FastOracleCounts* n) { return rmsnormReferenceFast(inputs, contract, pool, n); },
+      [&] { return rmsnormReferenceMpfr(inputs, contract, pool); },
+      [](const RmsNormReference& r) { return std::vector<const ReferenceTensor*>{&r.y, &r.rstd, &r.dx, &r.dw}; });
   t.elements = double(c.M) * double(2 * c.N + 1) + double(c.N);
-  t.fell_back = counts.fell_back.load() + counts.mpfr_only.load();
   return t;
 }
 
@@ -64,19 +75,11 @@ Timing timeLayerNorm(const CaseSpec& c, ThreadPool& pool, bool fast_only) {
   // ulpcheck's own kernels' contract: a rounded-quotient mean, two-pass statistics.
   AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
   contract.depths.mean_is_rounded_quotient = contract.depths.two_pass_statistics = true;
-  FastOracleCounts counts;
-  Timing t;
-  auto t0 = std::chrono::steady_clock::now();
-  const LayerNormReference fast = layernormReferenceFast(inputs, contract, pool, &counts);
-  t.fast = seconds(t0);
-  if (!fast_only) {
-    t0 = std::chrono::steady_clock::now();
-    const LayerNormReference slow = layernormReferenceMpfr(inputs, contract, pool);
-    t.mpfr = seconds(t0);
-    auditReferences("layernorm", layernormTensors(slow), layernormTensors(fast));
-  }
+  Timing t = timeBoth(
+      "layernorm", fast_only, [&](FastOracleCounts* n) { return layernormReferenceFast(inputs, contract, pool, n); },
+      [&] { return layernormReferenceMpfr(inputs, contract, pool); },
+      [](const LayerNormReference& r) { return layernormTensors(r); });
   t.elements = double(c.M) * double(2 * c.N + 2) + 2.0 * double(c.N);
-  t.fell_back = counts.fell_back.load() + counts.mpfr_only.load();
   return t;
 }
 
