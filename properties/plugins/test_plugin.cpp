@@ -1,7 +1,8 @@
-// Plugins for the plugin suite (properties/cpu/plugin_test.cpp), one per
-// TEST_PLUGIN_KIND: a well-formed one whose variants exercise preconditions
-// and error returns, and malformed ones that must be refused clearly. The
-// kernels are the example library's host RMSNorm (examples/plugin).
+// Plugins for the plugin and robustness suites (properties/cpu/plugin_test.cpp,
+// robustness_test.cpp), one per TEST_PLUGIN_KIND: a well-formed one whose
+// variants exercise preconditions, error returns and faults, and malformed or
+// hostile ones that must be refused clearly or judged without ulpcheck dying.
+// The kernels are the example library's host RMSNorm (examples/plugin).
 #include <ulpcheck/plugin.h>
 
 #include <chrono>
@@ -15,6 +16,16 @@
 #define KIND_BAD_OP 3
 #define KIND_NO_ENTRY 4
 #define KIND_TAKEN_NAME 5
+#define KIND_DUPLICATE_NAME 6        // two variants of one name: the first correct, the second aborting
+#define KIND_NO_VARIANTS 7
+#define KIND_HUGE_WORKSPACE 8        // workspace_bytes answers (size_t)-1, SIZE_MAX - 4096, 2^44
+#define KIND_CRASHING_CONSTRUCTOR 9  // the library's static constructor segfaults when it is loaded
+#define KIND_CXX_ENTRY 10            // the entry point declared without extern "C" (a C++-mangled symbol)
+#define KIND_BAD_VARIANT_SIZE 11     // built against another header's ulpcheck_variant
+#define KIND_NULL_TABLE 12           // the entry point returns no table
+#define KIND_NO_BACKWARD 13          // rmsnorm without its backward entry point
+#define KIND_BAD_NAME 14             // a variant name with a space
+#define KIND_BAD_DTYPES 15           // a dtype mask naming no dtype ulpcheck knows
 
 namespace {
 
@@ -54,6 +65,7 @@ int correctBackward(const ulpcheck_rmsnorm_backward_args* a) {
                              static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data);
   return 0;
 }
+int correctBackwardEntry(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) { return correctBackward(a); }
 int backwardSegfaultsAtN7(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
   if (a->x.cols == 7) *static_cast<volatile float*>(nullptr) = 1.f;  // an illegal address
   return correctBackward(a);
@@ -72,6 +84,13 @@ int backwardHangsAtN5(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_la
 }
 
 const char* lastError() { return "scratch too small for more than 64 rows"; }
+
+/// Size queries a library may answer with an error code or an absurd size.
+size_t workspaceMinusOne(const ulpcheck_shape*, void*) { return size_t(-1); }
+size_t workspaceWraps(const ulpcheck_shape*, void*) { return size_t(-1) - 4096; }
+size_t workspace16TiB(const ulpcheck_shape*, void*) { return size_t{1} << 44; }
+
+int backwardAborts(const ulpcheck_rmsnorm_backward_args*, const ulpcheck_launch*) { std::abort(); }
 
 ulpcheck_variant variant(const char* op, const char* name, uint32_t preconditions, int64_t max_cols,
                          ulpcheck_rmsnorm_backward_fn backward) {
@@ -101,18 +120,55 @@ const ulpcheck_variant kVariants[] = {
 const ulpcheck_variant kVariants[] = {variant("softmax", "test_softmax", 0, 0, backwardContiguous)};
 #elif TEST_PLUGIN_KIND == KIND_TAKEN_NAME
 const ulpcheck_variant kVariants[] = {variant("rmsnorm", "host_separate", 0, 0, backwardContiguous)};
+#elif TEST_PLUGIN_KIND == KIND_DUPLICATE_NAME
+const ulpcheck_variant kVariants[] = {variant("rmsnorm", "test_rmsnorm_twice", 0, 0, correctBackwardEntry),
+                                      variant("rmsnorm", "test_rmsnorm_twice", 0, 0, backwardAborts)};
+#elif TEST_PLUGIN_KIND == KIND_HUGE_WORKSPACE
+ulpcheck_variant withWorkspace(const char* name, size_t (*bytes)(const ulpcheck_shape*, void*)) {
+  ulpcheck_variant v = variant("rmsnorm", name, 0, 0, correctBackwardEntry);
+  v.workspace_bytes = bytes;
+  return v;
+}
+const ulpcheck_variant kVariants[] = {withWorkspace("test_rmsnorm_workspace_minus_one", workspaceMinusOne),
+                                      withWorkspace("test_rmsnorm_workspace_wraps", workspaceWraps),
+                                      withWorkspace("test_rmsnorm_workspace_16tib", workspace16TiB)};
+#elif TEST_PLUGIN_KIND == KIND_NO_BACKWARD
+const ulpcheck_variant kVariants[] = {variant("rmsnorm", "test_rmsnorm_no_backward", 0, 0, nullptr)};
+#elif TEST_PLUGIN_KIND == KIND_BAD_NAME
+const ulpcheck_variant kVariants[] = {variant("rmsnorm", "test rmsnorm", 0, 0, correctBackwardEntry)};
+#elif TEST_PLUGIN_KIND == KIND_BAD_DTYPES
+ulpcheck_variant badDtypes() {
+  ulpcheck_variant v = variant("rmsnorm", "test_rmsnorm_fp8", 0, 0, correctBackwardEntry);
+  v.dtypes = 1u << 7;
+  return v;
+}
+const ulpcheck_variant kVariants[] = {badDtypes()};
 #else
 const ulpcheck_variant kVariants[] = {variant("rmsnorm", "test_rmsnorm_other", 0, 0, backwardContiguous)};
 #endif
 
 const ulpcheck_plugin kPlugin{TEST_PLUGIN_KIND == KIND_BAD_ABI ? 99u : ULPCHECK_ABI_VERSION,
-                              sizeof(ulpcheck_variant), "ulpcheck test plugin",
-                              int32_t(sizeof kVariants / sizeof kVariants[0]), kVariants, lastError};
+                              TEST_PLUGIN_KIND == KIND_BAD_VARIANT_SIZE ? uint32_t(sizeof(ulpcheck_variant) - 8)
+                                                                        : uint32_t(sizeof(ulpcheck_variant)),
+                              "ulpcheck test plugin",
+                              TEST_PLUGIN_KIND == KIND_NO_VARIANTS ? 0 : int32_t(sizeof kVariants / sizeof kVariants[0]),
+                              kVariants, lastError};
+
+#if TEST_PLUGIN_KIND == KIND_CRASHING_CONSTRUCTOR
+// A library whose initialisation crashes (a static object touching a
+// device that is not there, say): loading it must not end ulpcheck.
+__attribute__((constructor)) void crashWhenLoaded() { *static_cast<volatile int*>(nullptr) = 1; }
+#endif
 
 }  // namespace
 
-#if TEST_PLUGIN_KIND != KIND_NO_ENTRY
-extern "C" ULPCHECK_PLUGIN_EXPORT const ulpcheck_plugin* ulpcheck_plugin_v1(void) { return &kPlugin; }
-#else
+#if TEST_PLUGIN_KIND == KIND_NO_ENTRY
 extern "C" ULPCHECK_PLUGIN_EXPORT const ulpcheck_plugin* some_other_symbol(void) { return &kPlugin; }
+#elif TEST_PLUGIN_KIND == KIND_CXX_ENTRY
+// The mistake plugin.h warns of: without extern "C" the symbol is _Z18ulpcheck_plugin_v1v.
+ULPCHECK_PLUGIN_EXPORT const ulpcheck_plugin* ulpcheck_plugin_v1(void) { return &kPlugin; }
+#elif TEST_PLUGIN_KIND == KIND_NULL_TABLE
+extern "C" ULPCHECK_PLUGIN_EXPORT const ulpcheck_plugin* ulpcheck_plugin_v1(void) { return nullptr; }
+#else
+extern "C" ULPCHECK_PLUGIN_EXPORT const ulpcheck_plugin* ulpcheck_plugin_v1(void) { return &kPlugin; }
 #endif
