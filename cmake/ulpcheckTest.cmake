@@ -3,6 +3,7 @@
 #   ulpcheck_add_test(NAME <test> PLUGIN <target or path>
 #                     [KERNELS <variant>...]      # default: every variant ulpcheck knows, the plugin's included
 #                     [CASES <n>] [TIER smoke|default|nightly] [SEED <n>]
+#                     [TIMEOUT <seconds>]         # default 1800: a hung kernel fails the test, not the CI job
 #                     [GPU]                       # CUDA variants: skipped, saying why, where no GPU is usable
 #                     [LABELS <label>...] [ARGS <more ulpcheck run arguments>...])
 #
@@ -10,7 +11,7 @@
 # --no-corpus` and passes when every property passed and judged cases (exit
 # code 0). Failures print the shrunk case and the `ulpcheck repro` command.
 function(ulpcheck_add_test)
-  cmake_parse_arguments(T "GPU" "NAME;PLUGIN;CASES;TIER;SEED" "KERNELS;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "GPU" "NAME;PLUGIN;CASES;TIER;SEED;TIMEOUT" "KERNELS;LABELS;ARGS" ${ARGN})
   if(NOT T_NAME OR NOT T_PLUGIN)
     message(FATAL_ERROR "ulpcheck_add_test: NAME and PLUGIN are required")
   endif()
@@ -28,6 +29,11 @@ function(ulpcheck_add_test)
   if(NOT T_SEED)
     set(T_SEED 1)
   endif()
+  if(NOT T_TIMEOUT)
+    # ulpcheck kills a kernel that hangs in its worker after --case-timeout
+    # (300 s) and goes on; this bounds the test as a whole, whatever happens.
+    set(T_TIMEOUT 1800)
+  endif()
   set(kernels "")
   foreach(k IN LISTS T_KERNELS)
     list(APPEND kernels --kernel ${k})
@@ -35,6 +41,7 @@ function(ulpcheck_add_test)
   add_test(NAME ${T_NAME}
            COMMAND ulpcheck::cli run --plugin ${plugin} ${kernels} --cases ${T_CASES} --tier ${T_TIER}
                    --seed ${T_SEED} --no-save --no-corpus --quiet ${T_ARGS})
+  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT})
   if(T_GPU)
     # One GPU of its own under `ctest --resource-spec-file` (ulpcheck reads
     # CTest's allocation), so GPU tests can run side by side on a multi-GPU runner.

@@ -19,7 +19,8 @@ namespace ulpcheck {
 /// A variant's entry point reported failure (a plugin's nonzero return): the
 /// case fails with this message.
 struct KernelFailure : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit KernelFailure(const std::string& what, bool hung = false) : std::runtime_error(what), hang(hung) {}
+  bool hang = false;  // it did not return within its time limit and was killed (exit code 5)
 };
 
 /// What a variant needs of a case's layout (a plugin's preconditions):

@@ -22,6 +22,14 @@ namespace ulpcheck {
 
 namespace {
 
+// peakHostBytes: the most resident memory measured for one repro on the
+// host backend (/usr/bin/time -v, --oracle mpfr, fp32, 2026-11-26), plus 25%:
+// 52 bytes per element and 43 more per element per rank (2048 x 4096 at 1,
+// 4 and 8 ranks), 60 more per row at 2^20 x 1, 380 more per column at
+// 1 x 2^22.
+constexpr double kPeakBytesPerElement = 65, kPeakBytesPerRankElement = 55, kPeakBytesPerRow = 75;
+constexpr double kPeakBytesPerColumn = 480, kPeakBaseBytes = 64 << 20;
+
 const AllreduceRmsNormKernel& kernelOf(const CaseSpec& c) {
   if (c.ranks < 1 || c.ranks > kMaxRanks)
     throw CaseParseError(fmt::format("allreduce_rmsnorm needs 1 <= ranks <= {}, got ranks={}", kMaxRanks, c.ranks));
@@ -46,6 +54,11 @@ class AllreduceRmsNormOp final : public OpAdapter {
  public:
   std::string name() const override { return "allreduce_rmsnorm"; }
   bool multiRank() const override { return true; }
+
+  uint64_t peakHostBytes(const CaseSpec& c) const override {
+    return linearHostBytes(c, kPeakBytesPerElement + kPeakBytesPerRankElement * c.ranks, kPeakBytesPerRow,
+                           kPeakBytesPerColumn, kPeakBaseBytes);
+  }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<AllreduceRmsNormRegistry>(); }
 

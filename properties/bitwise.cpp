@@ -30,6 +30,7 @@ void compareTensors(const OutputTensor& a, const OutputTensor& b, BitwiseDiff& d
         f.got = b.value(rb, c);
         f.exact = a.value(r, c);
         f.note = fmt::format("{:#x} vs {:#x}", a.at(r, c), b.at(rb, c));
+        f.bitwise = true;
         d.first = f;
       }
     }

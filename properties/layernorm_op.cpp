@@ -22,11 +22,23 @@ namespace ulpcheck {
 
 namespace {
 
+// peakHostBytes: the most resident memory measured for one repro on the
+// host backend (/usr/bin/time -v, --oracle mpfr, fp32, 2026-11-26), plus 25%:
+// 108 bytes per element at 4096 x 4096 (the 65536 x 8192 bf16 case on the
+// GPU machine: 102), 120 more per row at 2^20 x 1, 495 more per column at
+// 1 x 2^22.
+constexpr double kPeakBytesPerElement = 135, kPeakBytesPerRow = 150, kPeakBytesPerColumn = 620;
+constexpr double kPeakBaseBytes = 64 << 20;
+
 const LayerNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<LayerNormRegistry>(c); }
 
 class LayerNormOp final : public OpAdapter {
  public:
   std::string name() const override { return "layernorm"; }
+
+  uint64_t peakHostBytes(const CaseSpec& c) const override {
+    return linearHostBytes(c, kPeakBytesPerElement, kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
+  }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<LayerNormRegistry>(); }
 

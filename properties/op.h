@@ -155,6 +155,12 @@ class OpAdapter {
   virtual rc::Gen<CaseSpec> refine(CaseSpec base) const = 0;
   /// Each rank holds its own copy of the outputs (rank_consistency applies).
   virtual bool multiRank() const { return false; }
+  /// The host memory one check of the case takes at its peak (its buffers on
+  /// the host backend, downloads, the oracle's references), an upper estimate
+  /// calibrated by measurement: a case past what the process may use
+  /// (hostMemoryLimit) is skipped, or refused by `repro`, saying why, rather
+  /// than ended by the OOM killer.
+  virtual uint64_t peakHostBytes(const CaseSpec& c) const = 0;
   /// The accuracy outcome judged on the GPU (oracles/rmsnorm_device.h), or
   /// nothing where the op's GPU judge does not model the case: run there
   /// (beside a schedule-perturbing load with ctx.perturb_schedule; the
@@ -166,6 +172,16 @@ class OpAdapter {
 
   static const KernelInfo* findKernel(const std::string& op, const std::string& kernel);
 };
+
+/// OpAdapter::peakHostBytes of a case whose memory grows with its elements,
+/// rows and columns: `per_element` bytes for each of its M x ld elements,
+/// `per_row` for each row, `per_col` for each column (the column sums'
+/// oracle), and a fixed `base`; saturates instead of wrapping.
+inline uint64_t linearHostBytes(const CaseSpec& c, double per_element, double per_row, double per_col, double base) {
+  const double bytes =
+      per_element * double(c.M) * double(c.ld) + per_row * double(c.M) + per_col * double(c.N) + base;
+  return bytes >= 1.8e19 ? UINT64_MAX : uint64_t(bytes);
+}
 
 std::vector<const OpAdapter*>& opRegistry();
 const OpAdapter* findOp(const std::string& name);

@@ -33,6 +33,10 @@ struct Finding {
   double ratio = 0;         // |got - exact| / budget
   std::string note;         // e.g. "unwritten (poison)", "differs from run 2: 0x3f80 vs 0x3f81"
   std::string inputs;       // hex of the inputs it depends on
+  // A bitwise property's finding: `got` is one run's (rank's, pipeline's)
+  // value and `exact` the reference run's, compared bit for bit; no
+  // correctly rounded value, ulp or budget applies.
+  bool bitwise = false;
 };
 
 /// Per-tensor accuracy figures, for reports.
@@ -59,6 +63,7 @@ struct Outcome {
   // CUDA error in its worker, or returned an error. A failure, but one that
   // does not stop its property judging the kernel's other cases.
   bool fault = false;
+  bool hang = false;  // a fault: the kernel did not return within its time limit (exit code 5)
   bool passed() const { return verdict != Verdict::Fail; }
   /// The case was judged: it passed, failed, or showed what the contract allows.
   bool judged() const { return verdict == Verdict::Pass || verdict == Verdict::Fail || verdict == Verdict::Expected; }

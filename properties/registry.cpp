@@ -72,6 +72,9 @@ const char* verdictName(Verdict v) {
 }
 
 nlohmann::json toJson(const Finding& f) {
+  if (f.bitwise)
+    return {{"tensor", f.tensor}, {"row", f.row},       {"col", f.col},       {"got", hexFloat(f.got)},
+            {"reference", hexFloat(f.exact)}, {"note", f.note}, {"inputs", f.inputs}, {"bitwise", true}};
   return {{"tensor", f.tensor},       {"row", f.row},       {"col", f.col},
           {"got", hexFloat(f.got)},   {"exact", hexFloat(f.exact)},
           {"correctly_rounded", hexFloat(f.correctly_rounded)},
@@ -91,6 +94,7 @@ nlohmann::json toJson(const Outcome& o) {
   for (const auto& f : o.findings) j["findings"].push_back(toJson(f));
   for (const auto& s : o.stats) j["stats"].push_back(toJson(s));
   if (o.fault) j["fault"] = true;
+  if (o.hang) j["hang"] = true;
   return j;
 }
 
@@ -109,10 +113,18 @@ Outcome outcomeFromJson(const nlohmann::json& j) {
   if (!known) throw std::invalid_argument("unknown verdict '" + verdict + "'");
   o.summary = j.at("summary").get<std::string>();
   o.fault = j.value("fault", false);
-  for (const auto& f : j.value("findings", nlohmann::json::array()))
+  o.hang = j.value("hang", false);
+  for (const auto& f : j.value("findings", nlohmann::json::array())) {
+    if (f.value("bitwise", false)) {
+      Finding b{f.at("tensor"), f.at("row"), f.at("col"), hexNumber(f.at("got")), hexNumber(f.at("reference"))};
+      b.note = f.at("note"), b.inputs = f.at("inputs"), b.bitwise = true;
+      o.findings.push_back(std::move(b));
+      continue;
+    }
     o.findings.push_back({f.at("tensor"), f.at("row"), f.at("col"), hexNumber(f.at("got")), hexNumber(f.at("exact")),
                           hexNumber(f.at("correctly_rounded")), number(f.at("ulp")), number(f.at("budget_ulp")),
                           number(f.at("ratio")), f.at("note"), f.at("inputs")});
+  }
   for (const auto& s : j.value("stats", nlohmann::json::array())) {
     TensorStats t;
     t.tensor = s.at("tensor");

@@ -22,11 +22,22 @@ namespace ulpcheck {
 
 namespace {
 
+// peakHostBytes: the most resident memory measured for one repro on the
+// host backend (/usr/bin/time -v, --oracle mpfr, fp32, 2026-11-26), plus 25%:
+// 99 bytes per element at 4096 x 4096, 16384 x 1024 and 2048 x 8192; 90 more
+// per row at 2^20 x 1; 345 more per column at 1 x 2^22.
+constexpr double kPeakBytesPerElement = 125, kPeakBytesPerRow = 115, kPeakBytesPerColumn = 450;
+constexpr double kPeakBaseBytes = 64 << 20;
+
 const RmsNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<RmsNormRegistry>(c); }
 
 class RmsNormOp final : public OpAdapter {
  public:
   std::string name() const override { return "rmsnorm"; }
+
+  uint64_t peakHostBytes(const CaseSpec& c) const override {
+    return linearHostBytes(c, kPeakBytesPerElement, kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
+  }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<RmsNormRegistry>(); }
 

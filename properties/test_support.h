@@ -106,11 +106,15 @@ inline void expectPassedAndJudged(const CampaignResult& r, const std::string& wh
 /// The kill matrix of every mutant of `backend` as CI runs it: default tier
 /// (some bugs live only at large M, as Liger-Kernel PR #950's M >= 32768),
 /// each mutant's campaign ending at its declared kill. No controls: the
-/// correct variants have suites of their own.
+/// correct variants have suites of their own. A mutant gets a number of
+/// cases, not seconds: under `ctest -j4` four suites share the GPU and the
+/// cores, and a 30 s budget once ran out before a kill on the H100 that the
+/// same cases make alone (the seconds are a guard against a hang only).
 inline KillMatrix ciKillMatrix(Backend backend, const ExecContext& exec) {
   KillMatrixOptions o;
   o.backend = backend;
-  o.seconds_per_mutant = 30;
+  o.max_cases = 3000;
+  o.seconds_per_mutant = 600;
   o.stop_at_declared_kill = true;
   o.controls = false;
 #if defined(ULPCHECK_CLI)

@@ -1,14 +1,21 @@
 // ulpcheck: property-based verification of GPU numerical kernels against an
 // MPFR oracle. Subcommands: list, run, repro.
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +23,7 @@
 
 #include "harness/core/ctest_gpus.h"
 #include "harness/core/device.h"
+#include "harness/core/memory_limit.h"
 #include "harness/core/parallel.h"
 #include "harness/report/html.h"
 #include "harness/report/junit.h"
@@ -151,13 +159,17 @@ constexpr int kMaxWorkersPerGpu = 2;
 // one per core of its share, at most this many.
 constexpr int kMaxConcurrentCases = 8;
 
+constexpr int kAutoWorkers = std::numeric_limits<int>::min();  // --workers not given
+// Begins a campaign's warnings (CampaignOptions::warn): said even with --quiet.
+constexpr const char* kWarning = "warning: ";
+
 struct RunArgs {
   std::string op = "all", backend = "auto", tier = "default", json, corpus, seed, cases = "auto", shard, gpus = "all";
   std::string junit;  // JUnit XML of the run
   std::string html;   // HTML report of the run
   std::vector<std::string> kernels, properties, dtypes;
   int64_t per_cell = 0;  // 0: the backend's default (with --cases auto)
-  int workers = 0;       // 0: one per GPU used (cuda), 1 (host)
+  int workers = kAutoWorkers;  // kAutoWorkers: the default layout (workerLayout)
   std::string concurrent_cases = "auto";
   double time_budget = 0, shrink_budget = 60, case_timeout = 300;
   bool no_shrink = false, no_corpus = false, no_save = false, quiet = false, perturb_schedule = false;
@@ -167,10 +179,55 @@ struct RunArgs {
 
 /// Writes the HTML report of `records` to `path`, saying where.
 void writeHtml(const std::string& path, const std::vector<nlohmann::json>& records, const std::string& title) {
-  std::ofstream out(path, std::ios::trunc);
-  out << htmlReport(records, title);
-  if (!out) throw std::runtime_error(fmt::format("cannot write the HTML report to '{}'", path));
+  writeWholeFile(path, htmlReport(records, title), "the HTML report");
   fmt::print("# HTML report: {}\n", path);
+}
+
+/// On SIGINT or SIGTERM: one line saying why the run ends here, then the
+/// signal's own end (its exit status). The JSON lines are whole already; the
+/// kernel workers die with this process (remote.cpp's Spawner).
+void sayInterrupted(int sig) {
+  const char* msg = sig == SIGINT ? "\nulpcheck: interrupted (SIGINT); every result measured so far is in the JSON lines "
+                                    "(--json)\n"
+                                  : "\nulpcheck: terminated (SIGTERM); every result measured so far is in the JSON lines "
+                                    "(--json)\n";
+  const ssize_t ignored = ::write(2, msg, std::strlen(msg));
+  (void)ignored;
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void sayWhenInterrupted() {
+  for (int sig : {SIGINT, SIGTERM}) std::signal(sig, sayInterrupted);
+}
+
+/// Checks, before any case runs, that the run's report files can be written
+/// (a folder given for a file, a folder that does not exist): a usage error
+/// now, not after the whole campaign.
+void checkOutputFiles(const std::vector<std::pair<std::string, std::string>>& files) {
+  for (const auto& [option, path] : files) {
+    if (path.empty()) continue;
+    try {
+      checkWritableFile(path, option);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
+  }
+}
+
+/// The JSON-lines writer of --json (a usage error if the file cannot be opened).
+std::unique_ptr<JsonlWriter> openJsonLines(const std::string& path) {
+  if (path.empty()) return nullptr;
+  checkOutputFiles({{"--json", path}});
+  return std::make_unique<JsonlWriter>(path);
+}
+
+/// A JSON-lines file that could not be written in full: said after the run's
+/// table, and exit code 4 (the table and the file's whole records stand).
+bool reportJsonError(const JsonlWriter* json) {
+  if (!json || json->error().empty()) return false;
+  fmt::print("\n# I/O ERROR: {}\n", json->error());
+  return true;
 }
 
 // This process's arguments after the program name: workers get them again.
@@ -201,7 +258,10 @@ CampaignOptions campaignOptions(const RunArgs& a, const std::string& op, const E
   o.kernels = a.kernels;
   o.properties = a.properties;
   o.dtypes = parseDTypes(a.dtypes);
-  if (a.time_budget < 0 || a.shrink_budget < 0 || a.case_timeout < 0) throw UsageError("time limits must be >= 0");
+  for (const auto& [option, seconds] : std::initializer_list<std::pair<const char*, double>>{
+           {"--time-budget", a.time_budget}, {"--shrink-budget", a.shrink_budget}})
+    if (!(seconds >= 0)) throw UsageError(fmt::format("{} {:g}: give seconds >= 0", option, seconds));
+  if (!(a.case_timeout > 0)) throw UsageError(fmt::format("--case-timeout {:g}: give seconds > 0", a.case_timeout));
   if (a.per_cell < 0) throw UsageError("--per-cell must be >= 0");
   if (a.cases == "auto") {
     o.cases = kDefaultCaseCap;
@@ -249,11 +309,22 @@ int reportCampaign(const CampaignResult& r, JsonlWriter* json, std::map<std::str
   fmt::print("\n{}{}", formatCampaignTable(r), formatCoverage(r));
   for (const FailureRecord& f : r.failures) fmt::print("\n{}", formatFailure(f));
   fmt::print("\n{}", formatJudgedSummary(r));
+  // The failing cases, as the table's #wrong column sums them; a kernel's
+  // faults past the first few are counted there but not recorded.
+  int64_t failing = 0;
+  for (const auto& [key, c] : r.cells) failing += c.failed;
+  const int64_t recorded = int64_t(r.failures.size());
   fmt::print("# {} generated cases{}{} + {} regression cases in {:.1f} s: {}\n", r.cases_run,
-             r.topped_up_cases ? fmt::format(" ({} of them topping up cells with inconclusive cases)", r.topped_up_cases)
-                               : "",
+             r.topped_up_cases
+                 ? fmt::format(" ({} of them topping up cells short of judged cases: inconclusive or skipped)",
+                               r.topped_up_cases)
+                 : "",
              r.stopped_by_time ? " (time budget reached)" : "", r.regression_cases, r.seconds,
-             r.failures.empty() && r.fatal_error.empty() ? "no failures" : fmt::format("{} failures", r.failures.size()));
+             failing == 0 && recorded == 0 && r.fatal_error.empty() ? std::string("no failures")
+             : failing == recorded ? fmt::format("{} failures", failing)
+                                   : fmt::format("{} failing cases ({} recorded above; a kernel's faults past its first "
+                                                 "five are counted, not recorded)",
+                                                 failing, recorded));
   if (!r.fatal_error.empty()) fmt::print("# FATAL: {}\n", r.fatal_error);
   if (json) json->write(campaignSummaryJson(r));
   for (const auto& p : r.inapplicable_properties) ++inapplicable[p];
@@ -269,6 +340,7 @@ int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, Json
   o.json = json;
   if (a.report_to_coordinator) {
     o.log = [](const std::string& line) { workers::say(workers::kLog, line); };
+    o.warn = [](const std::string& line) { workers::say(workers::kLog, std::string(kWarning) + line); };
     o.progress = [](const CampaignProgress& p) {
       workers::say(workers::kProgress, {{"done", p.done},
                                         {"total", p.total},
@@ -281,6 +353,10 @@ int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, Json
     return r.exitCode(/*count_inapplicable_properties=*/false);
   }
   ProgressReporter progress(op, !a.quiet && ProgressReporter::stderrIsTerminal());
+  o.warn = [&progress](const std::string& line) {
+    progress.clear();
+    fmt::print(stderr, "ulpcheck: {}{}\n", kWarning, line);
+  };
   if (!a.quiet) {
     o.log = [&progress](const std::string& line) {
       progress.clear();
@@ -297,7 +373,15 @@ int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, Json
 
 /// The ops a `run` covers: the one named, or with `--op all` every op (only
 /// the op of the named kernels when --kernel is given).
+/// "rmsnorm, layernorm, ...": the ops, for messages.
+std::string opNames() {
+  std::vector<std::string> names;
+  for (const OpAdapter* op : opRegistry()) names.push_back(op->name());
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
 std::vector<std::string> opsToRun(const RunArgs& a) {
+  if (a.op != "all" && !findOp(a.op)) throw UsageError(fmt::format("--op {}: no such op (ops: {}, or all)", a.op, opNames()));
   if (a.op != "all") return {a.op};
   std::vector<std::string> ops;
   for (const OpAdapter* op : opRegistry()) {
@@ -352,7 +436,7 @@ struct WorkerLayout {
 };
 
 WorkerLayout workerLayout(const RunArgs& a, const ExecContext& exec) {
-  if (a.workers < 0) throw UsageError("--workers must be >= 1");
+  if (a.workers != kAutoWorkers && a.workers < 1) throw UsageError(fmt::format("--workers {}: give 1 or more", a.workers));
   WorkerLayout w;
   if (a.report_to_coordinator) return w;  // a worker runs its share itself
   if (exec.backend == Backend::Cuda) {
@@ -379,10 +463,10 @@ WorkerLayout workerLayout(const RunArgs& a, const ExecContext& exec) {
                             ? 1
                             : std::clamp(int(std::thread::hardware_concurrency()) / (kCoresPerWorker * use), 1,
                                          kMaxWorkersPerGpu);
-    w.workers = a.workers > 0 ? a.workers : a.in_process ? use : use * per_gpu;
+    w.workers = a.workers != kAutoWorkers ? a.workers : a.in_process ? use : use * per_gpu;
   } else {
     if (a.gpus != "all") throw UsageError("--gpus needs the cuda backend (on the host, --workers N splits the CPU)");
-    w.workers = a.workers > 0 ? a.workers : 1;
+    w.workers = a.workers != kAutoWorkers ? a.workers : 1;
   }
   return w;
 }
@@ -447,7 +531,7 @@ int runOpOnWorkers(const RunArgs& a, const std::string& op, const ExecContext& e
       }
       if (!a.quiet) progress.update(sum);
     } else if (tag + " " == workers::kLog) {
-      if (a.quiet) return;
+      if (a.quiet && j.get<std::string>().rfind(kWarning, 0) != 0) return;  // warnings are said even then
       // Every worker makes the same plan from the seed: say it once.
       if (k > 0 && j.get<std::string>().rfind("plan: ", 0) == 0) return;
       progress.clear();
@@ -492,15 +576,31 @@ int runOpOnWorkers(const RunArgs& a, const std::string& op, const ExecContext& e
   return code;
 }
 
+/// An explicit --corpus must be a folder: a file or a path that does not
+/// exist would replay nothing and say nothing.
+void checkCorpusOption(const std::string& corpus) {
+  if (corpus.empty()) return;
+  std::error_code ec;
+  const char* layout = "a corpus is a folder holding <op>/<property>/regression/ (replayed) and crashing/ (saved)";
+  if (!std::filesystem::exists(corpus, ec))
+    throw UsageError(fmt::format("--corpus {}: no such folder ({}; create it, or leave --corpus out for {})", corpus,
+                                 layout, defaultCorpusDir()));
+  if (!std::filesystem::is_directory(corpus, ec))
+    throw UsageError(fmt::format("--corpus {}: not a folder ({})", corpus, layout));
+}
+
 int cmdRun(const RunArgs& a) {
+  if (!a.report_to_coordinator) sayWhenInterrupted();  // a worker dies with its coordinator, which says it
   const std::vector<std::string> ops = opsToRun(a);
+  checkCorpusOption(a.corpus);
+  if (!a.report_to_coordinator) checkOutputFiles({{"--html", a.html}, {"--junit", a.junit}});
   const ExecContext exec = execContext(a.backend, a.perturb_schedule, a.report_to_coordinator);
   const WorkerLayout layout = workerLayout(a, exec);
   std::unique_ptr<JsonlWriter> json;
   if (a.report_to_coordinator) json = std::make_unique<JsonlWriter>([](const std::string& line) {
     workers::say(workers::kJson, nlohmann::json::parse(line));
   });
-  else if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
+  else json = openJsonLines(a.json);
   std::vector<nlohmann::json> kept;  // the records, for --html
   if (!a.html.empty() && !a.report_to_coordinator) {
     auto keep = [&kept](const nlohmann::json& r) { kept.push_back(r); };
@@ -525,8 +625,9 @@ int cmdRun(const RunArgs& a) {
                          ? runOpOnWorkers(per_op, ops[i], exec, layout, json.get(), inapplicable, oracle, phases)
                          : runOp(per_op, ops[i], exec, json.get(), inapplicable);
     if (severity(code) > severity(worst)) worst = code;
-    // A fault may have left the GPU unusable, and a hung kernel still runs.
-    if (code == exit_code::kRuntimeError || code == exit_code::kHang) break;
+    // A fault may have left the GPU unusable (a hang in this process ends it
+    // at once; a kernel that hung in a worker was killed with its worker).
+    if (code == exit_code::kRuntimeError) break;
   }
   if (a.report_to_coordinator) {
     const auto p = phaseSeconds();
@@ -534,12 +635,11 @@ int cmdRun(const RunArgs& a) {
     return worst;
   }
   if (!a.junit.empty()) {
-    std::ofstream out(a.junit, std::ios::trunc);
-    out << junitXml(g_results);
-    if (!out) throw std::runtime_error(fmt::format("cannot write the JUnit XML to '{}'", a.junit));
+    writeWholeFile(a.junit, junitXml(g_results), "the JUnit XML");
     fmt::print("# JUnit XML: {}\n", a.junit);
   }
   if (!a.html.empty()) writeHtml(a.html, kept, "ulpcheck run");
+  if (reportJsonError(json.get())) worst = exit_code::kRuntimeError;
   if (worst == exit_code::kRuntimeError || worst == exit_code::kHang) return worst;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (layout.workers > 1) {
@@ -570,34 +670,43 @@ struct ReproArgs {
 };
 
 int cmdRepro(const ReproArgs& args) {
+  sayWhenInterrupted();
   ReproArgs a = args;
   const std::string& text = a.case_text;
   CaseSpec spec;
   std::error_code ec;
   if (std::filesystem::is_regular_file(text, ec)) {
-    const std::filesystem::path p(text);
-    const CorpusEntry entry = readCorpusFile(text, p.parent_path().parent_path().parent_path().filename().string(),
-                                             p.parent_path().parent_path().filename().string());
+    // Under a corpus (<op>/<property>/<kind>/file.case) the folders must agree
+    // with the case; a case file copied anywhere else replays as it is.
+    const std::filesystem::path p = std::filesystem::absolute(text, ec);
+    const std::string op_folder = p.parent_path().parent_path().parent_path().filename().string();
+    const bool in_corpus = findOp(op_folder) && findProperty(p.parent_path().parent_path().filename().string());
+    const CorpusEntry entry = readCorpusFile(text, in_corpus ? op_folder : "",
+                                             in_corpus ? p.parent_path().parent_path().filename().string() : "");
     spec = entry.spec;
     if (a.repeat == 0) a.repeat = entry.repeat;
+  } else if (text.find('=') == std::string::npos && text.find(".case") != std::string::npos) {
+    throw CaseParseError(fmt::format("{}: no such case file", text));
   } else {
     spec = parseCaseString(text);
   }
   a.repeat = std::max(a.repeat, 1);
+  if (!(a.case_timeout > 0)) throw UsageError(fmt::format("--case-timeout {:g}: give seconds > 0", a.case_timeout));
+  if (!findOp(spec.op)) throw CaseParseError(fmt::format("unknown op '{}' (ops: {})", spec.op, opNames()));
   if (!a.kernel.empty()) spec.kernel = a.kernel;
   const KernelInfo* k = OpAdapter::findKernel(spec.op, spec.kernel);
   if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec.op, spec.kernel));
+  std::unique_ptr<JsonlWriter> json = openJsonLines(a.json);
   ExecContext exec = execContext(backendName(k->backend), a.perturb_schedule);
   exec.determinism_repeats = kThoroughDeterminismRepeats;  // one case: afford the runs a race needs to show
   remote::setCallTimeout(a.case_timeout);  // a kernel in a worker that runs longer is killed: its case fails
   fmt::print("# case: {}{}\n", toCaseString(spec),
              a.repeat > 1 ? fmt::format(" ({} runs, each afresh)", a.repeat) : "");
   const auto t0 = std::chrono::steady_clock::now();
-  const auto results = runCase(spec, a.properties, exec, a.repeat);
-  std::unique_ptr<JsonlWriter> json;
-  if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
-  bool failed = false;
-  for (const ReplayResult& r : results) {
+  bool failed = false, hung = false;
+  std::vector<std::string> unjudged;  // properties that apply (or were named) and judged nothing
+  // Each property said (and its JSON record written) as soon as it is final.
+  runCase(spec, a.properties, exec, a.repeat, [&](const ReplayResult& r) {
     const Outcome& o = r.outcome;
     // With --repeat: how many runs failed, then the first failure (or the last pass) in full.
     const std::string tally = a.repeat > 1 ? fmt::format("failed {} of {} runs; ", r.failed, r.runs) : "";
@@ -605,12 +714,23 @@ int cmdRepro(const ReproArgs& args) {
                o.summary);
     fmt::print("{}{}", formatStats(o), formatFindings(o));
     failed |= r.failed > 0;
+    hung |= r.failed > 0 && o.hang;
+    if (!r.failed && !o.judged()) unjudged.push_back(r.property);
     if (json)
       json->write({{"type", "repro"}, {"case", toJson(spec)}, {"property", r.property}, {"runs", r.runs},
                    {"failed_runs", r.failed}, {"outcome", toJson(o)}});
-  }
+    std::fflush(stdout);
+  });
   fmt::print("\n# {}\n", formatPhaseTimes(phaseSeconds(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
-  return failed ? exit_code::kPropertyFailed : exit_code::kOk;
+  if (reportJsonError(json.get())) return exit_code::kRuntimeError;
+  if (hung) return exit_code::kHang;
+  if (failed) return exit_code::kPropertyFailed;
+  // A repro that judged nothing is not a pass, as a run's property that judged no case is not.
+  if (!unjudged.empty()) {
+    fmt::print("# NOTHING JUDGED: {} (skipped, inconclusive or not applicable)\n", fmt::join(unjudged, ", "));
+    return exit_code::kNothingJudged;
+  }
+  return exit_code::kOk;
 }
 
 struct MutantsArgs {
@@ -621,7 +741,9 @@ struct MutantsArgs {
 };
 
 int cmdMutants(const MutantsArgs& a, bool in_process) {
-  if (a.time_per_mutant <= 0 || a.shrink_budget < 0) throw UsageError("time limits must be > 0");
+  if (!(a.time_per_mutant > 0))
+    throw UsageError(fmt::format("--time-per-mutant {:g}: give seconds > 0", a.time_per_mutant));
+  if (!(a.shrink_budget >= 0)) throw UsageError(fmt::format("--shrink-budget {:g}: give seconds >= 0", a.shrink_budget));
   const ExecContext exec = execContext(a.backend, a.perturb_schedule);
   // The matrix's rmsnorm and layernorm variants run in a worker process, as
   // plugins do (kernels/plugin/remote.h): a mutant that faults the GPU (a
@@ -643,8 +765,8 @@ int cmdMutants(const MutantsArgs& a, bool in_process) {
   o.shrink_budget_s = a.shrink_budget;
   o.seed = parseSeed(a.seed);
   o.tier = parseTier(a.tier);
-  std::unique_ptr<JsonlWriter> json;
-  if (!a.json.empty()) json = std::make_unique<JsonlWriter>(a.json);
+  checkOutputFiles({{"--html", a.html}});
+  std::unique_ptr<JsonlWriter> json = openJsonLines(a.json);
   std::vector<nlohmann::json> kept;  // the matrix's records, for --html
   if (!a.html.empty()) {
     auto keep = [&kept](const nlohmann::json& r) {
@@ -666,18 +788,49 @@ int cmdMutants(const MutantsArgs& a, bool in_process) {
   const KillMatrix m = runKillMatrix(o, exec);
   fmt::print("\n{}", formatKillMatrix(m));
   if (!a.html.empty()) writeHtml(a.html, kept, "ulpcheck kill matrix");
+  if (reportJsonError(json.get())) return exit_code::kRuntimeError;
   return m.exitCode();
+}
+
+/// How printed repro commands name this program: `ulpcheck` where that is
+/// this binary on PATH (an installed one), else its absolute path, so the
+/// command works when pasted (the README's set-up leaves build/ulpcheck off PATH).
+std::string thisProgram() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "ulpcheck";
+  if (const char* path = std::getenv("PATH"))
+    for (std::string_view rest = path; !rest.empty();) {
+      const size_t colon = rest.find(':');
+      const std::string dir(rest.substr(0, colon));
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+      if (!dir.empty() && fs::equivalent(fs::path(dir) / "ulpcheck", exe, ec)) return "ulpcheck";
+    }
+  const std::string s = exe.string();
+  if (s.find_first_of(" '\"\\$`!*?;&|<>()") == std::string::npos) return s;
+  std::string quoted = "'";
+  for (char c : s) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit a write fails with EFBIG (reported, exit code 4)
+  // instead of the signal ending the process with nothing said.
+  std::signal(SIGXFSZ, SIG_IGN);
+  workers::dieWithCoordinator();
+  setCliProgram(thisProgram());
   CLI::App app{"ulpcheck: verifies GPU numerical kernels element by element against an MPFR oracle"};
   app.footer(
-      "exit codes: 0 all passed, 1 a property failed, 2 bad arguments, 3 malformed case or corpus file,\n"
-      "            4 kernel fault / out of memory / I/O error, 5 a case hung, 6 nothing matched the selection,\n"
-      "            7 a property that applies judged no case (all skipped or inconclusive), or --property names\n"
-      "              one that applies to nothing selected");
+      "exit codes: 0 all passed, 1 a property failed, 2 bad arguments, 3 malformed case, corpus or JSON-lines file,\n"
+      "            4 a fault that ended the run (a sticky GPU error), or a report or JSON-lines file that could not\n"
+      "              be written, 5 a case hung (a kernel in a worker is killed and the run goes on; one in this\n"
+      "              process ends it), 6 nothing matched the selection,\n"
+      "            7 judged too little: a property that applies judged no case (all skipped or inconclusive), a\n"
+      "              cell of the plan judged fewer cases than its target (BELOW TARGET), a repro that judged\n"
+      "              nothing, or --property names one that applies to nothing selected");
   app.require_subcommand(1);
 
   CLI::App* list = app.add_subcommand("list", "list ops, kernel variants (with contracts) and properties");
@@ -693,9 +846,11 @@ int main(int argc, char** argv) {
   constexpr const char* kInProcessHelp =
       "run plugin kernels in this process, not in a worker (for a debugger: a fault then ends the run)";
   int worker_fd = -1;
+  bool worker_probe = false;
   CLI::App* worker = app.add_subcommand("worker", "serve kernel calls for a coordinator (internal)");
   worker->group("");  // not listed: ulpcheck starts its own workers
-  worker->add_option("--fd", worker_fd, "the socket to the coordinator")->required();
+  worker->add_option("--fd", worker_fd, "the socket to the coordinator");
+  worker->add_flag("--probe", worker_probe, "only load the plugins and exit (remote::probePlugin)");
   worker->add_option("--plugin", plugin_paths, kPluginHelp);
 
   RunArgs ra;
@@ -714,8 +869,8 @@ int main(int argc, char** argv) {
   run->add_option("--gpus", ra.gpus, "GPUs to use, one worker process each (cuda backend): a count, or all")
       ->capture_default_str();
   run->add_option("--workers", ra.workers,
-                  "worker processes sharing the campaign (default: one per GPU used; 1 on the host, where N splits "
-                  "the CPU)");
+                  "worker processes sharing the campaign (default on the GPU: up to 2 per GPU used, one per 8 host "
+                  "cores, 1 per GPU for the smoke tier or --in-process; on the host 1, where N splits the CPU)");
   run->add_option("--concurrent-cases", ra.concurrent_cases,
                   "cases each process checks at once, each on its own thread and CUDA stream (results are those of "
                   "one at a time); auto: one per core of the process's share, at most 8")
@@ -757,15 +912,15 @@ int main(int argc, char** argv) {
                     "run the case this many times, each afresh, and count the failing runs (for races: a failure "
                     "that shows on some runs only); exit 1 if any run failed (default: 1, or a corpus file's "
                     "`# repeat:`)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator([](std::string& v) { return std::atoi(v.c_str()) >= 1 ? "" : "give 1 or more runs"; },
+                             "RUNS >= 1"));
   repro->add_flag("--perturb-schedule", pa.perturb_schedule, kPerturbHelp);
   repro->add_option("--plugin", plugin_paths, kPluginHelp);
   repro->add_option("--python", python_files, kPythonHelp);
   repro->add_flag("--in-process", in_process, kInProcessHelp);
   repro->add_option("--case-timeout", pa.case_timeout,
                     "seconds a kernel call in a worker may take before it counts as hung (the case fails)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->capture_default_str();
 
   MutantsArgs ma;
   CLI::App* mutants = app.add_subcommand(
@@ -808,6 +963,16 @@ int main(int argc, char** argv) {
 
   useCtestAllocatedGpus();  // a ctest with RESOURCE_GROUPS: only its own GPUs
   for (int i = 1; i < argc; ++i) g_args.emplace_back(argv[i]);
+  // A misspelled command: CLI11 alone would say only that one is required.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) known |= sub->check_name(argv[1]);
+    if (!known) {
+      fmt::print(stderr, "ulpcheck: '{}' is not a command (list, run, repro, mutants, report; see ulpcheck --help)\n",
+                 argv[1]);
+      return exit_code::kUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -816,6 +981,10 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (const char* limit = std::getenv("ULPCHECK_MAX_MEMORY"); limit && *limit && !parseMemorySize(limit))
+      throw UsageError(fmt::format("ULPCHECK_MAX_MEMORY='{}': give the host memory ulpcheck may use in bytes or with "
+                                   "a K, M, G or T suffix (e.g. 64G)",
+                                   limit));
     if (!oracle_text.empty()) {
       const auto mode = parseOracleMode(oracle_text);
       if (!mode) throw UsageError(fmt::format("--oracle '{}' is not one of fast, mpfr, audit", oracle_text));
@@ -827,11 +996,21 @@ int main(int argc, char** argv) {
       setJudgeWhere(*where);
     }
     if (app.got_subcommand("worker")) {  // a worker process: the plugins' kernels run here, in-process
+      if (worker_probe) {  // the coordinator learns from the exit status alone; its own load says what is wrong
+        try {
+          for (const auto& path : plugin_paths) loadPlugin(path);
+        } catch (const PluginError&) {
+          return exit_code::kUsage;
+        }
+        return exit_code::kOk;
+      }
+      if (worker_fd < 0) throw UsageError("worker: --fd is required");
       for (const auto& path : plugin_paths) loadPlugin(path);
       return remote::serve(worker_fd);
     }
     std::vector<std::string> loaded;
     for (const auto& path : plugin_paths) {
+      remote::probePlugin(path);  // a library that crashes as it loads ends a child, not this process
       const LoadedPlugin& p = loadPlugin(path);
       fmt::print("# plugin {}: {} ({} variants: {}), sha256 {}{}\n", p.path, p.name, p.variants.size(),
                  fmt::join(p.variants, ", "), p.sha256, in_process ? "; run in this process" : "");
@@ -849,9 +1028,18 @@ int main(int argc, char** argv) {
                  fmt::join(names, ", "));
     }
     if (app.got_subcommand("report")) {
+      checkOutputFiles({{"-o", report_output}});
+      for (const auto& input : report_inputs) {
+        std::error_code ec;
+        if (std::filesystem::equivalent(input, report_output, ec))
+          throw UsageError(fmt::format("-o {}: is one of the JSON-lines files to report (it would be overwritten)",
+                                       report_output));
+      }
       std::vector<nlohmann::json> records;
       for (const auto& path : report_inputs) {
         auto more = readJsonLines(path);
+        for (const auto& r : more)
+          if (r.value("type", "") == "input_note") fmt::print("# note: {}\n", r.value("text", ""));
         records.insert(records.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
       }
       writeHtml(report_output, records, report_title);

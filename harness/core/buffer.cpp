@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "harness/core/cuda_ops.h"
+#include "harness/core/memory_limit.h"
 #include "harness/core/rng.h"
 #include "harness/core/shared_memory.h"
 
@@ -129,8 +130,17 @@ class BlockPool {
 }  // namespace
 
 Buffer::Buffer(Backend where, size_t bytes, std::string name) : where_(where), bytes_(bytes), name_(std::move(name)) {
+  // A size past any machine's memory (a kernel's workspace query that
+  // answered -1) would wrap when the red zones are added; one past what this
+  // process may use would be filled byte by byte until the OOM killer came.
+  constexpr size_t kLargestBuffer = size_t{1} << 47;
+  if (bytes > kLargestBuffer)
+    throw OutOfMemory(fmt::format("buffer '{}' of {} bytes: more than any machine has", name_, bytes));
   const size_t total = bytes + 2 * kRedZoneBytes;
   capacity_ = BlockPool::sizeClass(total);
+  if (const MemoryLimit& limit = hostMemoryLimit(); where == Backend::Host && limit.bytes && capacity_ > limit.bytes)
+    throw OutOfMemory(fmt::format("buffer '{}' needs {} of host memory; this process may use {} ({})", name_,
+                                  formatBytes(capacity_), formatBytes(limit.bytes), limit.source));
   // Shared regions (harness/core/shared_memory.h): a kernel in a worker
   // process works on these very bytes. The whole block starts as canary
   // bytes, the part past the trailing red zone included.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <vector>
@@ -14,6 +15,9 @@
 namespace ulpcheck {
 
 namespace {
+
+// Ranks of one allreduce case: a node's GPUs, and more virtual ranks than any node has.
+constexpr int64_t kMaxRanks = 64;
 
 const char* const kDistNames[] = {"normal",         "constant_rows", "zero_rows", "signed_zeros", "large_mean",
                                   "outlier_channels", "subnormal",     "near_overflow"};
@@ -26,6 +30,14 @@ int64_t parseInt(std::string_view key, const std::string& v) {
   if (v.empty() || *end != '\0' || errno == ERANGE)
     throw CaseParseError(fmt::format("'{}': '{}' is not an integer", key, v));
   return r;
+}
+
+/// An int field: parsed in 64 bits and range-checked before it is narrowed
+/// (ctas=4294967297 must not become ctas=1).
+int parseIntIn(std::string_view key, const std::string& v, int64_t lo, int64_t hi) {
+  const int64_t r = parseInt(key, v);
+  if (r < lo || r > hi) throw CaseParseError(fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, v));
+  return static_cast<int>(r);
 }
 
 uint64_t parseUnsigned(std::string_view key, const std::string& v) {
@@ -102,10 +114,10 @@ const std::vector<Field>& fields() {
       {"seed", false, [](const CaseSpec& c) { return hexU64(c.seed); },
        [](CaseSpec& c, const std::string& v) { c.seed = parseUnsigned("seed", v); }, nullptr},
       {"ranks", false, [](const CaseSpec& c) { return std::to_string(c.ranks); },
-       [](CaseSpec& c, const std::string& v) { c.ranks = static_cast<int>(parseInt("ranks", v)); },
+       [](CaseSpec& c, const std::string& v) { c.ranks = parseIntIn("ranks", v, 1, kMaxRanks); },
        [](const CaseSpec& c) { return c.ranks == d.ranks; }},
       {"ctas", false, [](const CaseSpec& c) { return std::to_string(c.ctas); },
-       [](CaseSpec& c, const std::string& v) { c.ctas = static_cast<int>(parseInt("ctas", v)); },
+       [](CaseSpec& c, const std::string& v) { c.ctas = parseIntIn("ctas", v, 0, std::numeric_limits<int>::max()); },
        [](const CaseSpec& c) { return c.ctas == d.ctas; }},
       // The spec (harness/core/norm_spec.h): printed only where it is not plain.
       {"wdtype", false, [](const CaseSpec& c) { return std::string(dtypeName(weightDtype(c.dtype, c.spec))); },
@@ -239,7 +251,7 @@ void validateCase(const CaseSpec& c) {
   if (!(c.x.sigma > 0.0) || !std::isfinite(c.x.sigma)) fail("'sigma' must be positive and finite");
   if (!std::isfinite(c.x.mean)) fail("'mean' must be finite");
   if (!(c.dy_sigma > 0.0) || !std::isfinite(c.dy_sigma)) fail("'dy_sigma' must be positive and finite");
-  if (c.ranks < 1 || c.ranks > 64) fail(fmt::format("'ranks' must be in [1, 64], got {}", c.ranks));
+  if (c.ranks < 1 || c.ranks > kMaxRanks) fail(fmt::format("'ranks' must be in [1, {}], got {}", kMaxRanks, c.ranks));
   if (c.ctas < 0) fail(fmt::format("'ctas' must be >= 0, got {}", c.ctas));
   // Inputs must be finite: a distribution that overflows the dtype would make
   // every check about Inf handling rather than the regime it names.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <utility>
 
@@ -207,7 +208,14 @@ const DeviceInfo& queryDevice() {
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
       cudaGetLastError();
-      d.reason = fmt::format("no usable CUDA device ({}: {})", cudaGetErrorName(e), cudaGetErrorString(e));
+      // Without a GPU the runtime says its driver is "insufficient", which
+      // sends people looking for a driver upgrade: say what is missing.
+      std::error_code ec;
+      const bool driver = std::filesystem::exists("/proc/driver/nvidia/version", ec);
+      d.reason = driver ? fmt::format("no usable CUDA device ({}: {})", cudaGetErrorName(e), cudaGetErrorString(e))
+                        : fmt::format("no GPU: this machine has no NVIDIA driver loaded (no /proc/driver/nvidia), so no "
+                                      "CUDA device ({})",
+                                      cudaGetErrorName(e));
       return d;
     }
     if (count == 0) {

@@ -33,7 +33,7 @@ void enablePeerAccess(int) { noCuda("GPU peer access"); }
 const DeviceInfo& queryDevice() {
   static const DeviceInfo info = [] {
     DeviceInfo d;
-    d.reason = "built without CUDA (nvcc was not found at configure time)";
+    d.reason = "built without CUDA (nvcc was not found, or ULPCHECK_ENABLE_CUDA was OFF, at configure time)";
     return d;
   }();
   return info;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -19,11 +21,19 @@ using json = nlohmann::json;
 std::string htmlEscape(const std::string& text) { return xmlEscape(text); }
 
 std::vector<json> readJsonLines(const std::string& path) {
-  std::ifstream in(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ReportInputError(fmt::format("'{}' is a folder; give the JSON-lines files written by run --json", path));
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw ReportInputError(fmt::format("cannot read '{}'", path));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<json> out;
   int line_number = 0;
-  for (std::string line; std::getline(in, line);) {
+  for (size_t start = 0; start < text.size();) {
+    const size_t eol = text.find('\n', start);
+    const bool last_unterminated = eol == std::string::npos;
+    const std::string line = text.substr(start, last_unterminated ? std::string::npos : eol - start);
+    start = last_unterminated ? text.size() : eol + 1;
     ++line_number;
     if (line.empty()) continue;
     try {
@@ -32,10 +42,20 @@ std::vector<json> readJsonLines(const std::string& path) {
         throw ReportInputError(fmt::format("{}:{}: not a ulpcheck record (an object with a \"type\")", path, line_number));
       out.push_back(std::move(j));
     } catch (const json::exception& e) {
+      // A run killed (or out of disk) while writing its last record leaves it
+      // cut, without its newline: the whole records before it are reported.
+      if (last_unterminated) {
+        out.push_back({{"type", "input_note"},
+                       {"text", fmt::format("{}:{}: the last line is cut mid-record (the run was interrupted while "
+                                            "writing it); the {} whole records before it are reported",
+                                            path, line_number, out.size())}});
+        break;
+      }
       throw ReportInputError(fmt::format("{}:{}: not JSON: {}", path, line_number, e.what()));
     }
   }
-  if (out.empty()) throw ReportInputError(fmt::format("'{}' holds no records", path));
+  if (std::none_of(out.begin(), out.end(), [](const json& j) { return j.value("type", "") != "input_note"; }))
+    throw ReportInputError(fmt::format("'{}' holds no records", path));
   return out;
 }
 
@@ -173,11 +193,24 @@ struct Op {
 
 std::string findingsTable(const json& outcome) {
   if (!outcome.contains("findings")) return "";
-  std::string s =
-      "<table class=\"findings\"><tr><th>tensor</th><th>row</th><th>col</th><th>got</th><th>exact</th><th>ulp</th>"
-      "<th>budget (ulp)</th><th>err/budget</th><th>inputs / note</th></tr>";
+  std::string s;
+  // A bitwise property's findings compare two runs' bits: no exact value or budget.
   for (const json& f : member(outcome, "findings", true))
-    s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+    if (f.value("bitwise", false))
+      s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                       htmlEscape(f.value("tensor", "")), f.value("row", 0), f.value("col", 0),
+                       htmlEscape(f.value("got", "")), htmlEscape(f.value("reference", "")),
+                       htmlEscape(f.value("note", "") + (f.value("inputs", "").empty() ? "" : " " + f.value("inputs", ""))));
+  if (!s.empty())
+    s = "<table class=\"findings\"><tr><th>tensor</th><th>row</th><th>col</th><th>got</th><th>reference run</th>"
+        "<th>bits / inputs</th></tr>" + s + "</table>";
+  bool accuracy = false;
+  for (const json& f : member(outcome, "findings", true)) accuracy |= !f.value("bitwise", false);
+  if (!accuracy) return s;
+  s += "<table class=\"findings\"><tr><th>tensor</th><th>row</th><th>col</th><th>got</th><th>exact</th><th>ulp</th>"
+       "<th>budget (ulp)</th><th>err/budget</th><th>inputs / note</th></tr>";
+  for (const json& f : member(outcome, "findings", true))
+    if (!f.value("bitwise", false)) s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                      "<td>{}</td></tr>",
                      htmlEscape(f.value("tensor", "")), f.value("row", 0), f.value("col", 0),
                      htmlEscape(f.value("got", "")), htmlEscape(f.value("exact", "")), figure(number(f, "ulp")),
@@ -267,6 +300,8 @@ std::string summarySection(const Op& op, int& failure_number) {
     if (full) {
       s += fmt::format("<p>{}</p>", htmlEscape(full->at("outcome").value("summary", "")));
       s += findingsTable(full->at("outcome"));
+    } else if (!f.value("summary", "").empty()) {
+      s += fmt::format("<p>{}</p>", htmlEscape(f.value("summary", "")));
     }
     s += copyable(repro) + "</div>";
   }
@@ -475,8 +510,11 @@ json summaryFromCases(const std::string& op, const std::vector<const json*>& cas
   sum["seconds"] = seconds;
   for (const json& f : failures)
     if (member(f, "shrunk").value("op", "") == op)
-      sum["failure_list"].push_back({{"property", f.value("property", "")}, {"kind", "generated"},
-                                     {"shrunk", member(f, "shrunk").value("case", "")}, {"repro", f.value("repro", "")}});
+      sum["failure_list"].push_back({{"property", f.value("property", "")},
+                                     {"kind", f.value("kind", "generated")},
+                                     {"shrunk", member(f, "shrunk").value("case", "")},
+                                     {"repro", f.value("repro", "")},
+                                     {"summary", member(f, "outcome").value("summary", "")}});
   sum["failures"] = sum["failure_list"].size();
   return sum;
 }
@@ -486,7 +524,11 @@ json summaryFromCases(const std::string& op, const std::vector<const json*>& cas
 std::string htmlReport(const std::vector<json>& records, const std::string& title) {
   std::vector<Op> ops;
   std::vector<json> failures, mutants, controls;
-  int64_t cases = 0, failing = 0;
+  std::string notes;  // what reading the JSON lines left out (a record cut short)
+  for (const json& r : records)
+    if (r.value("type", "") == "input_note")
+      notes += fmt::format("<p class=\"fail\">{}</p>", htmlEscape(r.value("text", "")));
+  int64_t cases = 0, failing = 0, cut_short = 0;
   // Ops whose case records have no summary after them: rebuilt from the cases.
   std::map<std::string, std::vector<const json*>> unsummarised;
   std::vector<std::string> unsummarised_order;
@@ -514,7 +556,7 @@ std::string htmlReport(const std::vector<json>& records, const std::string& titl
     const std::string type = r.value("type", "");
     if (type == "summary") {
       ops.push_back({r.value("op", std::string("campaign")), r, {}});
-      if (r.value("cut_short", false)) failing += 1;  // an unfinished run is not a pass
+      cut_short += r.value("cut_short", false);  // an unfinished run is not a pass, nor a failure
       cases += r.value("cases", int64_t{0}) + r.value("regression_cases", int64_t{0});
       failing += r.value("failures", int64_t{0}) + (r.value("fatal_error", std::string()).empty() ? 0 : 1);
     } else if (type == "failure") {
@@ -550,8 +592,13 @@ std::string htmlReport(const std::vector<json>& records, const std::string& titl
       ops.empty() ? fmt::format("{} of {} mutants killed as declared, {} correct variants", killed, mutants.size(),
                                 controls.size())
                   : fmt::format("{} cases", cases);
-  const std::string verdict = failing ? fmt::format("<p class=\"verdict fail\">{} failing ({})</p>", failing, what)
-                                      : fmt::format("<p class=\"verdict pass\">no failures ({})</p>", what);
+  const std::string cut = cut_short ? fmt::format("; CUT SHORT: {} of the ops did not finish", cut_short) : "";
+  const std::string verdict =
+      failing     ? fmt::format("<p class=\"verdict fail\">{} failing ({}{})</p>", failing, what, cut)
+      : cut_short ? fmt::format("<p class=\"verdict fail\">CUT SHORT: no failure among the {} measured, but the run "
+                                "did not finish ({} of the ops)</p>",
+                                what, cut_short)
+                  : fmt::format("<p class=\"verdict pass\">no failures ({})</p>", what);
   return fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{0}</title><style>{1}</style></head>\n"
       "<body data-ready=\"no\"><script>window.onerror = function () {{ document.body.dataset.ready = \"error\"; }};"
@@ -559,7 +606,7 @@ std::string htmlReport(const std::vector<json>& records, const std::string& titl
       "percentiles are upper edges of quarter-octave buckets). ulp@scale: the error in units in the last place of the "
       "element's scale, the size of the terms it is made of (so a result that cancels to near zero is not thousands "
       "of ulps for a correct kernel).</p>\n<script>{4}</script></body></html>\n",
-      htmlEscape(title), kStyle, verdict, body, kScript);
+      htmlEscape(title), kStyle, verdict + notes, body, kScript);
 }
 
 }  // namespace ulpcheck

@@ -1,8 +1,11 @@
-// JSON-lines results: one object per line, flushed as written, so a crash or
-// a hang loses nothing already measured.
+// JSON-lines results: one object per line, written as it is measured, so a
+// crash or a hang loses nothing already measured. A write that fails (a full
+// disk, /dev/full, a file-size limit) is not ignored: the file is cut back to
+// its last whole record (a record half written is taken back, so readers see
+// only complete lines), later records are not written, and `error()` says
+// what happened, for the run to report and end with exit code 4.
 #pragma once
 
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -18,6 +21,9 @@ class JsonlWriter {
   /// Hands each record, serialised on one line, to `sink` instead (a worker
   /// sends its records to its coordinator).
   explicit JsonlWriter(std::function<void(const std::string&)> sink) : sink_(std::move(sink)) {}
+  ~JsonlWriter();
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
   /// A writer that keeps nothing but hands every record to `keep` (a report
   /// built at the end of a run), or null.
   static std::unique_ptr<JsonlWriter> keeping(std::function<void(const nlohmann::json&)> keep);
@@ -25,13 +31,28 @@ class JsonlWriter {
   void alsoKeep(std::function<void(const nlohmann::json&)> keep) { keep_ = std::move(keep); }
   void write(const nlohmann::json& record);
   const std::string& path() const { return path_; }
+  /// Why the file stopped being written (empty: every record was written).
+  std::string error() const;
 
  private:
   std::string path_;
-  std::ofstream out_;
+  int fd_ = -1;
+  int64_t written_ = 0;      // bytes of whole records in the file
+  int64_t records_ = 0;      // whole records in the file
+  std::string error_;
   std::function<void(const std::string&)> sink_;
   std::function<void(const nlohmann::json&)> keep_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
 };
+
+/// Writes `text` as the whole of file `path`; throws std::runtime_error
+/// saying `what` could not be written, and why (a full disk included).
+void writeWholeFile(const std::string& path, const std::string& text, const std::string& what);
+
+/// Throws std::runtime_error naming `option` unless `path` can be written: a
+/// file that is not a folder, in a folder that exists. Checked before a run,
+/// so a report it cannot write does not cost the whole campaign first. A file
+/// created to see that it can be is removed again.
+void checkWritableFile(const std::string& path, const std::string& option);
 
 }  // namespace ulpcheck

@@ -50,25 +50,40 @@ std::string formatJudgedSummary(const CampaignResult& r) {
   for (const auto& [key, c] : r.cells) {
     CellStats& s = by_property[std::get<1>(key)];
     s.cases += c.cases, s.passed += c.passed, s.failed += c.failed, s.expected += c.expected;
-    s.skipped += c.skipped, s.inconclusive += c.inconclusive;
+    s.skipped += c.skipped, s.inconclusive += c.inconclusive, s.faulted += c.faulted;
   }
   std::string out;
+  // A fault (the kernel crashed, hung or returned an error) fails its case
+  // but judges nothing: it is not counted among the judged cases.
   for (const auto& [property, s] : by_property)
-    out += fmt::format("# {:<18} {} of {} cases judged{}{}{}\n", property, s.judged(), s.cases,
+    out += fmt::format("# {:<18} {} of {} cases judged{}{}{}{}\n", property, s.judged() - s.faulted, s.cases,
                        property == "accuracy" ? " with full power" : "",
+                       s.faulted ? fmt::format(", {} faulted (the kernel crashed, hung or returned an error)", s.faulted)
+                                 : "",
                        s.inconclusive ? fmt::format(", {} inconclusive", s.inconclusive) : "",
                        s.skipped ? fmt::format(", {} skipped", s.skipped) : "");
   if (r.per_cell > 0 && r.shard_count == 1) {
     const auto below = r.belowTarget();
     if (below.empty()) {
-      int64_t fewest = -1;
+      const auto decided = r.decidedByFailure();
+      int64_t fewest = -1, failed_cells = 0;
       for (const auto& cell : r.applicable_cells) {
-        const int64_t judged = r.cells.at(cell).judged();
+        if (decided.count({std::get<0>(cell), std::get<1>(cell)})) {
+          ++failed_cells;
+          continue;
+        }
+        const auto it = r.cells.find(cell);
+        const int64_t judged = it == r.cells.end() ? 0 : it->second.judged();
         fewest = fewest < 0 ? judged : std::min(fewest, judged);
       }
-      out += fmt::format("# target met: each of the {} kernel x property x dtype cells judged >= {} cases "
-                         "conclusively (fewest {})\n",
-                         r.applicable_cells.size(), r.per_cell, fewest);
+      out += failed_cells == 0
+                 ? fmt::format("# target met: each of the {} kernel x property x dtype cells judged >= {} cases "
+                               "conclusively (fewest {})\n",
+                               r.applicable_cells.size(), r.per_cell, fewest)
+                 : fmt::format("# target met: {} of the {} kernel x property x dtype cells judged >= {} cases "
+                               "conclusively{}; {} decided by a failure\n",
+                               r.applicable_cells.size() - failed_cells, r.applicable_cells.size(), r.per_cell,
+                               fewest >= 0 ? fmt::format(" (fewest {})", fewest) : "", failed_cells);
     } else {
       std::string list;
       for (const auto& [cell, judged] : below)
@@ -102,14 +117,28 @@ std::string formatCoverage(const CampaignResult& r) {
 }
 
 std::string formatFindings(const Outcome& o) {
-  if (o.findings.empty()) return "";
-  std::string out = fmt::format("    {:<6} {:>7} {:>6}  {:<24} {:<24} {:<24} {:>10} {:>10} {:>9}  {}\n", "tensor", "row",
-                                "col", "got", "exact", "correctly rounded", "ulp", "budget", "err/bud", "inputs / note");
+  std::string out;
+  // A header before the first finding of each kind: a bitwise property's
+  // findings compare two runs' bits (no exact value, ulp or budget).
+  enum class Header { None, Accuracy, Bitwise } header = Header::None;
   for (const Finding& f : o.findings) {
     if (f.tensor.empty()) {
       out += "    " + f.note + "\n";
       continue;
     }
+    if (f.bitwise) {
+      if (header != Header::Bitwise)
+        out += fmt::format("    {:<6} {:>7} {:>6}  {:<24} {:<24} {}\n", "tensor", "row", "col", "got", "reference run",
+                           "bits / inputs");
+      header = Header::Bitwise;
+      out += fmt::format("    {:<6} {:>7} {:>6}  {:<24} {:<24} {}{}{}\n", f.tensor, f.row, f.col, hexFloat(f.got),
+                         hexFloat(f.exact), f.note, f.inputs.empty() ? "" : "  ", f.inputs);
+      continue;
+    }
+    if (header != Header::Accuracy)
+      out += fmt::format("    {:<6} {:>7} {:>6}  {:<24} {:<24} {:<24} {:>10} {:>10} {:>9}  {}\n", "tensor", "row",
+                         "col", "got", "exact", "correctly rounded", "ulp", "budget", "err/bud", "inputs / note");
+    header = Header::Accuracy;
     out += fmt::format("    {:<6} {:>7} {:>6}  {:<24} {:<24} {:<24} {:>10.4g} {:>10.4g} {:>9.3g}  {}{}{}\n", f.tensor,
                        f.row, f.col, hexFloat(f.got), hexFloat(f.exact), hexFloat(f.correctly_rounded), f.ulp,
                        f.budget_ulp, f.ratio, f.inputs, f.inputs.empty() || f.note.empty() ? "" : "  ", f.note);
@@ -179,6 +208,7 @@ nlohmann::json campaignSummaryJson(const CampaignResult& r) {
                                  {"kind", f.kind},
                                  {"shrunk", toCaseString(f.shrunk)},
                                  {"repro", reproCommand(f)},
+                                 {"summary", f.outcome.summary},
                                  {"seconds_to_detect", f.seconds_to_detect}});
   return j;
 }

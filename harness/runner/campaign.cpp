@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "harness/core/device.h"
+#include "harness/core/memory_limit.h"
 #include "harness/core/parallel.h"
 #include "harness/runner/corpus.h"
 #include "harness/runner/exit_codes.h"
@@ -34,6 +36,8 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 constexpr double kRemoteCheckTimeouts = 4;
 // Faults recorded per kernel (more are counted in the table and logged).
 constexpr int kMaxRecordedFaults = 5;
+// Keys a top-up case's random draw apart from case i of the sequence.
+constexpr uint64_t kTopUpSalt = 0x746f702d7570ULL;  // "top-up"
 
 std::string today() {
   char buf[32];
@@ -171,9 +175,31 @@ class GateTicket {
   std::optional<InlineChunks> inline_;
 };
 
+/// Why the case cannot run in this process's memory (empty: it fits): its
+/// estimated peak against what the process may use, with room for the rest
+/// of the process. Estimated before anything is allocated: a case of 2^31
+/// rows once grew to 24 GB before the OOM killer ended ulpcheck unsaid.
+std::string exceedsHostMemory(const CaseSpec& spec) {
+  const MemoryLimit& limit = hostMemoryLimit();
+  const OpAdapter* op = findOp(spec.op);
+  if (!limit.bytes || !op) return "";
+  constexpr double kUsableFraction = 0.9;
+  const uint64_t need = op->peakHostBytes(spec);
+  if (double(need) <= kUsableFraction * double(limit.bytes)) return "";
+  return fmt::format("does not fit in host memory: the case needs about {} at its peak, this process may use {} ({}; "
+                     "ULPCHECK_MAX_MEMORY sets it)",
+                     formatBytes(need), formatBytes(limit.bytes), limit.source);
+}
+
 /// Runs one property on one case, converting recoverable errors into a failed
 /// outcome. Sticky GPU faults propagate: nothing more can run in the process.
 Outcome checkOne(const Property& p, const CaseSpec& spec, const ExecContext& exec, CaseContext* shared = nullptr) {
+  if (std::string why = exceedsHostMemory(spec); !why.empty()) {
+    Outcome o;
+    o.verdict = Verdict::Skip;
+    o.summary = std::move(why);
+    return o;
+  }
   try {
     if (shared) return p.check(*shared);
     CaseContext ctx(spec, *findOp(spec.op), exec);
@@ -188,6 +214,7 @@ Outcome checkOne(const Property& p, const CaseSpec& spec, const ExecContext& exe
     Outcome o;
     o.verdict = Verdict::Fail;
     o.fault = true;
+    o.hang = e.hang;
     o.summary = e.what();
     return o;
   } catch (const CaseNotRunnableHere& e) {
@@ -266,10 +293,21 @@ std::vector<std::pair<std::string, std::string>> CampaignResult::unjudged() cons
   return out;
 }
 
+std::set<std::pair<std::string, std::string>> CampaignResult::decidedByFailure() const {
+  // A failure decides its (kernel, property): more cases would only cost
+  // time (a failing run once topped up for a minute to end BELOW TARGET).
+  std::set<std::pair<std::string, std::string>> decided;
+  for (const FailureRecord& f : failures)
+    if (!f.outcome.fault) decided.insert({f.shrunk.kernel, f.property});
+  return decided;
+}
+
 std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t>> CampaignResult::belowTarget() const {
   std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t>> out;
   if (per_cell <= 0) return out;
+  const auto decided = decidedByFailure();
   for (const auto& cell : applicable_cells) {
+    if (decided.count({std::get<0>(cell), std::get<1>(cell)})) continue;
     const auto it = cells.find(cell);
     const int64_t judged = it == cells.end() ? 0 : it->second.judged();
     const auto share = cell_targets.find(cell);
@@ -281,10 +319,16 @@ std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t
 
 int CampaignResult::exitCode(bool count_inapplicable_properties) const {
   if (!fatal_error.empty()) return exit_code::kRuntimeError;
+  if (std::any_of(failures.begin(), failures.end(), [](const FailureRecord& f) { return f.outcome.hang; }))
+    return exit_code::kHang;
   if (!failures.empty()) return exit_code::kPropertyFailed;
   if (cases_run == 0 && regression_cases == 0) return exit_code::kNothingRan;
   if (!unjudged().empty() || (count_inapplicable_properties && !inapplicable_properties.empty()))
     return exit_code::kNothingJudged;
+  // A plan that ended with cells judged fewer times than its target has not
+  // judged what it set out to (unless the --time-budget the user gave cut it
+  // short, which the run says).
+  if (!stopped_by_time && !belowTarget().empty()) return exit_code::kNothingJudged;
   return exit_code::kOk;
 }
 
@@ -297,11 +341,26 @@ std::vector<std::string> defaultKernels(const std::string& op, Backend backend) 
   return out;
 }
 
+namespace {
+std::string& cliProgramSetting() {
+  static std::string program = "ulpcheck";
+  return program;
+}
+}  // namespace
+
+void setCliProgram(std::string program) { cliProgramSetting() = std::move(program); }
+const std::string& cliProgram() { return cliProgramSetting(); }
+
 std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule, int repeats,
                          double case_timeout_s) {
+  return cliProgram() + " " + reproArgs(spec, property, perturb_schedule, repeats, case_timeout_s);
+}
+
+std::string reproArgs(const CaseSpec& spec, const std::string& property, bool perturb_schedule, int repeats,
+                      double case_timeout_s) {
   // A plugin's variant needs its plugin loaded again.
   const KernelInfo* k = OpAdapter::findKernel(spec.op, spec.kernel);
-  return fmt::format("ulpcheck repro '{}' --property {}{}{}{}{}", toCaseString(spec), property,
+  return fmt::format("repro '{}' --property {}{}{}{}{}", toCaseString(spec), property,
                      perturb_schedule ? " --perturb-schedule" : "",
                      repeats > 1 ? fmt::format(" --repeat {}", repeats) : "",
                      case_timeout_s > 0 ? fmt::format(" --case-timeout {:g}", case_timeout_s) : "",
@@ -316,7 +375,8 @@ std::string reproCommand(const FailureRecord& f) {
 }
 
 std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
-                                  const ExecContext& exec, int repeats) {
+                                  const ExecContext& exec, int repeats,
+                                  const std::function<void(const ReplayResult&)>& done) {
   const OpAdapter* op = findOp(spec.op);
   if (!op) throw CaseParseError(fmt::format("unknown op '{}'", spec.op));
   for (const auto& name : properties)
@@ -338,14 +398,27 @@ std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::s
       out.push_back(std::move(r));
     }
   }
-  for (int k = 0; k < std::max(repeats, 1); ++k) {
+  const int runs = std::max(repeats, 1);
+  for (int k = 0; k < runs; ++k) {
     ctx.forgetRuns();
+    // After a fault (a crash, a hang, an error return) the run's other
+    // properties are not checked: they would fault the same way, and a hang
+    // would cost each of them --case-timeout.
+    std::string faulted_in;
     for (ReplayResult& r : out) {
-      if (!r.applies) continue;
-      Outcome o = checkOne(*findProperty(r.property), spec, exec, &ctx);
-      ++r.runs;
-      if (o.verdict == Verdict::Fail && r.failed++) continue;  // keep the first failure
-      if (o.verdict == Verdict::Fail || !r.failed) r.outcome = std::move(o);
+      if (r.applies && !faulted_in.empty() && r.runs == 0) {
+        r.outcome.verdict = Verdict::Skip;
+        r.outcome.summary = fmt::format("not run: the kernel faulted on this case in {}", faulted_in);
+      } else if (r.applies && faulted_in.empty()) {
+        Outcome o = checkOne(*findProperty(r.property), spec, exec, &ctx);
+        ++r.runs;
+        if (o.fault) faulted_in = r.property;
+        if (o.verdict == Verdict::Fail && r.failed++) {  // keep the first failure
+        } else if (o.verdict == Verdict::Fail || !r.failed) {
+          r.outcome = std::move(o);
+        }
+      }
+      if (k == runs - 1 && done) done(r);  // final: said as soon as it is known
     }
   }
   return out;
@@ -357,6 +430,10 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   const std::string corpus_dir = o.corpus_dir.empty() ? defaultCorpusDir() : o.corpus_dir;
   auto log = [&](const std::string& line) {
     if (o.log) o.log(line);
+  };
+  auto warn = [&](const std::string& line) {
+    if (o.warn) o.warn(line);
+    else log(line);
   };
   auto repro = [&](const CaseSpec& spec, const std::string& property) {
     return reproCommand(spec, property, exec.perturb_schedule);
@@ -371,6 +448,14 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   result.shard_count = o.shard_count;
   for (const auto& kernel : sel.kernels) {
     const KernelInfo& info = *OpAdapter::findKernel(o.op, kernel);
+    // A kernel that takes none of the selected dtypes runs no case: said
+    // once, not as "judged nothing" for each of its properties.
+    if (std::none_of(sel.dtypes.begin(), sel.dtypes.end(), [&](DType t) { return info.supports(t); })) {
+      std::vector<std::string> takes;
+      for (DType t : info.dtypes) takes.push_back(dtypeName(t));
+      log(fmt::format("{} takes none of the dtypes selected: it takes {}", kernel, fmt::join(takes, ", ")));
+      continue;
+    }
     for (const auto& path : info.code_paths) result.paths[kernel][path] = 0;
     for (const Property* p : sel.properties)
       if (p->appliesTo(*sel.op, info)) {
@@ -421,7 +506,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     cell.seconds += seconds;
     switch (out.verdict) {
       case Verdict::Pass: ++cell.passed; break;
-      case Verdict::Fail: ++cell.failed; break;
+      case Verdict::Fail: ++cell.failed, cell.faulted += out.fault; break;
       case Verdict::Expected: ++cell.expected; break;
       case Verdict::Skip: ++cell.skipped; break;
       case Verdict::Inconclusive: ++cell.inconclusive; break;
@@ -552,10 +637,25 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
           log(fmt::format("REGRESSION FAILED {} [{}]: {}", entry.path, kernel, out.summary));
           result.failures.push_back({"regression", p->name, spec, spec, out, 0, -1, since(t0), entry.path,
                                      exec.perturb_schedule, entry.repeat});
+          // As a generated failure's: a report of JSON lines cut short still has its message.
+          if (o.json)
+            o.json->write({{"type", "failure"},
+                           {"kind", "regression"},
+                           {"property", p->name},
+                           {"original", toJson(spec)},
+                           {"shrunk", toJson(spec)},
+                           {"repro", reproCommand(result.failures.back())},
+                           {"corpus_file", entry.path},
+                           {"outcome", toJson(out)}});
         }
         advance();
       }
-      log(fmt::format("replayed {} regression cases", result.regression_cases));
+      std::error_code ec;
+      log(fmt::format("replayed {} regression cases{}", result.regression_cases,
+                      !std::filesystem::is_directory(corpus_dir, ec) ? fmt::format(" ({} does not exist)", corpus_dir)
+                      : corpus.empty()                              ? fmt::format(" ({} holds none)", corpus_dir)
+                      : replays.empty() ? fmt::format(" ({} holds none for this op and selection)", corpus_dir)
+                                        : std::string()));
     }
 
     // 2. Generated cases. Case i runs in two steps: `execute` checks its
@@ -688,11 +788,12 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
             f.corpus_file = saveCrashingCase(corpus_dir, p->name, f.shrunk, comments);
           } catch (const CorpusError& e) {  // an installed corpus may be read-only
             f.corpus_file = saveCrashingCase(kFallbackCrashingRoot, p->name, f.shrunk, comments);
-            log(fmt::format("  {}; saved under ./{} instead", e.what(), kFallbackCrashingRoot));
+            warn(fmt::format("{}; saved under ./{} instead", e.what(), kFallbackCrashingRoot));
           }
         }
         if (o.json)
           o.json->write({{"type", "failure"},
+                         {"kind", "generated"},
                          {"property", p->name},
                          {"case_index", i},
                          {"original", toJson(f.original)},
@@ -811,15 +912,36 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       if (timed_out) result.stopped_by_time = true;
     }
     // A top-up: the plan gave each cell its share of cases, but a case may be
-    // inconclusive (or skipped): further cases of the sequence, each run only
-    // if it applies to a cell still short of judged cases, until none is (or
-    // `cases` runs out). A shard tops up its own share of each cell from its
-    // own cases of the sequence, so shards never run the same case.
+    // inconclusive (or skipped): further cases, each drawn for a cell still
+    // short of judged cases (its kernel and dtype; the short cells taken in
+    // turn) and run if it applies to one, until none is short (or `cases`
+    // runs out). The sequence's own cases would seldom be one: on two GPUs
+    // the real-rank fused variants' fp32 cells, whose rows are mostly not
+    // determined bit for bit, were 14 and 16 of 50 after the whole cap. Top-up
+    // case i is a pure function of (seed, i, the cell), and a shard tops up its
+    // own share of each cell from its own indices, so shards never run the
+    // same case.
+    std::map<std::pair<std::string, DType>, rc::Gen<CaseSpec>> cell_generators;
+    int64_t turn = 0;
     for (int64_t i = planned; going && o.per_cell > 0 && i < o.cases; ++i) {
       if (!mine(i)) continue;
       const auto below = result.belowTarget();
       if (below.empty() || out_of_time()) break;
-      const rc::Shrinkable<CaseSpec> shrinkable = draw(i);
+      const auto& [short_kernel, short_property, short_dtype] = below[size_t(turn++) % below.size()].first;
+      const DType dtype = *parseDType(short_dtype);
+      auto generator_of_cell = cell_generators.find({short_kernel, dtype});
+      if (generator_of_cell == cell_generators.end())
+        generator_of_cell = cell_generators
+                                .emplace(std::pair{short_kernel, dtype},
+                                         gen::caseSpec(gen::CaseOptions{o.op, {short_kernel}, {dtype}, o.tier}))
+                                .first;
+      const rc::Random random(rc::Random::Key{o.seed, uint64_t(i), kTopUpSalt, 0});
+      const rc::Shrinkable<CaseSpec> shrinkable = generator_of_cell->second(random, int(i % 101));
+      try {
+        validateCase(shrinkable.value());
+      } catch (const CaseParseError&) {
+        continue;
+      }
       const CaseSpec& spec = shrinkable.value();
       const bool needed = Selection::fits(spec) && std::any_of(sel.properties.begin(), sel.properties.end(), [&](const Property* p) {
         const std::tuple<std::string, std::string, std::string> cell{spec.kernel, p->name, dtypeName(spec.dtype)};

@@ -57,6 +57,9 @@ struct CampaignOptions {
   std::string stop_after_failure_of;    // a property: stop generating once it has failed (kill-matrix tests)
   JsonlWriter* json = nullptr;
   std::function<void(const std::string&)> log;  // progress lines; may be empty
+  // What must be said even where progress lines are not (--quiet): a corpus
+  // that could not be written, say. Empty: said as a log line.
+  std::function<void(const std::string&)> warn;
   std::function<void(const CampaignProgress&)> progress;  // after every case; may be empty
 };
 
@@ -68,6 +71,9 @@ struct CellStats {
   // Per output tensor, the errors of every judged element of the cell's
   // cases (accuracy only; empty for bitwise properties).
   std::map<std::string, ErrorDistribution> errors;
+  // Of the failed cases, those where the kernel itself did not run to the
+  // end (crashed, hung, returned an error): failures that judged no value.
+  int64_t faulted = 0;
   int64_t judged() const { return passed + failed + expected; }
   /// Every tensor's errors together.
   ErrorDistribution allErrors() const {
@@ -120,14 +126,19 @@ struct CampaignResult {
   std::vector<std::pair<std::string, std::string>> unjudged() const;
   /// With a per-cell target: the applicable cells (every selected kernel x
   /// property x dtype, a case of which could apply) judged fewer times than
-  /// the target, with their counts.
+  /// the target, with their counts. A cell whose property failed for its
+  /// kernel (other than by a fault) is decided: it is never below target.
   std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t>> belowTarget() const;
+  /// The (kernel, property) pairs a failure (not a fault) has decided.
+  std::set<std::pair<std::string, std::string>> decidedByFailure() const;
   // Every applicable (kernel, property, dtype) cell, judged or not.
   std::set<std::tuple<std::string, std::string, std::string>> applicable_cells;
   // A shard's share of each cell's per-cell target (its part of the plan's
   // cases of the cell, in proportion; the shares add up to the target).
   std::map<std::tuple<std::string, std::string, std::string>, int64_t> cell_targets;
-  /// 4 fatal, 1 a failure, 7 an applicable pair judged nothing (or, unless
+  /// 4 fatal, 5 a kernel in a worker hung (killed, its case failed), 1 a
+  /// failure, 7 a cell below its plan's target (not cut by the time budget)
+  /// or an applicable pair judged nothing (or, unless
   /// a multi-op run decides that across its ops, a named property applies to
   /// nothing selected), 6 nothing ran, 0 otherwise.
   int exitCode(bool count_inapplicable_properties = true) const;
@@ -148,13 +159,26 @@ struct ReplayResult {
 
 /// Runs the given properties (empty: all) on one case, as `ulpcheck repro`
 /// does, `repeats` times: each repeat runs the kernel afresh (the oracle is
-/// computed once), since a race fails on some runs only.
+/// computed once), since a race fails on some runs only. Once the kernel
+/// faults in a repeat, that repeat's later properties are not run. `done`
+/// (may be empty) gets each property's result as soon as it is final.
 std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::string>& properties,
-                                  const ExecContext& exec, int repeats = 1);
+                                  const ExecContext& exec, int repeats = 1,
+                                  const std::function<void(const ReplayResult&)>& done = {});
 
-/// The command that reproduces a case (run under schedule perturbation when
-/// it was found under one; `repeats` > 1 adds --repeat for failures that show
-/// on some runs only).
+/// The program repro commands name: the ulpcheck binary that runs, so a
+/// printed command works where it is pasted. The CLI sets it (`ulpcheck` when
+/// that is the binary found on PATH, else the binary's absolute path); by
+/// default "ulpcheck".
+void setCliProgram(std::string program);
+const std::string& cliProgram();
+
+/// The arguments of `ulpcheck` that reproduce a case (`repro '<case>' ...`;
+/// run under schedule perturbation when it was found under one; `repeats` > 1
+/// adds --repeat for failures that show on some runs only).
+std::string reproArgs(const CaseSpec& spec, const std::string& property, bool perturb_schedule = false,
+                      int repeats = 1, double case_timeout_s = 0);
+/// The command that reproduces a case: cliProgram() and reproArgs.
 std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule = false,
                          int repeats = 1, double case_timeout_s = 0);
 /// The command that reproduces a failure.

@@ -1,5 +1,7 @@
 #include "harness/runner/corpus.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -54,7 +56,7 @@ CorpusEntry readCorpusFile(const std::string& path, const std::string& op, const
   } catch (const CaseParseError& err) {
     throw CorpusError(fmt::format("{}:{}: {}", path, case_line_number, err.what()));
   }
-  if (e.spec.op != op)
+  if (!op.empty() && e.spec.op != op)
     throw CorpusError(fmt::format("{}:{}: case is for op '{}' but the file lies under '{}'", path, case_line_number,
                                   e.spec.op, op));
   return e;
@@ -101,10 +103,24 @@ std::string saveCrashingCase(const std::string& root, const std::string& propert
   fs::create_directories(dir, ec);
   if (ec) throw CorpusError(fmt::format("{}: cannot be created: {}", dir.string(), ec.message()));
   const fs::path file = dir / fmt::format("{}-{:08x}.case", spec.kernel, uint32_t(h));
-  std::ofstream out(file);
-  if (!out) throw CorpusError(fmt::format("{}: cannot be written", file.string()));
-  for (const auto& c : comments) out << "# " << c << '\n';
-  out << line << '\n';
+  // Written whole under a name of its own, then renamed into place: runs
+  // saving the same case at once never leave a mix of their lines.
+  const fs::path part = dir / fmt::format(".{}.{}.part", file.filename().string(), ::getpid());
+  {
+    std::ofstream out(part);
+    for (const auto& c : comments) out << "# " << c << '\n';
+    out << line << '\n';
+    out.close();
+    if (!out) {
+      fs::remove(part, ec);
+      throw CorpusError(fmt::format("{}: cannot be written", file.string()));
+    }
+  }
+  fs::rename(part, file, ec);
+  if (ec) {
+    fs::remove(part, ec);
+    throw CorpusError(fmt::format("{}: cannot be written", file.string()));
+  }
   return file.string();
 }
 

@@ -29,7 +29,9 @@ struct CorpusEntry {
 /// Most runs a `# repeat:` line may ask for.
 inline constexpr int kMaxCorpusRepeat = 1000;
 
-/// Parses one corpus file; throws CorpusError naming the file and line.
+/// Parses one corpus file; throws CorpusError naming the file and line. `op`:
+/// the op of the folder it lies in, which the case must be of (empty: a
+/// case file outside a corpus, taken as it is).
 CorpusEntry readCorpusFile(const std::string& path, const std::string& op, const std::string& property);
 
 /// Every case under <root>/<op>/<property>/<kind>/ (kind: "regression" or

@@ -95,9 +95,8 @@ int replayRepeats(bool intermittent) { return intermittent ? 10 : 20; }
 bool replays(const FailureRecord& f, bool intermittent, const std::string& cli, const ExecContext& exec) {
   const int repeats = replayRepeats(intermittent);
   if (!cli.empty()) {
-    const std::string command = reproCommand(f.shrunk, f.property, f.perturb_schedule, repeats);
-    const std::string prefix = "ulpcheck";
-    const int status = std::system(fmt::format("'{}'{} > /dev/null 2>&1", cli, command.substr(prefix.size())).c_str());
+    const std::string args = reproArgs(f.shrunk, f.property, f.perturb_schedule, repeats);
+    const int status = std::system(fmt::format("'{}' {} > /dev/null 2>&1", cli, args).c_str());
     return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == exit_code::kPropertyFailed;
   }
   ExecContext e = exec;

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,8 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "harness/runner/exit_codes.h"
 
 extern char** environ;
 
@@ -29,6 +33,8 @@ void say(const char* tag, const nlohmann::json& payload) {
 }
 
 namespace {
+
+constexpr const char* kCoordinatorPid = "ULPCHECK_COORDINATOR_PID";
 
 struct Running {
   pid_t pid = -1;
@@ -50,6 +56,7 @@ pid_t spawn(const WorkerSpec& spec, int* read_fd) {
     if (eq) env[std::string(*e, size_t(eq - *e))] = eq + 1;
   }
   for (const auto& [k, v] : spec.env) env[k] = v;
+  env[kCoordinatorPid] = std::to_string(getpid());  // dieWithCoordinator
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, argv;
@@ -137,6 +144,17 @@ std::vector<int> runWorkers(const std::vector<WorkerSpec>& specs, const Handlers
     if (signals && WIFSIGNALED(status)) (*signals)[i] = WTERMSIG(status);
   }
   return codes;
+}
+
+void dieWithCoordinator() {
+  const char* coordinator = std::getenv(kCoordinatorPid);
+  if (!coordinator) return;
+  const pid_t parent = pid_t(std::atol(coordinator));
+  unsetenv(kCoordinatorPid);  // not for this worker's own children
+  // The coordinator's main thread started us (runWorkers), so the signal
+  // comes when the coordinator itself ends.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(exit_code::kRuntimeError);  // it ended before we asked
 }
 
 std::vector<std::string> withoutOptions(const std::vector<std::string>& args, const std::vector<std::string>& names) {

@@ -47,6 +47,13 @@ struct Handlers {
 std::vector<int> runWorkers(const std::vector<WorkerSpec>& specs, const Handlers& handlers,
                             std::vector<int>* signals = nullptr);
 
+/// In a worker runWorkers started: asks the kernel to kill this process when
+/// its coordinator ends (a SIGKILL, SIGTERM or SIGINT to the coordinator
+/// alone included), so no worker runs on, holding a GPU, as an orphan; its
+/// own kernel workers follow it (kernels/plugin/remote.cpp). Does nothing
+/// in a process runWorkers did not start.
+void dieWithCoordinator();
+
 /// `args` without the named options (each as `--name value` or `--name=value`).
 std::vector<std::string> withoutOptions(const std::vector<std::string>& args, const std::vector<std::string>& names);
 

@@ -168,7 +168,14 @@ typedef struct {
 typedef const ulpcheck_plugin* (*ulpcheck_plugin_entry_fn)(void);
 #define ULPCHECK_PLUGIN_ENTRY "ulpcheck_plugin_v1"
 
-/* Declares the entry point with C linkage and default visibility. */
+/* Gives the entry point default visibility (exported even where a library
+ * builds with -fvisibility=hidden). It does not give it C linkage: in C++,
+ * declare it extern "C" as well, or its symbol is C++-mangled
+ * (_Z18ulpcheck_plugin_v1v) and ulpcheck, which looks up ulpcheck_plugin_v1,
+ * refuses the plugin saying so:
+ *
+ *     extern "C" ULPCHECK_PLUGIN_EXPORT const ulpcheck_plugin* ulpcheck_plugin_v1(void) { return &table; }
+ */
 #if defined(_WIN32)
 #define ULPCHECK_PLUGIN_EXPORT __declspec(dllexport)
 #else

@@ -20,6 +20,10 @@ namespace ulpcheck {
 
 namespace {
 
+// 128 TiB: more than any machine ulpcheck runs on has, far less than sizes
+// that wrap when red zones are added.
+constexpr size_t kLargestWorkspaceBytes = size_t{1} << 47;
+
 std::vector<LoadedPlugin>& plugins() {
   static std::vector<LoadedPlugin> all;
   return all;
@@ -40,7 +44,17 @@ class Variant {
   size_t workspaceBytes(const RowShape& s) const {
     if (!v_.workspace_bytes) return 0;
     const ulpcheck_shape shape{abiDtype(s.dtype), s.M, s.N, s.ld, s.eps};
-    return v_.workspace_bytes(&shape, v_.user_data);
+    const size_t bytes = v_.workspace_bytes(&shape, v_.user_data);
+    // A size query that fails often answers (size_t)-1: past any memory a
+    // machine has, it is the case's failure, never an allocation (whose
+    // size, red zones added, would wrap). A size that is only too large for
+    // this machine is a case that does not fit (skipped, saying so).
+    if (bytes > kLargestWorkspaceBytes)
+      throw KernelFailure(fmt::format("{}: workspace_bytes returned {}{} for M={} N={} ld={}: not a size (an error "
+                                      "code?); more than 2^47 bytes",
+                                      v_.name, bytes, bytes >= (size_t(1) << 63) ? fmt::format(" ({} as a signed size)", int64_t(bytes)) : "",
+                                      s.M, s.N, s.ld));
+    return bytes;
   }
 
   ulpcheck_launch launch(const LaunchEnv& e, void* workspace, size_t bytes) const {
@@ -160,10 +174,18 @@ const LoadedPlugin& loadPlugin(const std::string& given) {
   const std::string path = std::filesystem::absolute(given, ec).lexically_normal().string();
   for (const LoadedPlugin& p : plugins())
     if (p.path == path) return p;
+  if (std::filesystem::is_directory(path, ec))
+    throw PluginError(fmt::format("{}: is a folder; give the plugin's shared library (lib<name>.so)", given));
   if (!std::filesystem::is_regular_file(path, ec)) throw PluginError(fmt::format("{}: no such file", given));
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw PluginError(fmt::format("{}: cannot be loaded: {}", given, dlerror()));
   const auto entry = reinterpret_cast<ulpcheck_plugin_entry_fn>(dlsym(handle, ULPCHECK_PLUGIN_ENTRY));
+  // The entry point defined in C++ without extern "C" carries its mangled name.
+  constexpr const char* kMangledEntry = "_Z18ulpcheck_plugin_v1v";
+  if (!entry && dlsym(handle, kMangledEntry))
+    throw PluginError(fmt::format("{}: exports {} with C++ linkage (the symbol {}), not the C symbol ulpcheck looks "
+                                  "up: declare it extern \"C\" (see include/ulpcheck/plugin.h)",
+                                  given, ULPCHECK_PLUGIN_ENTRY, kMangledEntry));
   if (!entry)
     throw PluginError(fmt::format("{}: exports no {} (is it a ulpcheck plugin? see include/ulpcheck/plugin.h)", given,
                                   ULPCHECK_PLUGIN_ENTRY));
@@ -179,10 +201,17 @@ const LoadedPlugin& loadPlugin(const std::string& given) {
   if (plugin->num_variants < 1 || plugin->num_variants > 1024 || !plugin->variants)
     throw PluginError(fmt::format("{}: declares {} variants (1 to 1024 expected)", given, plugin->num_variants));
   // Validate every variant before registering any: a plugin loads whole or not at all.
-  for (int32_t i = 0; i < plugin->num_variants; ++i)
+  for (int32_t i = 0; i < plugin->num_variants; ++i) {
     if (const std::string why = problemWith(plugin->variants[i]); !why.empty())
       throw PluginError(fmt::format("{}: variant {} ('{}'): {}", given, i,
                                     plugin->variants[i].name ? plugin->variants[i].name : "(null)", why));
+    // Names are unique within the table too: `--kernel NAME` would run only
+    // the first of two, and a run could pass without the other being judged.
+    for (int32_t j = 0; j < i; ++j)
+      if (std::string(plugin->variants[j].name) == plugin->variants[i].name)
+        throw PluginError(fmt::format("{}: variants {} and {} are both named '{}' (names must be unique)", given, j, i,
+                                      plugin->variants[i].name));
+  }
 
   LoadedPlugin loaded{path, plugin->name ? plugin->name : "(unnamed)", sha256File(path), {}};
   for (int32_t i = 0; i < plugin->num_variants; ++i) {

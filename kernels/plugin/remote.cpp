@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,12 +13,17 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -105,6 +111,111 @@ int receiveMessage(int fd, json& out, const Clock::time_point* deadline) {
 // ---------------------------------------------------------------------------
 // The coordinator's side.
 
+/// Starts every child process (workers, probes) from one thread that lives as
+/// long as the process. A child asks the kernel to kill it when the thread
+/// that forked it ends (PR_SET_PDEATHSIG): forked from a case's thread it
+/// would die with that thread, forked from here it dies with ulpcheck — a
+/// SIGKILL, SIGTERM or SIGINT to the coordinator alone included — and never
+/// runs on, holding a GPU, as an orphan.
+class Spawner {
+ public:
+  static Spawner& instance() {
+    static Spawner* s = new Spawner;  // never destroyed: its thread lives until the process ends
+    return *s;
+  }
+
+  /// Forks and execs `argv`; in the child `keep_fd` stays open across exec
+  /// and `stdout_fd` becomes its standard output. Returns the pid.
+  pid_t spawn(std::vector<std::string> argv, int keep_fd, int stdout_fd) {
+    std::packaged_task<pid_t()> task([argv = std::move(argv), keep_fd, stdout_fd]() mutable {
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      const pid_t parent = getpid();
+      const pid_t pid = fork();
+      if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+      if (pid == 0) {  // async-signal-safe calls only until exec
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);  // the coordinator is already gone
+        if (keep_fd >= 0) fcntl(keep_fd, F_SETFD, 0);
+        if (stdout_fd >= 0) dup2(stdout_fd, 1);
+        execvp(args[0], args.data());
+        _exit(127);
+      }
+      return pid;
+    });
+    std::future<pid_t> pid = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    wake_.notify_one();
+    return pid.get();
+  }
+
+ private:
+  Spawner() {
+    std::thread([this] {
+      for (;;) {
+        std::packaged_task<pid_t()> task;
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          wake_.wait(lock, [&] { return !tasks_.empty(); });
+          task = std::move(tasks_.front());
+          tasks_.pop_front();
+        }
+        task();
+      }
+    }).detach();
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::packaged_task<pid_t()>> tasks_;
+};
+
+/// What a short-lived child printed on its stdout, and how it ended.
+struct ChildResult {
+  int status = 0;        // waitpid's
+  bool timed_out = false;
+  std::string out;
+};
+
+/// Runs `argv` (from the Spawner) to its end, reading its stdout, killing it
+/// after `timeout_s`. Its stderr is ours.
+ChildResult runChild(const std::vector<std::string>& argv, double timeout_s) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
+  pid_t pid = -1;
+  try {
+    pid = Spawner::instance().spawn(argv, -1, fds[1]);
+  } catch (...) {
+    close(fds[0]), close(fds[1]);
+    throw;
+  }
+  close(fds[1]);
+  ChildResult r;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  for (char buf[4096];;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int ready = left > 0 ? poll(&pfd, 1, int(std::min<long long>(left, 1 << 30))) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      r.timed_out = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    r.out.append(buf, size_t(n));
+  }
+  close(fds[0]);
+  while (waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
+  }
+  return r;
+}
+
 std::string describeExit(int status) {
   if (WIFSIGNALED(status))
     return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -154,7 +265,8 @@ class Worker {
       stop();
       throw KernelFailure(fmt::format("{} did not return within {:g} s (a hang?): the worker was killed and will be "
                                       "restarted",
-                                      what, timeout));
+                                      what, timeout),
+                          /*hung=*/true);
     }
     if (r != 1) throw died(what);
     if (reply.value("fatal", false)) stop();  // its CUDA context is lost: it exits, a new one starts next time
@@ -173,17 +285,13 @@ class Worker {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       throw std::runtime_error(fmt::format("socketpair: {}", std::strerror(errno)));
-    std::vector<std::string> args = command_(sv[1]);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
-    if (pid == 0) {  // the worker: its end of the socket kept across exec, its stdout on our stderr
-      fcntl(sv[1], F_SETFD, 0);
-      dup2(2, 1);
-      execvp(argv[0], argv.data());
-      _exit(127);
+    // The worker: its end of the socket kept across exec, its stdout on our stderr.
+    pid_t pid = -1;
+    try {
+      pid = Spawner::instance().spawn(command_(sv[1]), sv[1], 2);
+    } catch (...) {
+      close(sv[0]), close(sv[1]);
+      throw;
     }
     close(sv[1]);
     pid_ = pid;
@@ -399,6 +507,18 @@ std::string execute(const json& req) {
 }  // namespace
 
 void setWorkerPlugins(std::vector<std::string> paths) { workerPlugins() = std::move(paths); }
+
+void probePlugin(const std::string& path) {
+  const ChildResult r = runChild({"/proc/self/exe", "worker", "--probe", "--plugin", path}, kStartSeconds);
+  if (r.timed_out)
+    throw PluginError(fmt::format("{}: loading it did not finish within {} s (a library constructor that hangs?); "
+                                  "ulpcheck did not load it",
+                                  path, kStartSeconds));
+  if (WIFSIGNALED(r.status))
+    throw PluginError(fmt::format("{}: loading it {} in the process that tried (its library constructor or {}() "
+                                  "crashed); ulpcheck did not load it",
+                                  path, describeExit(r.status), "ulpcheck_plugin_v1"));
+}
 void setCallTimeout(double seconds) { timeoutSetting() = seconds > 0 ? seconds : 300; }
 double callTimeout() { return timeoutSetting(); }
 
@@ -486,12 +606,6 @@ Worker& pythonWorker() {
   return w;
 }
 
-std::string shellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 DType dtypeNamed(const std::string& n) {
   const auto t = parseDType(n);
   if (!t) throw PluginError(fmt::format("unknown dtype '{}'", n));
@@ -542,20 +656,24 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
     pythonFiles().push_back(std::filesystem::absolute(f).lexically_normal().string());
   }
   exportPythonPath();
-  // Ask the worker what the files register (stderr, a traceback included, passes through).
-  std::string command;
-  for (const auto& a : pythonWorkerArgs({"--describe"})) command += shellQuote(a) + " ";
-  FILE* p = popen(command.c_str(), "r");
-  if (!p) throw PluginError(fmt::format("cannot start {}: {}", pythonInterpreter(), std::strerror(errno)));
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  if (status != 0)
-    throw PluginError(fmt::format("{} -m ulpcheck.worker --describe {} (stderr above)", pythonInterpreter(),
-                                  describeExit(status)));
-  const json described = json::parse(out, nullptr, false);
-  if (!described.is_array()) throw PluginError(fmt::format("the Python worker described its variants as '{}'", out));
+  // Ask the worker what the files register (stderr, a traceback included,
+  // passes through; a failure it understands comes as {"error": ...}).
+  const ChildResult r = runChild(pythonWorkerArgs({"--describe"}), kStartSeconds);
+  const json described = json::parse(r.out, nullptr, false);
+  if (described.is_object() && described.contains("error"))
+    throw PluginError(described.at("error").get<std::string>());
+  if (r.timed_out)
+    throw PluginError(fmt::format("{} -m ulpcheck.worker --describe did not finish within {} s", pythonInterpreter(),
+                                  kStartSeconds));
+  if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127 && r.out.empty())
+    throw PluginError(fmt::format("cannot start the Python interpreter '{}' (set ULPCHECK_PYTHON to a Python with "
+                                  "torch)",
+                                  pythonInterpreter()));
+  if (r.status != 0)
+    throw PluginError(fmt::format("{} -m ulpcheck.worker --describe {} (its messages are above; ULPCHECK_PYTHON sets "
+                                  "the interpreter)",
+                                  pythonInterpreter(), describeExit(r.status)));
+  if (!described.is_array()) throw PluginError(fmt::format("the Python worker described its variants as '{}'", r.out));
   for (const json& v : described) {
     try {
       KernelInfo info;

@@ -22,6 +22,13 @@ namespace ulpcheck::remote {
 /// The plugins a worker loads when it starts (the coordinator's --plugin list).
 void setWorkerPlugins(std::vector<std::string> paths);
 
+/// Loads a plugin in a child process first (`ulpcheck worker --probe`):
+/// loading runs the library's constructors and its ulpcheck_plugin_v1(), and
+/// one that crashes or hangs must end the child, not ulpcheck. Throws
+/// PluginError saying so; a plugin the child refuses for another reason (a
+/// malformed table) is left for loadPlugin to refuse, precisely.
+void probePlugin(const std::string& path);
+
 /// The longest one call into the worker may take before it counts as hung:
 /// the worker is killed and the call fails (a campaign sets its --case-timeout).
 void setCallTimeout(double seconds);

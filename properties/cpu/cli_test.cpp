@@ -105,7 +105,7 @@ TEST(Cli, RunFindsShrinksAndSavesAFailure) {
   const Result r = cli("run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 200 --tier smoke "
                        "--seed 9 --corpus " + dir.string() + " --json " + json.string());
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
-  EXPECT_NE(r.output.find("reproduce: ulpcheck repro '"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::reproArgsIn(r.output).rfind("repro '", 0), 0u) << r.output;
   EXPECT_TRUE(fs::is_directory(dir / "rmsnorm" / "memory_safety" / "crashing"));
   std::ifstream in(json);
   std::string line, last;
@@ -147,10 +147,8 @@ TEST(Cli, PerturbScheduleIsAcceptedByRunAndRepro) {
   r = cli("run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 50 --tier smoke --seed 9 "
           "--no-save --no-shrink --no-corpus --perturb-schedule");
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
-  const size_t at = r.output.find("reproduce: ulpcheck repro '");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string repro = r.output.substr(at + std::string("reproduce: ulpcheck ").size(),
-                                            r.output.find('\n', at) - at - std::string("reproduce: ulpcheck ").size());
+  const std::string repro = testing::reproArgsIn(r.output);
+  ASSERT_EQ(repro.rfind("repro '", 0), 0u) << r.output;
   EXPECT_NE(repro.find("--perturb-schedule"), std::string::npos) << repro;
   EXPECT_EQ(cli(repro).code, exit_code::kPropertyFailed) << repro;
   EXPECT_EQ(cli("repro 'op=rmsnorm kernel=host_separate dtype=fp32 M=2 N=8' --perturb-schedule").code, exit_code::kOk);

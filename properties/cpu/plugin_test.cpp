@@ -32,9 +32,8 @@ TEST(Plugin, ADefectInAPluginKernelIsCaughtShrunkAndReplaysThroughThePlugin) {
   const Result r = cli("run --kernel mylib_rmsnorm_host_bf16_dw --property accuracy --cases 50 --tier smoke --seed 1 "
                        "--no-save --no-corpus" + kExample);
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
-  const size_t at = r.output.find("reproduce: ulpcheck ");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string repro = r.output.substr(at + 20, r.output.find('\n', at) - at - 20);
+  const std::string repro = testing::reproArgsIn(r.output);
+  ASSERT_FALSE(repro.empty()) << r.output;
   EXPECT_NE(repro.find("--plugin '"), std::string::npos) << "the repro loads the plugin again: " << repro;
   EXPECT_EQ(cli(repro).code, exit_code::kPropertyFailed) << repro;
 }
@@ -86,8 +85,9 @@ TEST(PluginFaults, AnAbortIsAFailingCaseAndTheRunGoesOn) {
 }
 
 TEST(PluginFaults, AHangIsKilledAfterTheCaseTimeoutAndIsAFailingCase) {
+  // A hang is exit code 5 (the exit-code list's), though the run went on.
   expectFaultIsolated(ULPCHECK_TEST_PLUGIN_GOOD, "test_rmsnorm_hangs_at_n5", atN(5), "did not return within 2 s",
-                      "--tier smoke --case-timeout 2");
+                      "--tier smoke --case-timeout 2", exit_code::kHang);
 }
 
 TEST(Plugin, APluginThatCannotBeUsedIsRefusedClearly) {

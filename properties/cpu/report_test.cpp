@@ -131,7 +131,8 @@ TEST(ReportJunit, ValidatesAgainstTheSchemaAndCarriesFailuresWithTheirRepro) {
             std::string::npos) << pass.substr(0, 2000);
   EXPECT_EQ(pass.find("<failure"), std::string::npos);
   EXPECT_NE(fail.find("<failure message="), std::string::npos);
-  EXPECT_NE(fail.find("reproduce: ulpcheck repro &apos;op=rmsnorm kernel=host_bug_bf16_rowsum"), std::string::npos)
+  EXPECT_NE(fail.find(std::string("reproduce: ") + ULPCHECK_CLI + " repro &apos;op=rmsnorm kernel=host_bug_bf16_rowsum"),
+            std::string::npos)
       << fail.substr(0, 3000);
   // The schema is not a rubber stamp: a case without its name is refused.
   const std::string broken = runs().dir + "broken.xml";

@@ -157,7 +157,12 @@ const ulpcheck_plugin kPlugin{TEST_PLUGIN_KIND == KIND_BAD_ABI ? 99u : ULPCHECK_
 #if TEST_PLUGIN_KIND == KIND_CRASHING_CONSTRUCTOR
 // A library whose initialisation crashes (a static object touching a
 // device that is not there, say): loading it must not end ulpcheck.
-__attribute__((constructor)) void crashWhenLoaded() { *static_cast<volatile int*>(nullptr) = 1; }
+// (Through a volatile pointer: a store to a literal null is undefined, and
+// the compiler dropped the whole constructor.)
+__attribute__((constructor)) void crashWhenLoaded() {
+  volatile int* volatile nowhere = nullptr;
+  *nowhere = 1;
+}
 #endif
 
 }  // namespace

@@ -341,19 +341,53 @@ def serve(fd):
             return 3
 
 
+class KernelsFileError(Exception):
+    """A kernels file that cannot be used, said in one line (ulpcheck shows it)."""
+
+
+def load_all(paths):
+    """Loads every kernels file; the provenance of each variant it registers."""
+    origin = {}
+    for path in paths:
+        before = {v.name for v in ulpcheck.variants()}
+        try:
+            load_kernels(path)
+        except ModuleNotFoundError as e:
+            # Most often torch itself: ulpcheck started an interpreter without it.
+            raise KernelsFileError(
+                f"{path} imports the module {e.name!r}, which the Python interpreter {sys.executable} lacks: "
+                f"install it there, or set ULPCHECK_PYTHON to a Python that has it") from e
+        except KernelsFileError:
+            raise
+        except SystemExit as e:
+            raise KernelsFileError(f"{path}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - whatever the file raised, said in one line (the traceback on stderr)
+            traceback.print_exc()
+            raise KernelsFileError(f"{path} raised {type(e).__name__} while loading: {e} (traceback above)") from e
+        added = [v for v in ulpcheck.variants() if v.name not in before]
+        if not added:
+            raise KernelsFileError(
+                f"{path} registers no variant: a kernels file calls ulpcheck.rmsnorm(...) or ulpcheck.layernorm(...) "
+                f"(see python/ulpcheck/__init__.py)")
+        for v in added:
+            origin[v.name] = provenance(path, v)
+    return origin
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m ulpcheck.worker")
     p.add_argument("--python", action="append", required=True, help="a kernels file (repeatable)")
     p.add_argument("--fd", type=int, help="the socket to the coordinator")
     p.add_argument("--describe", action="store_true", help="print the variants as JSON and exit")
     args = p.parse_args(argv)
-    origin = {}
-    for path in args.python:
-        before = {v.name for v in ulpcheck.variants()}
-        load_kernels(path)
-        for v in ulpcheck.variants():
-            if v.name not in before:
-                origin[v.name] = provenance(path, v)
+    try:
+        origin = load_all(args.python)
+    except KernelsFileError as e:
+        if args.describe:  # the coordinator reads {"error": ...} and says it
+            json.dump({"error": str(e)}, sys.stdout)
+        else:
+            print(f"ulpcheck worker: {e}", file=sys.stderr)
+        return 2
     if args.describe:
         json.dump([dict(v.describe(), origin=origin[v.name]) for v in ulpcheck.variants()], sys.stdout)
         return 0
