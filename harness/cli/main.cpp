@@ -561,9 +561,11 @@ int runOpOnWorkers(const RunArgs& a, const std::string& op, const ExecContext& e
   total.shard_index = o.shard_index;
   total.shard_count = o.shard_count;
   for (int k = 0; k < n; ++k) {
-    // A worker that ended without its result (a crash, a hang, an error)
-    // ends the run as the same failure would end a single process.
-    if (reported[size_t(k)] && codes[size_t(k)] >= 0 && codes[size_t(k)] != exit_code::kHang) continue;
+    // A worker that ended without its result (a crash, a hang its watchdog
+    // ended, an error) ends the run as the same failure would end a single
+    // process. One that reported it stands, whatever its code (5: a kernel
+    // in its own worker hung, was killed, and its case failed).
+    if (reported[size_t(k)] && codes[size_t(k)] >= 0) continue;
     const std::string why = codes[size_t(k)] == exit_code::kHang ? "a case hung (exit code 5)"
                             : signals[size_t(k)]                ? fmt::format("killed by signal {}", signals[size_t(k)])
                                                                 : fmt::format("exit code {}", codes[size_t(k)]);
