@@ -17,6 +17,7 @@
 
 #include "harness/core/device.h"
 #include "harness/core/memory_limit.h"
+#include "harness/core/rng.h"
 #include "harness/core/parallel.h"
 #include "harness/runner/corpus.h"
 #include "harness/runner/exit_codes.h"
@@ -38,6 +39,8 @@ constexpr double kRemoteCheckTimeouts = 4;
 constexpr int kMaxRecordedFaults = 5;
 // Keys a top-up case's random draw apart from case i of the sequence.
 constexpr uint64_t kTopUpSalt = 0x746f702d7570ULL;  // "top-up"
+// Draws a top-up may make per case it may run (most are drawn again).
+constexpr int64_t kTopUpDrawsPerCase = 64;
 
 std::string today() {
   char buf[32];
@@ -500,7 +503,13 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   std::map<std::string, int> faults;                     // kernel -> faults seen (crashes, hangs, error returns)
   double shrinking_s = 0;  // spent shrinking so far
 
+  // Per cell, per value regime (distribution) of its cases: (judged, run).
+  // A top-up draws its cases where the cell's cases were judged (below).
+  std::map<std::tuple<std::string, std::string, std::string>, std::map<Dist, std::pair<int64_t, int64_t>>>
+      judged_by_regime;
   auto tally = [&](const CaseSpec& spec, const std::string& property, const Outcome& out, double seconds) {
+    auto& regime = judged_by_regime[{spec.kernel, property, dtypeName(spec.dtype)}][spec.x.kind];
+    regime.first += out.judged(), ++regime.second;
     CellStats& cell = result.cells[{spec.kernel, property, dtypeName(spec.dtype)}];
     ++cell.cases;
     cell.seconds += seconds;
@@ -915,15 +924,23 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     // inconclusive (or skipped): further cases, each drawn for a cell still
     // short of judged cases (its kernel and dtype; the short cells taken in
     // turn) and run if it applies to one, until none is short (or `cases`
-    // runs out). The sequence's own cases would seldom be one: on two GPUs
-    // the real-rank fused variants' fp32 cells, whose rows are mostly not
-    // determined bit for bit, were 14 and 16 of 50 after the whole cap. Top-up
-    // case i is a pure function of (seed, i, the cell), and a shard tops up its
-    // own share of each cell from its own indices, so shards never run the
-    // same case.
+    // cases have run). The sequence's own cases would seldom be one: on two
+    // GPUs the real-rank fused variants' fp32 fused_vs_unfused cells, whose
+    // rows are mostly not determined bit for bit (NCCL's order may round them
+    // otherwise), were 14 and 16 of 50 after the whole cap. A draw in a value
+    // regime (distribution) where the cell's cases were seldom judged is
+    // mostly drawn again: kept with probability its judged rate (Laplace's)
+    // over the best regime's, so the cell is topped up where it can be judged
+    // without leaving the other regimes. Draws cost microseconds, runs do not.
+    // Top-up draw i is a pure function of (seed, i, the cell and what the
+    // cell judged so far), and a shard tops up its own share of each cell
+    // from its own indices and its share of the cases left, so shards never
+    // run the same case.
     std::map<std::pair<std::string, DType>, rc::Gen<CaseSpec>> cell_generators;
     int64_t turn = 0;
-    for (int64_t i = planned; going && o.per_cell > 0 && i < o.cases; ++i) {
+    const int64_t top_up_cap = (o.cases - planned + o.shard_count - 1) / o.shard_count;
+    const int64_t last_draw = planned + kTopUpDrawsPerCase * std::max<int64_t>(o.cases, 1);
+    for (int64_t i = planned; going && o.per_cell > 0 && result.topped_up_cases < top_up_cap && i < last_draw; ++i) {
       if (!mine(i)) continue;
       const auto below = result.belowTarget();
       if (below.empty() || out_of_time()) break;
@@ -949,6 +966,14 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
                std::any_of(below.begin(), below.end(), [&](const auto& b) { return b.first == cell; });
       });
       if (!needed) continue;
+      const auto& regimes = judged_by_regime[{short_kernel, short_property, short_dtype}];
+      auto judgedRate = [](const std::pair<int64_t, int64_t>& r) { return (r.first + 1.0) / (r.second + 2.0); };
+      double best = judgedRate({0, 0});  // a regime not yet seen
+      for (const auto& [dist, r] : regimes) best = std::max(best, judgedRate(r));
+      const auto seen = regimes.find(spec.x.kind);
+      const double rate = seen == regimes.end() ? judgedRate({0, 0}) : judgedRate(seen->second);
+      const double u = double(mix64(o.seed ^ mix64(uint64_t(i) ^ kTopUpSalt)) >> 11) * 0x1p-53;
+      if (u >= rate / best) continue;
       ++progress.total;
       ++result.topped_up_cases;
       going = runGenerated(i, shrinkable);
