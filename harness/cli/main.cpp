@@ -371,8 +371,6 @@ int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, Json
   return reportCampaign(r, json, inapplicable);
 }
 
-/// The ops a `run` covers: the one named, or with `--op all` every op (only
-/// the op of the named kernels when --kernel is given).
 /// "rmsnorm, layernorm, ...": the ops, for messages.
 std::string opNames() {
   std::vector<std::string> names;
@@ -380,6 +378,8 @@ std::string opNames() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
+/// The ops a `run` covers: the one named, or with `--op all` every op (only
+/// the op of the named kernels when --kernel is given).
 std::vector<std::string> opsToRun(const RunArgs& a) {
   if (a.op != "all" && !findOp(a.op)) throw UsageError(fmt::format("--op {}: no such op (ops: {}, or all)", a.op, opNames()));
   if (a.op != "all") return {a.op};

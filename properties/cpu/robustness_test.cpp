@@ -135,12 +135,9 @@ struct Interrupted {
   int lines_before = 0;
 };
 
-/// Starts `ulpcheck args` in the background (no shell between, its output in
-/// `log`), waits until `json` holds `lines` whole lines, then sends `sig` and
-/// waits for it to end (SIGKILL after 30 s more, a failure).
-Interrupted interruptOnceWritten(const std::vector<std::string>& args, const fs::path& json, int lines, int sig,
-                                 const fs::path& log) {
-  Interrupted r;
+/// Starts `ulpcheck args` in the background, no shell between, its output in
+/// `log`; returns its pid (< 0: fork failed).
+pid_t startInBackground(const std::vector<std::string>& args, const fs::path& log) {
   std::vector<char*> argv{const_cast<char*>(ULPCHECK_CLI)};
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -155,6 +152,16 @@ Interrupted interruptOnceWritten(const std::vector<std::string>& args, const fs:
     execv(ULPCHECK_CLI, argv.data());
     _exit(127);
   }
+  return pid;
+}
+
+/// Starts `ulpcheck args` in the background (its output in `log`), waits
+/// until `json` holds `lines` whole lines, then sends `sig` and waits for it
+/// to end (SIGKILL after 30 s more, a failure).
+Interrupted interruptOnceWritten(const std::vector<std::string>& args, const fs::path& json, int lines, int sig,
+                                 const fs::path& log) {
+  Interrupted r;
+  const pid_t pid = startInBackground(args, log);
   if (pid < 0) {  // never kill(-1, ...)
     ADD_FAILURE() << "fork failed";
     return r;
@@ -764,7 +771,11 @@ TEST(Robustness, ADtypeTheKernelDoesNotTakeRunsNothing) {
   // The good test plugin's variants take fp32 and bf16 only.
   expectSays(cli("run --plugin " + kGood + " --kernel test_rmsnorm_contiguous --dtype fp16 --cases 2 --tier smoke "
                  "--no-save --no-corpus"),
-             exit_code::kNothingRan, {"test_rmsnorm_contiguous", "0 generated cases"});
+             exit_code::kNothingRan,
+             {"test_rmsnorm_contiguous takes none of the dtypes selected: it takes fp32, bf16", "0 generated cases"});
+  // Replayed on it, such a case cannot run here (6), as a spec or a width it lacks; not a malformed case (3).
+  expectSays(cli("repro 'op=rmsnorm kernel=test_rmsnorm_contiguous dtype=fp16 M=2 N=8' --plugin " + kGood),
+             exit_code::kNothingRan, {"cannot run here", "does not take dtype fp16"});
 }
 
 TEST(Robustness, ReproOfASpecTheKernelDoesNotImplementSaysWhy) {
@@ -843,19 +854,7 @@ std::vector<std::pair<pid_t, std::string>> descendants(pid_t pid) {
 void expectWorkersDieWithTheirCoordinator(const std::vector<std::string>& args, int kernel_workers, int sig) {
   const Scratch dir;
   const fs::path log = dir.path() / "run.log";
-  std::vector<char*> argv{const_cast<char*>(ULPCHECK_CLI)};
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execv(ULPCHECK_CLI, argv.data());
-    _exit(127);
-  }
+  const pid_t pid = startInBackground(args, log);
   ASSERT_GT(pid, 0);
   std::vector<std::pair<pid_t, std::string>> tree;
   auto countWorkers = [&] {
