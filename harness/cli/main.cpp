@@ -187,10 +187,10 @@ void writeHtml(const std::string& path, const std::vector<nlohmann::json>& recor
 /// signal's own end (its exit status). The JSON lines are whole already; the
 /// kernel workers die with this process (remote.cpp's Spawner).
 void sayInterrupted(int sig) {
-  const char* msg = sig == SIGINT ? "\nulpcheck: interrupted (SIGINT); every result measured so far is in the JSON lines "
-                                    "(--json)\n"
-                                  : "\nulpcheck: terminated (SIGTERM); every result measured so far is in the JSON lines "
-                                    "(--json)\n";
+  const char* msg = sig == SIGINT ? "\nulpcheck: interrupted (SIGINT); every result measured so far is in the JSON "
+                                    "lines, where --json was given\n"
+                                  : "\nulpcheck: terminated (SIGTERM); every result measured so far is in the JSON "
+                                    "lines, where --json was given\n";
   const ssize_t ignored = ::write(2, msg, std::strlen(msg));
   (void)ignored;
   std::signal(sig, SIG_DFL);
@@ -198,7 +198,9 @@ void sayInterrupted(int sig) {
 }
 
 void sayWhenInterrupted() {
-  for (int sig : {SIGINT, SIGTERM}) std::signal(sig, sayInterrupted);
+  // A signal the process was started ignoring (a background job's SIGINT) stays ignored.
+  for (int sig : {SIGINT, SIGTERM})
+    if (std::signal(sig, sayInterrupted) == SIG_IGN) std::signal(sig, SIG_IGN);
 }
 
 /// Checks, before any case runs, that the run's report files can be written
@@ -261,7 +263,8 @@ CampaignOptions campaignOptions(const RunArgs& a, const std::string& op, const E
   for (const auto& [option, seconds] : std::initializer_list<std::pair<const char*, double>>{
            {"--time-budget", a.time_budget}, {"--shrink-budget", a.shrink_budget}})
     if (!(seconds >= 0)) throw UsageError(fmt::format("{} {:g}: give seconds >= 0", option, seconds));
-  if (!(a.case_timeout > 0)) throw UsageError(fmt::format("--case-timeout {:g}: give seconds > 0", a.case_timeout));
+  if (!(a.case_timeout >= 0))
+    throw UsageError(fmt::format("--case-timeout {:g}: give seconds >= 0 (0: no limit)", a.case_timeout));
   if (a.per_cell < 0) throw UsageError("--per-cell must be >= 0");
   if (a.cases == "auto") {
     o.cases = kDefaultCaseCap;
@@ -581,9 +584,16 @@ int runOpOnWorkers(const RunArgs& a, const std::string& op, const ExecContext& e
 /// An explicit --corpus must be a folder: a file or a path that does not
 /// exist would replay nothing and say nothing.
 void checkCorpusOption(const std::string& corpus) {
-  if (corpus.empty()) return;
   std::error_code ec;
   const char* layout = "a corpus is a folder holding <op>/<property>/regression/ (replayed) and crashing/ (saved)";
+  if (corpus.empty()) {
+    // $ULPCHECK_CORPUS may name a corpus not made yet (crashing cases go
+    // there, or to ./ulpcheck-corpus), but not a file.
+    const char* env = std::getenv("ULPCHECK_CORPUS");
+    if (env && *env && std::filesystem::exists(env, ec) && !std::filesystem::is_directory(env, ec))
+      throw UsageError(fmt::format("ULPCHECK_CORPUS={}: not a folder ({})", env, layout));
+    return;
+  }
   if (!std::filesystem::exists(corpus, ec))
     throw UsageError(fmt::format("--corpus {}: no such folder ({}; create it, or leave --corpus out for {})", corpus,
                                  layout, defaultCorpusDir()));
@@ -716,7 +726,7 @@ int cmdRepro(const ReproArgs& args) {
                o.summary);
     fmt::print("{}{}", formatStats(o), formatFindings(o));
     failed |= r.failed > 0;
-    hung |= r.failed > 0 && o.hang;
+    hung |= r.hung > 0;
     if (!r.failed && !o.judged()) unjudged.push_back(r.property);
     if (json)
       json->write({{"type", "repro"}, {"case", toJson(spec)}, {"property", r.property}, {"runs", r.runs},
@@ -998,12 +1008,13 @@ int main(int argc, char** argv) {
       setJudgeWhere(*where);
     }
     if (app.got_subcommand("worker")) {  // a worker process: the plugins' kernels run here, in-process
-      if (worker_probe) {  // the coordinator learns from the exit status alone; its own load says what is wrong
+      if (worker_probe) {  // the coordinator learns from the exit status and kProbeLoaded; its own load says what is wrong
         try {
           for (const auto& path : plugin_paths) loadPlugin(path);
         } catch (const PluginError&) {
           return exit_code::kUsage;
         }
+        std::fputs(remote::kProbeLoaded, stdout);
         return exit_code::kOk;
       }
       if (worker_fd < 0) throw UsageError("worker: --fd is required");

@@ -27,24 +27,31 @@ uint64_t readLimitFile(const std::filesystem::path& p) {
   return *end || v >= kNoLimit ? 0 : v;
 }
 
-/// The tightest memory.max from the process's cgroup (v2) up to the root,
-/// or cgroup v1's memory.limit_in_bytes; 0: none.
+/// The tightest memory limit from the process's cgroup up to the root: v2's
+/// memory.max, v1's memory.limit_in_bytes; 0: none.
 uint64_t cgroupLimit() {
   namespace fs = std::filesystem;
   uint64_t limit = 0;
   auto tighten = [&](uint64_t v) {
     if (v && (!limit || v < limit)) limit = v;
   };
+  auto walk = [&](const fs::path& root, const std::string& path, const char* file) {
+    for (fs::path p = root / fs::path(path).relative_path();; p = p.parent_path()) {
+      tighten(readLimitFile(p / file));
+      if (p == root || !p.has_parent_path()) break;
+    }
+  };
+  // Lines "hierarchy:controllers:path": v2's is "0::/path", v1's memory one "N:memory:/path".
   std::ifstream in("/proc/self/cgroup");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("0::", 0) != 0) continue;  // the v2 hierarchy
-    std::error_code ec;
-    for (fs::path p = fs::path("/sys/fs/cgroup") / fs::path(line.substr(3)).relative_path();; p = p.parent_path()) {
-      tighten(readLimitFile(p / "memory.max"));
-      if (p == "/sys/fs/cgroup" || !p.has_parent_path()) break;
-    }
+    const size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1), path = line.substr(second + 1);
+    if (line.rfind("0::", 0) == 0) walk("/sys/fs/cgroup", path, "memory.max");
+    std::istringstream names(controllers);
+    for (std::string name; std::getline(names, name, ',');)
+      if (name == "memory") walk("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes");
   }
-  tighten(readLimitFile("/sys/fs/cgroup/memory/memory.limit_in_bytes"));
   return limit;
 }
 
@@ -60,6 +67,12 @@ uint64_t memTotal() {
   }
   return total;
 }
+
+/// Where memory is hot-plugged as it is used, what it may grow to, as a
+/// multiple of MemTotal at the start: the Firecracker GPU machines here
+/// started at 31 GiB and gave 256 GiB (2 x H200), 31 and 512 (4 x), 62 and
+/// 560 (8 x). A bound far above any real case, that still refuses absurd ones.
+constexpr uint64_t kHotPlugGrowth = 20;
 
 /// Memory that grows as it is used (virtio-mem): MemTotal says too little.
 bool memoryHotPlugged() {
@@ -111,6 +124,7 @@ const MemoryLimit& hostMemoryLimit() {
     rlimit as{};
     if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) tighten(as.rlim_cur, "RLIMIT_AS (ulimit -v)");
     if (!memoryHotPlugged()) tighten(memTotal(), "MemTotal + SwapTotal");
+    else tighten(kHotPlugGrowth * memTotal(), fmt::format("{} x MemTotal: memory hot-plugged as it is used", kHotPlugGrowth));
     return m;
   }();
   return limit;

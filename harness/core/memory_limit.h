@@ -15,12 +15,11 @@ struct MemoryLimit {
 };
 
 /// The first of: $ULPCHECK_MAX_MEMORY (bytes, or with a K/M/G/T suffix:
-/// "64G"); the smaller of the cgroup's memory limit (v2 memory.max along the
-/// process's cgroup path, or v1 memory.limit_in_bytes) and RLIMIT_AS where
-/// either is set, and MemTotal + SwapTotal — except on machines whose memory
-/// is hot-plugged as it is used (virtio-mem: MemTotal starts far below what
-/// the machine will give, as on the Firecracker GPU machines), where
-/// MemTotal is no limit. Read once.
+/// "64G"); the smallest of the cgroup's memory limit (v2 memory.max, v1
+/// memory.limit_in_bytes, along the process's cgroup path), RLIMIT_AS, and
+/// MemTotal + SwapTotal — or, on machines whose memory is hot-plugged as it
+/// is used (virtio-mem: MemTotal starts far below what the machine will
+/// give, as on the Firecracker GPU machines), 20 x MemTotal. Read once.
 const MemoryLimit& hostMemoryLimit();
 
 /// Parses $ULPCHECK_MAX_MEMORY's format; 0 if malformed.

@@ -91,6 +91,9 @@ void checkWritableFile(const std::string& path, const std::string& option) {
   if (path.empty()) throw std::runtime_error(fmt::format("{}: the file name is empty", option));
   if (fs::is_directory(path, ec))
     throw std::runtime_error(fmt::format("{} {}: is a folder; give a file name (e.g. {}/report)", option, path, path));
+  // A pipe or a device (/dev/stdout, a FIFO a reader waits on) is opened
+  // once, by the run: opened and closed here, a FIFO's reader would see its end.
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) return;
   const fs::path parent = fs::absolute(path, ec).parent_path();
   if (!fs::is_directory(parent, ec))
     throw std::runtime_error(fmt::format("{} {}: the folder {} does not exist", option, path, parent.string()));

@@ -322,7 +322,9 @@ std::vector<std::pair<std::tuple<std::string, std::string, std::string>, int64_t
 
 int CampaignResult::exitCode(bool count_inapplicable_properties) const {
   if (!fatal_error.empty()) return exit_code::kRuntimeError;
-  if (std::any_of(failures.begin(), failures.end(), [](const FailureRecord& f) { return f.outcome.hang; }))
+  // Every hang counts, recorded or not (a kernel's faults past the first few are only counted).
+  if (std::any_of(cells.begin(), cells.end(), [](const auto& c) { return c.second.hung > 0; }) ||
+      std::any_of(failures.begin(), failures.end(), [](const FailureRecord& f) { return f.outcome.hang; }))
     return exit_code::kHang;
   if (!failures.empty()) return exit_code::kPropertyFailed;
   if (cases_run == 0 && regression_cases == 0) return exit_code::kNothingRan;
@@ -416,6 +418,7 @@ std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::s
         Outcome o = checkOne(*findProperty(r.property), spec, exec, &ctx);
         ++r.runs;
         if (o.fault) faulted_in = r.property;
+        r.hung += o.hang;
         if (o.verdict == Verdict::Fail && r.failed++) {  // keep the first failure
         } else if (o.verdict == Verdict::Fail || !r.failed) {
           r.outcome = std::move(o);
@@ -507,7 +510,12 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
   // A top-up draws its cases where the cell's cases were judged (below).
   std::map<std::tuple<std::string, std::string, std::string>, std::map<Dist, std::pair<int64_t, int64_t>>>
       judged_by_regime;
+  std::set<std::tuple<std::string, std::string, std::string>> said_skip;  // cells whose first skip was said
   auto tally = [&](const CaseSpec& spec, const std::string& property, const Outcome& out, double seconds) {
+    // Why a cell's cases are skipped (too large for this machine, more ranks
+    // than GPUs): said at its first, not only in the JSON.
+    if (out.verdict == Verdict::Skip && said_skip.insert({spec.kernel, property, dtypeName(spec.dtype)}).second)
+      log(fmt::format("{} {} {}: a case skipped: {}", spec.kernel, property, dtypeName(spec.dtype), out.summary));
     auto& regime = judged_by_regime[{spec.kernel, property, dtypeName(spec.dtype)}][spec.x.kind];
     regime.first += out.judged(), ++regime.second;
     CellStats& cell = result.cells[{spec.kernel, property, dtypeName(spec.dtype)}];
@@ -515,7 +523,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     cell.seconds += seconds;
     switch (out.verdict) {
       case Verdict::Pass: ++cell.passed; break;
-      case Verdict::Fail: ++cell.failed, cell.faulted += out.fault; break;
+      case Verdict::Fail: ++cell.failed, cell.faulted += out.fault, cell.hung += out.hang; break;
       case Verdict::Expected: ++cell.expected; break;
       case Verdict::Skip: ++cell.skipped; break;
       case Verdict::Inconclusive: ++cell.inconclusive; break;
@@ -660,11 +668,13 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         advance();
       }
       std::error_code ec;
-      log(fmt::format("replayed {} regression cases{}", result.regression_cases,
-                      !std::filesystem::is_directory(corpus_dir, ec) ? fmt::format(" ({} does not exist)", corpus_dir)
-                      : corpus.empty()                              ? fmt::format(" ({} holds none)", corpus_dir)
-                      : replays.empty() ? fmt::format(" ({} holds none for this op and selection)", corpus_dir)
-                                        : std::string()));
+      if (!std::filesystem::is_directory(corpus_dir, ec))  // said even with --quiet: no regression case ran
+        warn(fmt::format("no regression cases replayed: the corpus {} does not exist", corpus_dir));
+      else
+        log(fmt::format("replayed {} regression cases{}", result.regression_cases,
+                        corpus.empty()    ? fmt::format(" ({} holds none)", corpus_dir)
+                        : replays.empty() ? fmt::format(" ({} holds none for this op and selection)", corpus_dir)
+                                          : std::string()));
     }
 
     // 2. Generated cases. Case i runs in two steps: `execute` checks its
@@ -684,6 +694,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       std::vector<Check> checks;
       std::exception_ptr error;  // raised by a check (named by error_while): rethrown when committed
       std::string error_while;
+      bool top_up = false;  // drawn for a short cell, not case `index` of the seed's sequence
     };
     CaseGate gate;
     CaseGate* const sharing = o.concurrent_cases > 1 ? &gate : nullptr;
@@ -775,7 +786,8 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
                 oc = checkOne(*p, candidate, exec);
                 watchdog.leave();
               }
-              if (oc->verdict == Verdict::Fail && oc->fault == f.outcome.fault) {  // failing the same way
+              // Failing the same way: a hang shrinks to a hang, not to a crash (exit code 5 is the hang's).
+              if (oc->verdict == Verdict::Fail && oc->fault == f.outcome.fault && oc->hang == f.outcome.hang) {
                 current = *next;
                 f.shrunk = candidate;
                 f.outcome = std::move(*oc);
@@ -790,7 +802,8 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         }
         if (o.save_failures) {
           const std::vector<std::string> comments{
-              fmt::format("found {} by ulpcheck run --seed {:#x} (case {}), property {}", today(), o.seed, i, p->name),
+              fmt::format("found {} by ulpcheck run --seed {:#x} ({} {}), property {}", today(), o.seed,
+                          run.top_up ? "top-up draw" : "case", i, p->name),
               f.outcome.summary, "reproduce: " + repro(f.shrunk, p->name),
               "kernel: " + OpAdapter::findKernel(f.shrunk.op, f.shrunk.kernel)->origin};
           try {
@@ -827,8 +840,9 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       return o.stop_after_failure_of.empty() ||
              std::none_of(failed.begin(), failed.end(), [&](const auto& f) { return f.second == o.stop_after_failure_of; });
     };
-    auto runGenerated = [&](int64_t i, const rc::Shrinkable<CaseSpec>& shrinkable) {
+    auto runGenerated = [&](int64_t i, const rc::Shrinkable<CaseSpec>& shrinkable, bool top_up = false) {
       CaseChecks run{i, shrinkable, shrinkable.value(), {}, {}, {}};
+      run.top_up = top_up;
       if (Selection::fits(run.spec)) execute(run, 0);
       return commit(run);
     };
@@ -976,7 +990,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       if (u >= rate / best) continue;
       ++progress.total;
       ++result.topped_up_cases;
-      going = runGenerated(i, shrinkable);
+      going = runGenerated(i, shrinkable, /*top_up=*/true);
       advance();
     }
   } catch (const CudaError& e) {

@@ -74,6 +74,7 @@ struct CellStats {
   // Of the failed cases, those where the kernel itself did not run to the
   // end (crashed, hung, returned an error): failures that judged no value.
   int64_t faulted = 0;
+  int64_t hung = 0;  // of the faulted: the kernel did not return within its time limit (exit code 5)
   int64_t judged() const { return passed + failed + expected; }
   /// Every tensor's errors together.
   ErrorDistribution allErrors() const {
@@ -155,6 +156,7 @@ struct ReplayResult {
   Outcome outcome;  // of the first failing repeat, else of the last
   int runs = 0, failed = 0;
   bool applies = true;  // false: named, but does not apply to the case's kernel or the case (not run)
+  int hung = 0;  // of the failed runs: the kernel hung (any of them, not only the first kept)
 };
 
 /// Runs the given properties (empty: all) on one case, as `ulpcheck repro`

@@ -48,7 +48,7 @@ json campaignResultToJson(const CampaignResult& r) {
             {"paths", json::object()}};
   for (const auto& [key, c] : r.cells)
     j["cells"].push_back({{"key", cellKey(key)},
-                          {"n", {c.cases, c.passed, c.failed, c.expected, c.skipped, c.inconclusive, c.faulted}},
+                          {"n", {c.cases, c.passed, c.failed, c.expected, c.skipped, c.inconclusive, c.faulted, c.hung}},
                           {"max_ulp", c.max_ulp},
                           {"max_ratio", c.max_ratio},
                           {"seconds", c.seconds},
@@ -94,6 +94,7 @@ CampaignResult campaignResultFromJson(const json& j) {
     s.cases = n.at(0), s.passed = n.at(1), s.failed = n.at(2), s.expected = n.at(3), s.skipped = n.at(4);
     s.inconclusive = n.at(5);
     s.faulted = n.size() > 6 ? n.at(6).get<int64_t>() : 0;
+    s.hung = n.size() > 7 ? n.at(7).get<int64_t>() : 0;
     s.max_ulp = number(c.at("max_ulp"));
     s.max_ratio = number(c.at("max_ratio"));
     s.seconds = c.at("seconds");
@@ -143,7 +144,7 @@ void mergeCampaignResult(CampaignResult& total, const CampaignResult& part, cons
   for (const auto& [key, c] : part.cells) {
     CellStats& s = total.cells[key];
     s.cases += c.cases, s.passed += c.passed, s.failed += c.failed, s.expected += c.expected;
-    s.skipped += c.skipped, s.inconclusive += c.inconclusive, s.faulted += c.faulted;
+    s.skipped += c.skipped, s.inconclusive += c.inconclusive, s.faulted += c.faulted, s.hung += c.hung;
     s.max_ulp = std::max(s.max_ulp, c.max_ulp);
     s.max_ratio = std::max(s.max_ratio, c.max_ratio);
     s.seconds += c.seconds;

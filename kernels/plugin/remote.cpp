@@ -200,8 +200,8 @@ ChildResult runChild(const std::vector<std::string>& argv, double timeout_s) {
     pollfd pfd{fds[0], POLLIN, 0};
     const int ready = left > 0 ? poll(&pfd, 1, int(std::min<long long>(left, 1 << 30))) : 0;
     if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
-      r.timed_out = true;
+    if (ready <= 0) {  // out of time (or poll failed): it ends now
+      r.timed_out = ready == 0;
       kill(pid, SIGKILL);
       break;
     }
@@ -211,7 +211,18 @@ ChildResult runChild(const std::vector<std::string>& argv, double timeout_s) {
     r.out.append(buf, size_t(n));
   }
   close(fds[0]);
-  while (waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
+  // A child that closed its output but goes on is waited for until the deadline, then killed.
+  for (;;) {
+    const pid_t done = waitpid(pid, &r.status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    if (done == 0 && Clock::now() > deadline) {
+      r.timed_out = true;
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return r;
 }
@@ -518,6 +529,14 @@ void probePlugin(const std::string& path) {
     throw PluginError(fmt::format("{}: loading it {} in the process that tried (its library constructor or {}() "
                                   "crashed); ulpcheck did not load it",
                                   path, describeExit(r.status), "ulpcheck_plugin_v1"));
+  // The probe says kProbeLoaded once the plugin loaded; status 2 is a
+  // plugin it refused (loadPlugin says why). Anything else ended it while
+  // loading: a constructor that calls exit() would end ulpcheck, even with 0.
+  if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && r.out == kProbeLoaded) return;
+  if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2) return;
+  throw PluginError(fmt::format("{}: loading it ended the process that tried ({}; its library constructor or {}() "
+                                "called exit?); ulpcheck did not load it",
+                                path, describeExit(r.status), "ulpcheck_plugin_v1"));
 }
 void setCallTimeout(double seconds) { timeoutSetting() = seconds > 0 ? seconds : 300; }
 double callTimeout() { return timeoutSetting(); }

@@ -24,10 +24,13 @@ void setWorkerPlugins(std::vector<std::string> paths);
 
 /// Loads a plugin in a child process first (`ulpcheck worker --probe`):
 /// loading runs the library's constructors and its ulpcheck_plugin_v1(), and
-/// one that crashes or hangs must end the child, not ulpcheck. Throws
+/// one that crashes, hangs or exits must end the child, not ulpcheck. Throws
 /// PluginError saying so; a plugin the child refuses for another reason (a
-/// malformed table) is left for loadPlugin to refuse, precisely.
+/// malformed table, exit status 2) is left for loadPlugin to refuse, precisely.
 void probePlugin(const std::string& path);
+
+/// What `ulpcheck worker --probe` prints on its stdout once its plugins loaded.
+inline constexpr const char* kProbeLoaded = "loaded\n";
 
 /// The longest one call into the worker may take before it counts as hung:
 /// the worker is killed and the call fails (a campaign sets its --case-timeout).

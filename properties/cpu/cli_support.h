@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -35,11 +36,18 @@ inline Result cli(const std::string& args) {
 /// repro command works wherever it is pasted; build/ulpcheck is not on PATH).
 /// Empty if there is none.
 inline std::string reproArgsIn(const std::string& output) {
-  const std::string prefix = std::string("reproduce: ") + ULPCHECK_CLI + " ";
-  const size_t at = output.find(prefix);
-  if (at == std::string::npos) return "";
-  const size_t from = at + prefix.size();
-  return output.substr(from, output.find('\n', from) - from);
+  // The binary as the build names it, with its links resolved (as
+  // /proc/self/exe gives it), or `ulpcheck` where it is the one on PATH.
+  std::error_code ec;
+  const std::string resolved = std::filesystem::canonical(ULPCHECK_CLI, ec).string();
+  for (const std::string& program : {std::string(ULPCHECK_CLI), resolved, std::string("ulpcheck")}) {
+    const std::string prefix = "reproduce: " + program + " ";
+    const size_t at = output.find(prefix);
+    if (program.empty() || at == std::string::npos) continue;
+    const size_t from = at + prefix.size();
+    return output.substr(from, output.find('\n', from) - from);
+  }
+  return "";
 }
 
 /// A campaign over a plugin variant that faults in one shape regime

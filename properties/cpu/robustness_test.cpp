@@ -106,12 +106,17 @@ int completeLines(const fs::path& path) {
 
 /// Every line of a JSON-lines file, each required to be a whole JSON object
 /// with a "type" (a failure names the line).
-std::vector<nlohmann::json> expectWholeRecords(const fs::path& path) {
+/// `cut_last`: the last line may be cut (a SIGKILL can land inside the write
+/// of a record that crosses a page; nothing else may).
+std::vector<nlohmann::json> expectWholeRecords(const fs::path& path, bool cut_last = false) {
   std::vector<nlohmann::json> records;
-  std::ifstream in(path);
-  int number = 0;
+  const std::string text = readFile(path);
+  const bool unterminated = !text.empty() && text.back() != '\n';
+  std::istringstream in(text);
+  int number = 0, lines = int(std::count(text.begin(), text.end(), '\n')) + unterminated;
   for (std::string line; std::getline(in, line);) {
     ++number;
+    if (cut_last && unterminated && number == lines) break;
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("type")) {
       ADD_FAILURE() << path << ":" << number << " is not a whole record: " << line.substr(0, 200);
@@ -207,7 +212,7 @@ void expectCutShortRunKeepsItsRecords(int sig) {
   const Interrupted r = interruptOnceWritten(longRun(json), json, 40, sig, dir / "run.log");
   EXPECT_TRUE(WIFSIGNALED(r.status) || (WIFEXITED(r.status) && WEXITSTATUS(r.status) != 0))
       << "a run of 20,000 cases stopped by signal " << sig << " ends unfinished";
-  const auto records = expectWholeRecords(json);
+  const auto records = expectWholeRecords(json, /*cut_last=*/sig == SIGKILL);
   EXPECT_GE(int(records.size()), r.lines_before) << "records written before the signal are kept";
   EXPECT_GE(countType(records, "case"), 40) << "the case records are there";
   EXPECT_EQ(countType(records, "summary"), 0) << "20,000 cases cannot have finished";
@@ -874,7 +879,16 @@ void expectWorkersDieWithTheirCoordinator(const std::vector<std::string>& args, 
   }
   kill(pid, sig);
   int status = 0;
-  waitpid(pid, &status, 0);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      ADD_FAILURE() << "the coordinator is still running 30 s after signal " << sig;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (const auto& [p, cmd] : tree) {
     while (!gone(p) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -996,9 +1010,12 @@ TEST(Robustness, APythonFileThatRegistersNothingIsRefused) {
 TEST(Robustness, APythonWithoutTorchIsNamedWithTheVariableThatPicksAnother) {
   // An interpreter without torch (site-packages left out): one line naming
   // the interpreter, the missing module and ULPCHECK_PYTHON, no traceback.
+  if (std::string(ULPCHECK_TEST_PYTHON).empty()) GTEST_SKIP() << "no Python with torch found at configure time";
+  if (shell(std::string(ULPCHECK_TEST_PYTHON) + " -S -c 'import torch'").code == 0)
+    GTEST_SKIP() << ULPCHECK_TEST_PYTHON << " finds torch without its site folders: no torch-less interpreter to make";
   const Scratch dir;
   const std::string python = dir / "python-without-torch";
-  writeFile(python, "#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n");
+  writeFile(python, "#!/bin/sh\nexec " + std::string(ULPCHECK_TEST_PYTHON) + " -S \"$@\"\n");
   fs::permissions(python, fs::perms::owner_all);
   const Result r = shell("ULPCHECK_PYTHON=" + python + " " + std::string(ULPCHECK_CLI) + " list --python " +
                          std::string(ULPCHECK_SOURCE_DIR) + "/python/ulpcheck/adapters/torch_ops.py");
@@ -1020,8 +1037,10 @@ TEST(Robustness, WithoutAGpuTheMessageSaysSoNotThatADriverIsTooOld) {
 TEST(Robustness, AReproThatJudgedNothingIsNotAPass) {
   // Every property skipped (the case cannot fit in memory): exit 7, as a
   // run's property that judged no case.
-  expectSays(repro("op=rmsnorm kernel=host_separate dtype=fp32 M=1048576 N=1048576"), exit_code::kNothingJudged,
-             {"does not fit in host memory", "NOTHING JUDGED"});
+  // (What the process may use is set, so the probe holds on any machine.)
+  expectSays(shell("ULPCHECK_MAX_MEMORY=16G " + std::string(ULPCHECK_CLI) +
+                   " repro 'op=rmsnorm kernel=host_separate dtype=fp32 M=1048576 N=1048576'"),
+             exit_code::kNothingJudged, {"does not fit in host memory", "NOTHING JUDGED"});
   // Judged by no property with full power: inconclusive (fp32 constant rows, eps 1e-12).
   expectSays(cli("repro 'op=layernorm kernel=host_twopass dtype=fp32 M=3 N=127 eps=0x1.197998p-40 dist=constant_rows' "
                  "--property accuracy"),
@@ -1035,14 +1054,20 @@ TEST(Robustness, ACaseTooLargeForThisMachineIsRefusedBeforeAnyAllocation) {
   // 2^31 rows once grew to 24 GB before the OOM killer ended ulpcheck (exit
   // 137, nothing said): now its estimate is weighed first.
   const auto t0 = std::chrono::steady_clock::now();
+  expectSays(shell("ULPCHECK_MAX_MEMORY=16G " + std::string(ULPCHECK_CLI) +
+                   " repro 'op=rmsnorm kernel=host_separate dtype=fp32 M=2147483648 N=1'"),
+             exit_code::kNothingJudged,
+             {"does not fit in host memory: the case needs about", "this process may use 16.0 GiB",
+              "ULPCHECK_MAX_MEMORY=16G"});
+  // Without the variable, the machine's own limit (MemTotal here, a cgroup's, ...).
   expectSays(repro("op=rmsnorm kernel=host_separate dtype=fp32 M=2147483648 N=1"), exit_code::kNothingJudged,
-             {"does not fit in host memory: the case needs about", "this process may use", "ULPCHECK_MAX_MEMORY"});
+             {"does not fit in host memory", "this process may use"});
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10);
   // What the process may use can be set, and a campaign skips what exceeds it.
   expectSays(shell("ULPCHECK_MAX_MEMORY=100M " + std::string(ULPCHECK_CLI) +
                    " run --backend host --kernel host_separate --property memory_safety --cases 30 --tier default "
                    "--seed 4 --no-save --no-corpus"),
-             exit_code::kOk, {"skipped"});
+             exit_code::kOk, {"skipped", "a case skipped: does not fit in host memory"});
   expectSays(shell("ULPCHECK_MAX_MEMORY=lots " + std::string(ULPCHECK_CLI) + " list"), exit_code::kUsage,
              {"ULPCHECK_MAX_MEMORY='lots'", "64G"});
 }
@@ -1063,7 +1088,8 @@ TEST(Robustness, AWorkspaceSizeThatIsAnErrorCodeFailsTheCaseNotUlpcheck) {
   expectSays(cli("repro 'op=rmsnorm kernel=test_rmsnorm_workspace_wraps dtype=fp32 M=4 N=8' --plugin " + plugin),
              exit_code::kPropertyFailed, {"workspace_bytes returned 18446744073709547519"});
   // A size only too large for this machine: the case does not fit (skipped, exit 7).
-  expectSays(cli("repro 'op=rmsnorm kernel=test_rmsnorm_workspace_16tib dtype=fp32 M=4 N=8' --plugin " + plugin),
+  expectSays(shell("ULPCHECK_MAX_MEMORY=16G " + std::string(ULPCHECK_CLI) +
+                   " repro 'op=rmsnorm kernel=test_rmsnorm_workspace_16tib dtype=fp32 M=4 N=8' --plugin " + plugin),
              exit_code::kNothingJudged, {"does not fit in memory", "'workspace'"});
   // A campaign goes on past each such case.
   expectSays(cli("run --backend host --kernel test_rmsnorm_workspace_minus_one --cases 10 --tier smoke --seed 2 "
@@ -1077,6 +1103,16 @@ TEST(Robustness, APluginWhoseLibraryCrashesAsItLoadsIsRefusedNotFatal) {
                       {"killed by signal 11", "library constructor", "ulpcheck did not load it"});
 }
 
+TEST(Robustness, APluginWhoseLibraryExitsAsItLoadsIsRefusedNotAPass) {
+  // Its constructor calls exit(0): in ulpcheck's own process that would be a
+  // silent exit 0, read as a pass.
+  expectPluginRefused(ULPCHECK_TEST_PLUGIN_EXITING_CONSTRUCTOR,
+                      {"ended the process that tried", "exited with status 0", "ulpcheck did not load it"});
+  expectSays(cli("run --backend host --cases 3 --tier smoke --no-save --plugin " +
+                 std::string(ULPCHECK_TEST_PLUGIN_EXITING_CONSTRUCTOR)),
+             exit_code::kUsage, {"ulpcheck did not load it"});
+}
+
 TEST(Robustness, AnEntryPointWithoutExternCIsNamedForWhatItIs) {
   expectPluginRefused(ULPCHECK_TEST_PLUGIN_CXX_ENTRY, {"with C++ linkage", "_Z18ulpcheck_plugin_v1v", "extern \"C\""});
 }
@@ -1086,6 +1122,12 @@ TEST(Robustness, AnExplicitCorpusThatIsNotAFolderIsAUsageError) {
              {"--corpus /etc/passwd: not a folder"});
   expectSays(cli("run --backend host --cases 1 --tier smoke --corpus /nonexistent/corpus"), exit_code::kUsage,
              {"--corpus /nonexistent/corpus: no such folder"});
+  expectSays(shell("ULPCHECK_CORPUS=/etc/passwd " + std::string(ULPCHECK_CLI) + " run --backend host --cases 1"),
+             exit_code::kUsage, {"ULPCHECK_CORPUS=/etc/passwd: not a folder"});
+  // One not made yet is allowed (crashing cases go there), said even with --quiet.
+  expectSays(shell("ULPCHECK_CORPUS=/nonexistent/corpus " + std::string(ULPCHECK_CLI) +
+                   " run --backend host --op rmsnorm --kernel host_separate --cases 1 --tier smoke --no-save --quiet"),
+             exit_code::kOk, {"no regression cases replayed: the corpus /nonexistent/corpus does not exist"});
   // An empty corpus is allowed (crashing cases are saved there), and said.
   const Scratch dir;
   expectSays(cli("run --backend host --op rmsnorm --kernel host_separate --cases 1 --tier smoke --no-save --corpus " +
@@ -1101,6 +1143,17 @@ TEST(Robustness, AFailingRunStopsCheckingWhatItHasDecided) {
   expectSays(r, exit_code::kPropertyFailed, {"FAILED accuracy"});
   EXPECT_EQ(r.output.find("BELOW TARGET"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("topping up"), std::string::npos) << r.output;
+}
+
+TEST(Robustness, ARunBelowItsTargetIsNotAPass) {
+  // Five cases cannot give every cell six judged ones: BELOW TARGET, exit 7.
+  expectSays(cli("run --backend host --op rmsnorm --kernel host_separate --cases 5 --per-cell 6 --tier smoke --seed 1 "
+                 "--no-save --no-corpus"),
+             exit_code::kNothingJudged, {"BELOW TARGET"});
+  // Unless the time budget the user gave cut it short, which the run says.
+  expectSays(cli("run --backend host --op rmsnorm --kernel host_separate --per-cell 1000 --time-budget 1 --tier smoke "
+                 "--seed 1 --no-save --no-corpus"),
+             exit_code::kOk, {"BELOW TARGET", "time budget reached"});
 }
 
 TEST(Robustness, ReportPathsAreCheckedBeforeTheCampaignRuns) {

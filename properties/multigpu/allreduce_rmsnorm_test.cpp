@@ -59,7 +59,8 @@ TEST(MultiGpu, FusedOutputsAreTheNcclPipelinesBitsInEveryDeterminedRow) {
 }
 
 // The main job's plan for the op on two GPUs (the CLI's --cases auto: 50
-// judged cases per kernel x property x dtype, at most 2000 cases): with the
+// judged cases per kernel x property x dtype, at most 2000 cases), in one
+// process (the CLI's workers each run a shard of it the same way): with the
 // real-rank fused variants among the defaults, their fp32 fused_vs_unfused
 // cells (mostly rows NCCL's order may round otherwise: inconclusive) once
 // ended at 14 and 16 of 50 with seed 0x2a11. The top-up draws cases for the

@@ -26,6 +26,7 @@
 #define KIND_NO_BACKWARD 13          // rmsnorm without its backward entry point
 #define KIND_BAD_NAME 14             // a variant name with a space
 #define KIND_BAD_DTYPES 15           // a dtype mask naming no dtype ulpcheck knows
+#define KIND_EXITING_CONSTRUCTOR 16  // the library's static constructor calls exit(0) when it is loaded
 
 namespace {
 
@@ -153,6 +154,12 @@ const ulpcheck_plugin kPlugin{TEST_PLUGIN_KIND == KIND_BAD_ABI ? 99u : ULPCHECK_
                               "ulpcheck test plugin",
                               TEST_PLUGIN_KIND == KIND_NO_VARIANTS ? 0 : int32_t(sizeof kVariants / sizeof kVariants[0]),
                               kVariants, lastError};
+
+#if TEST_PLUGIN_KIND == KIND_EXITING_CONSTRUCTOR
+// A library that ends the process as it initialises (a failed check calling
+// exit): in ulpcheck's own process a status of 0 would read as a pass.
+__attribute__((constructor)) void exitWhenLoaded() { std::exit(0); }
+#endif
 
 #if TEST_PLUGIN_KIND == KIND_CRASHING_CONSTRUCTOR
 // A library whose initialisation crashes (a static object touching a
