@@ -1023,7 +1023,9 @@ int main(int argc, char** argv) {
     }
     std::vector<std::string> loaded;
     for (const auto& path : plugin_paths) {
-      remote::probePlugin(path);  // a library that crashes as it loads ends a child, not this process
+      // A library that crashes as it loads ends a child, not this process (a
+      // campaign worker's coordinator has probed the same file already).
+      if (!ra.report_to_coordinator) remote::probePlugin(path);
       const LoadedPlugin& p = loadPlugin(path);
       fmt::print("# plugin {}: {} ({} variants: {}), sha256 {}{}\n", p.path, p.name, p.variants.size(),
                  fmt::join(p.variants, ", "), p.sha256, in_process ? "; run in this process" : "");

@@ -14,6 +14,24 @@
 
 namespace ulpcheck {
 
+namespace {
+/// Writes all `n` bytes (through short writes and EINTR); returns the bytes
+/// written and sets `err` (ENOSPC for a write of none) when it stops early.
+size_t writeAll(int fd, const char* p, size_t n, int& err) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t w = ::write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      err = w < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += size_t(w);
+  }
+  return done;
+}
+}  // namespace
+
 JsonlWriter::JsonlWriter(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open '{}' for writing: {}", path, std::strerror(errno)));
@@ -43,26 +61,22 @@ void JsonlWriter::write(const nlohmann::json& record) {
   }
   if (!error_.empty()) return;  // the file ends at its last whole record; the run reports why
   const std::string line = record.dump() + '\n';
-  for (size_t done = 0; done < line.size();) {
-    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      // Take back the part of this record that was written, so the file holds
-      // whole lines only (a regular file; /dev/full and pipes cannot be cut).
-      struct stat st {};
-      const bool cut_back = done > 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode) && ::ftruncate(fd_, written_) == 0 &&
-                            ::lseek(fd_, written_, SEEK_SET) == written_;
-      error_ = fmt::format("cannot write the JSON lines to '{}': {} (after {} whole records{}; later records were not "
-                           "written)",
-                           path_, std::strerror(err), records_,
-                           done == 0 || cut_back ? ", which the file keeps" : ", and a part of the next");
-      // Said at once (the run goes on, its table still printed, and ends with exit code 4).
-      std::fprintf(stderr, "\nulpcheck: %s\n", error_.c_str());
-      std::fflush(stderr);
-      return;
-    }
-    done += size_t(n);
+  int err = 0;
+  const size_t done = writeAll(fd_, line.data(), line.size(), err);
+  if (done < line.size()) {
+    // Take back the part of this record that was written, so the file holds
+    // whole lines only (a regular file; /dev/full and pipes cannot be cut).
+    struct stat st {};
+    const bool cut_back = done > 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode) && ::ftruncate(fd_, written_) == 0 &&
+                          ::lseek(fd_, written_, SEEK_SET) == written_;
+    error_ = fmt::format("cannot write the JSON lines to '{}': {} (after {} whole records{}; later records were not "
+                         "written)",
+                         path_, std::strerror(err), records_,
+                         done == 0 || cut_back ? ", which the file keeps" : ", and a part of the next");
+    // Said at once (the run goes on, its table still printed, and ends with exit code 4).
+    std::fprintf(stderr, "\nulpcheck: %s\n", error_.c_str());
+    std::fflush(stderr);
+    return;
   }
   written_ += int64_t(line.size());
   ++records_;
@@ -71,15 +85,10 @@ void JsonlWriter::write(const nlohmann::json& record) {
 void writeWholeFile(const std::string& path, const std::string& text, const std::string& what) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error(fmt::format("cannot write {} to '{}': {}", what, path, std::strerror(errno)));
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      throw std::runtime_error(fmt::format("cannot write {} to '{}': {}", what, path, std::strerror(err)));
-    }
-    done += size_t(n);
+  int err = 0;
+  if (writeAll(fd, text.data(), text.size(), err) < text.size()) {
+    ::close(fd);
+    throw std::runtime_error(fmt::format("cannot write {} to '{}': {}", what, path, std::strerror(err)));
   }
   if (::close(fd) != 0)
     throw std::runtime_error(fmt::format("cannot write {} to '{}': {}", what, path, std::strerror(errno)));

@@ -954,9 +954,10 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
     int64_t turn = 0;
     const int64_t top_up_cap = (o.cases - planned + o.shard_count - 1) / o.shard_count;
     const int64_t last_draw = planned + kTopUpDrawsPerCase * std::max<int64_t>(o.cases, 1);
+    // The short cells change only when a case runs: not recomputed for each draw.
+    auto below = result.belowTarget();
     for (int64_t i = planned; going && o.per_cell > 0 && result.topped_up_cases < top_up_cap && i < last_draw; ++i) {
       if (!mine(i)) continue;
-      const auto below = result.belowTarget();
       if (below.empty() || out_of_time()) break;
       const auto& [short_kernel, short_property, short_dtype] = below[size_t(turn++) % below.size()].first;
       const DType dtype = *parseDType(short_dtype);
@@ -992,6 +993,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
       ++result.topped_up_cases;
       going = runGenerated(i, shrinkable, /*top_up=*/true);
       advance();
+      below = result.belowTarget();
     }
   } catch (const CudaError& e) {
     if (!first_error_while.empty()) in_flight = first_error_while;
