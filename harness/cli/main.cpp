@@ -749,12 +749,15 @@ struct MutantsArgs {
   std::string backend = "auto", tier = "default", json, html, seed = "0x6d7574";
   std::vector<std::string> mutants;
   double time_per_mutant = 20, shrink_budget = 10;
+  int64_t cases_per_mutant = 0;  // > 0: each campaign's cases; with it, no time limit unless --time-per-mutant is given
+  bool time_given = false;
   bool no_controls = false, perturb_schedule = false;
 };
 
 int cmdMutants(const MutantsArgs& a, bool in_process) {
   if (!(a.time_per_mutant > 0))
     throw UsageError(fmt::format("--time-per-mutant {:g}: give seconds > 0", a.time_per_mutant));
+  if (a.cases_per_mutant < 0) throw UsageError(fmt::format("--cases-per-mutant {}: give 1 or more", a.cases_per_mutant));
   if (!(a.shrink_budget >= 0)) throw UsageError(fmt::format("--shrink-budget {:g}: give seconds >= 0", a.shrink_budget));
   const ExecContext exec = execContext(a.backend, a.perturb_schedule);
   // The matrix's rmsnorm and layernorm variants run in a worker process, as
@@ -773,7 +776,10 @@ int cmdMutants(const MutantsArgs& a, bool in_process) {
   o.cli = std::filesystem::read_symlink("/proc/self/exe").string();  // kills replay through this very binary
   o.backend = exec.backend;
   o.mutants = a.mutants;
-  o.seconds_per_mutant = a.time_per_mutant;
+  // A bound in cases makes the matrix a function of the seed (a reference
+  // to compare two builds by); a bound in seconds depends on the machine.
+  o.seconds_per_mutant = a.cases_per_mutant > 0 && !a.time_given ? 0 : a.time_per_mutant;
+  if (a.cases_per_mutant > 0) o.max_cases = a.cases_per_mutant;
   o.shrink_budget_s = a.shrink_budget;
   o.seed = parseSeed(a.seed);
   o.tier = parseTier(a.tier);
@@ -792,8 +798,13 @@ int cmdMutants(const MutantsArgs& a, bool in_process) {
     fmt::print("# {}\n", line);
     std::fflush(stdout);
   };
-  fmt::print("# kill matrix: {} mutants{}, {:g} s of generated cases each, seed {:#x}, tier {}{}; {}\n",
-             backendName(exec.backend), o.controls ? " and correct variants" : "", a.time_per_mutant, o.seed, a.tier,
+  const std::string bound =
+      o.seconds_per_mutant > 0 && a.cases_per_mutant > 0
+          ? fmt::format("{} generated cases or {:g} s each", o.max_cases, o.seconds_per_mutant)
+      : o.seconds_per_mutant > 0 ? fmt::format("{:g} s of generated cases each", o.seconds_per_mutant)
+                                 : fmt::format("{} generated cases each", o.max_cases);
+  fmt::print("# kill matrix: {} mutants{}, {}, seed {:#x}, tier {}{}; {}\n", backendName(exec.backend),
+             o.controls ? " and correct variants" : "", bound, o.seed, a.tier,
              a.perturb_schedule ? ", schedule perturbed" : "",
              in_worker ? fmt::format("{} rmsnorm/layernorm variants in a worker process", in_worker)
                        : std::string("every variant in this process"));
@@ -938,8 +949,12 @@ int main(int argc, char** argv) {
   CLI::App* mutants = app.add_subcommand(
       "mutants", "run every mutant (a variant reproducing a real bug) under all properties; print the kill matrix");
   mutants->add_option("--mutant", ma.mutants, "mutant(s) to run; default: every mutant of the backend");
-  mutants->add_option("--time-per-mutant", ma.time_per_mutant, "seconds of generated cases per mutant")
-      ->capture_default_str();
+  CLI::Option* time_per_mutant =
+      mutants->add_option("--time-per-mutant", ma.time_per_mutant, "seconds of generated cases per mutant")
+          ->capture_default_str();
+  mutants->add_option("--cases-per-mutant", ma.cases_per_mutant,
+                      "generated cases per mutant and control (a matrix the seed alone decides; no time limit unless "
+                      "--time-per-mutant is given too)");
   mutants->add_option("--seed", ma.seed, "generation seed (decimal or 0x hex)")->capture_default_str();
   mutants->add_option("--tier", ma.tier, "smoke | default | nightly")->capture_default_str();
   mutants->add_option("--backend", ma.backend, "auto | host | cuda")->capture_default_str();
@@ -1061,7 +1076,10 @@ int main(int argc, char** argv) {
       return exit_code::kOk;
     }
     if (app.got_subcommand("list")) return cmdList();
-    if (app.got_subcommand("mutants")) return cmdMutants(ma, in_process);
+    if (app.got_subcommand("mutants")) {
+      ma.time_given = time_per_mutant->count() > 0;
+      return cmdMutants(ma, in_process);
+    }
     ra.in_process = in_process;
     if (app.got_subcommand("run")) return cmdRun(ra);
     if (app.got_subcommand("repro")) return cmdRepro(pa);

@@ -768,10 +768,11 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
         } else if (o.shrink && fault_number <= 1) {
           const auto s0 = Clock::now();
           rc::Shrinkable<CaseSpec> current = *run.shrinkable;
-          for (bool improved = true; improved && since(s0) < o.shrink_budget_s;) {
+          bool out_of_budget = false;
+          for (bool improved = true; improved && !out_of_budget;) {
             improved = false;
             for (auto seq = current.shrinks(); auto next = seq.next();) {
-              if (since(s0) >= o.shrink_budget_s) break;
+              if ((out_of_budget = since(s0) >= o.shrink_budget_s)) break;
               const CaseSpec candidate = next->value();
               try {
                 validateCase(candidate);
@@ -798,7 +799,10 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
             }
           }
           shrinking_s += since(s0);
-          log(fmt::format("  shrunk in {} steps ({:.1f} s) to: {}", f.shrink_steps, since(s0), toCaseString(f.shrunk)));
+          f.shrink_finished = !out_of_budget;
+          log(fmt::format("  shrunk in {} steps ({:.1f} s{}) to: {}", f.shrink_steps, since(s0),
+                          out_of_budget ? ", the budget ran out: a smaller case may fail too" : "",
+                          toCaseString(f.shrunk)));
         }
         if (o.save_failures) {
           const std::vector<std::string> comments{
@@ -821,6 +825,7 @@ CampaignResult runCampaign(const CampaignOptions& o, const ExecContext& exec) {
                          {"original", toJson(f.original)},
                          {"shrunk", toJson(f.shrunk)},
                          {"shrink_steps", f.shrink_steps},
+                         {"shrink_finished", f.shrink_finished},
                          {"seconds_to_detect", f.seconds_to_detect},
                          {"repro", repro(f.shrunk, p->name)},
                          {"corpus_file", f.corpus_file},

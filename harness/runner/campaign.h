@@ -96,6 +96,9 @@ struct FailureRecord {
   bool perturb_schedule = false;  // found under a schedule-perturbing load, so its repro needs one too
   int repeats = 1;                // runs its repro needs (a regression case's `# repeat:`)
   double case_timeout_s = 0;      // a fault: the kernel's time limit its repro needs (a hang), 0: the default
+  // Shrinking ran until no smaller case failed the same way (false: its
+  // budget ran out first, or the case was not shrunk).
+  bool shrink_finished = false;
 };
 
 struct CampaignResult {

@@ -188,6 +188,8 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
         j["properties"][name] = cell.kill ? nlohmann::json{{"killed", true},
                                                            {"cases_to_detect", cell.kill->case_index + 1},
                                                            {"seconds_to_detect", cell.kill->seconds_to_detect},
+                                                           {"shrink_steps", cell.kill->shrink_steps},
+                                                           {"shrink_finished", cell.kill->shrink_finished},
                                                            {"shrunk_replays", cell.replays},
                                                            {"intermittent", cell.intermittent},
                                                            {"repro", reproCommand(cell.kill->shrunk, name,
