@@ -30,7 +30,7 @@
 #include "harness/report/progress.h"
 #include "harness/report/table.h"
 #include "harness/runner/campaign.h"
-#include "harness/runner/campaign_json.h"
+#include "harness/runner/coordinator.h"
 #include "harness/runner/corpus.h"
 #include "harness/runner/exit_codes.h"
 #include "harness/runner/mutants.h"
@@ -147,21 +147,9 @@ int cmdList() {
   return exit_code::kOk;
 }
 
-// The default campaign: every applicable kernel x property x dtype gets this
-// many cases (the README's main job; sized so it ends within a minute on an
-// H100 and five on a 2-core CPU), within at most kDefaultCaseCap cases per op.
-constexpr int64_t kDefaultPerCellGpu = 50;
-constexpr int64_t kDefaultPerCellHost = 20;
-constexpr int64_t kDefaultCaseCap = 2000;
-constexpr int kCoresPerWorker = 8;
-constexpr int kMaxWorkersPerGpu = 2;
-// Cases one process checks at once by default (--concurrent-cases auto):
-// one per core of its share, at most this many.
-constexpr int kMaxConcurrentCases = 8;
-
 constexpr int kAutoWorkers = std::numeric_limits<int>::min();  // --workers not given
 // Begins a campaign's warnings (CampaignOptions::warn): said even with --quiet.
-constexpr const char* kWarning = "warning: ";
+constexpr const char* kWarning = workers::kWarning;
 
 struct RunArgs {
   std::string op = "all", backend = "auto", tier = "default", json, corpus, seed, cases = "auto", shard, gpus = "all";
@@ -175,7 +163,11 @@ struct RunArgs {
   bool no_shrink = false, no_corpus = false, no_save = false, quiet = false, perturb_schedule = false;
   bool report_to_coordinator = false;  // a worker of a coordinated run (harness/runner/workers.h)
   bool in_process = false;             // plugin kernels in this process (--in-process)
+  std::vector<std::string> args;       // the process's arguments after the program name: workers get them again
 };
+
+/// Each op's result as reported, for the files written at the end of a run (--junit).
+using OpResults = std::vector<std::pair<std::string, CampaignResult>>;
 
 /// Writes the HTML report of `records` to `path`, saying where.
 void writeHtml(const std::string& path, const std::vector<nlohmann::json>& records, const std::string& title) {
@@ -231,12 +223,6 @@ bool reportJsonError(const JsonlWriter* json) {
   fmt::print("\n# I/O ERROR: {}\n", json->error());
   return true;
 }
-
-// This process's arguments after the program name: workers get them again.
-std::vector<std::string> g_args;
-// Each op's result as reported, for the files written at the end of a run (--junit).
-std::vector<std::pair<std::string, CampaignResult>> g_results;
-std::string g_current_op;
 
 uint64_t runSeed(const RunArgs& a) {
   return a.seed.empty() ? std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32) : parseSeed(a.seed);
@@ -307,8 +293,9 @@ void printCampaignHeader(const RunArgs& a, const CampaignOptions& o, const ExecC
 /// The table, failures and summaries of an op's campaign; its exit code,
 /// leaving out the --property names that apply to none of its kernels
 /// (added to `inapplicable`: the run decides those over all its ops).
-int reportCampaign(const CampaignResult& r, JsonlWriter* json, std::map<std::string, int>& inapplicable) {
-  g_results.emplace_back(g_current_op, r);
+int reportCampaign(const std::string& op, const CampaignResult& r, JsonlWriter* json,
+                   std::map<std::string, int>& inapplicable, OpResults& results) {
+  results.emplace_back(op, r);
   fmt::print("\n{}{}", formatCampaignTable(r), formatCoverage(r));
   for (const FailureRecord& f : r.failures) fmt::print("\n{}", formatFailure(f));
   fmt::print("\n{}", formatJudgedSummary(r));
@@ -338,21 +325,13 @@ int reportCampaign(const CampaignResult& r, JsonlWriter* json, std::map<std::str
 /// A worker of a coordinated run sends its progress, log, records and
 /// result to the coordinator instead of printing them.
 int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, JsonlWriter* json,
-          std::map<std::string, int>& inapplicable) {
+          std::map<std::string, int>& inapplicable, OpResults& results) {
   CampaignOptions o = campaignOptions(a, op, exec);
   o.json = json;
   if (a.report_to_coordinator) {
-    o.log = [](const std::string& line) { workers::say(workers::kLog, line); };
-    o.warn = [](const std::string& line) { workers::say(workers::kLog, std::string(kWarning) + line); };
-    o.progress = [](const CampaignProgress& p) {
-      workers::say(workers::kProgress, {{"done", p.done},
-                                        {"total", p.total},
-                                        {"failures", p.failures},
-                                        {"seconds", p.seconds},
-                                        {"time_budget_s", p.time_budget_s}});
-    };
+    reportToCoordinator(o);
     const CampaignResult r = runCampaign(o, exec);
-    workers::say(workers::kResult, {{"op", op}, {"result", campaignResultToJson(r)}});
+    sendResultToCoordinator(op, r);
     return r.exitCode(/*count_inapplicable_properties=*/false);
   }
   ProgressReporter progress(op, !a.quiet && ProgressReporter::stderrIsTerminal());
@@ -371,7 +350,7 @@ int runOp(const RunArgs& a, const std::string& op, const ExecContext& exec, Json
   printCampaignHeader(a, o, exec, "");
   const CampaignResult r = runCampaign(o, exec);
   progress.clear();
-  return reportCampaign(r, json, inapplicable);
+  return reportCampaign(op, r, json, inapplicable, results);
 }
 
 /// "rmsnorm, layernorm, ...": the ops, for messages.
@@ -426,158 +405,49 @@ std::string formatOracleCounts(const std::array<int64_t, 4>& counts) {
                          : "");
 }
 
-std::array<int64_t, 4> processOracleCounts() {
-  const FastOracleCounts& c = oracleCounts();
-  return {c.fast.load(), c.fell_back.load(), c.mpfr_only.load(), c.gpu_judge_audited.load()};
+/// The worker layout of a run's arguments (one process for a worker itself).
+WorkerLayout runLayout(const RunArgs& a, const ExecContext& exec) {
+  if (a.report_to_coordinator) return WorkerLayout{};  // a worker runs its share itself
+  LayoutRequest r;
+  if (a.workers != kAutoWorkers) r.workers = a.workers;
+  if (a.gpus != "all") r.gpus = int(std::clamp<int64_t>(parseCount("--gpus", a.gpus), -1, 1 << 20));
+  r.smoke_tier = a.tier == tierName(Tier::Smoke);
+  r.in_process = a.in_process;
+  return workerLayout(r, exec.backend);
 }
 
-/// How many worker processes a run uses, and the GPUs they share (one each
-/// where there are as many; round-robin otherwise).
-struct WorkerLayout {
-  int workers = 1;
-  std::vector<std::string> gpus;  // CUDA device ids, empty on the host
-};
-
-WorkerLayout workerLayout(const RunArgs& a, const ExecContext& exec) {
-  if (a.workers != kAutoWorkers && a.workers < 1) throw UsageError(fmt::format("--workers {}: give 1 or more", a.workers));
-  WorkerLayout w;
-  if (a.report_to_coordinator) return w;  // a worker runs its share itself
-  if (exec.backend == Backend::Cuda) {
-    const int count = queryDevice().count;
-    int use = count;
-    if (a.gpus != "all") {
-      use = int(parseCount("--gpus", a.gpus));
-      if (use < 1 || use > count)
-        throw UsageError(fmt::format("--gpus {}: this machine has {} usable GPU{}", a.gpus, count, count == 1 ? "" : "s"));
-    }
-    w.gpus = workers::visibleGpus(use);
-    // By default up to kMaxWorkersPerGpu workers per GPU, one per
-    // kCoresPerWorker host cores, each checking cases at once on its cores
-    // (--concurrent-cases). Processes time-slice a GPU, threads of one
-    // process share it, so the cases at once do most of the work; a second
-    // process still helps the default tier's larger cases (H100, 16 cores,
-    // the default campaign: 31.3 s with 4 workers one case at a time, 19.2 s
-    // with 4 workers of 4 cases at once, 16.7 s with 2 of 8). Not for the
-    // smoke tier's small cases, whose many short synchronising calls wait for
-    // the GPU's time slices when processes share it (65 cases/s with 4
-    // workers one at a time, 130 in one). One with --in-process (a debugger
-    // wants one process).
-    const int per_gpu = a.tier == tierName(Tier::Smoke)
-                            ? 1
-                            : std::clamp(int(std::thread::hardware_concurrency()) / (kCoresPerWorker * use), 1,
-                                         kMaxWorkersPerGpu);
-    w.workers = a.workers != kAutoWorkers ? a.workers : a.in_process ? use : use * per_gpu;
-  } else {
-    if (a.gpus != "all") throw UsageError("--gpus needs the cuda backend (on the host, --workers N splits the CPU)");
-    w.workers = a.workers != kAutoWorkers ? a.workers : 1;
-  }
-  return w;
-}
-
-/// One op's campaign split over worker processes, each a shard of it (of the
-/// run's own shard, if it has one) on its own GPU; their results add up to
-/// what one process would report.
+/// One op's campaign split over worker processes (coordinator.h), reported
+/// as one process's would be.
 int runOpOnWorkers(const RunArgs& a, const std::string& op, const ExecContext& exec, const WorkerLayout& layout,
-                   JsonlWriter* json, std::map<std::string, int>& inapplicable, std::array<int64_t, 4>& oracle,
-                   std::array<double, size_t(Phase::kCount)>& phases) {
-  const CampaignOptions o = campaignOptions(a, op, exec);
+                   JsonlWriter* json, std::map<std::string, int>& inapplicable, OpResults& results,
+                   std::array<int64_t, 4>& oracle, std::array<double, size_t(Phase::kCount)>& phases) {
+  CoordinatedCampaign c;
+  c.options = campaignOptions(a, op, exec);
+  c.args = a.args;
+  c.layout = layout;
+  c.json = json;
   const int n = layout.workers;
-  const std::string where =
-      layout.gpus.empty()
-          ? fmt::format(" | {} workers", n)
-          : fmt::format(" | {} workers on GPU{} {}", n, layout.gpus.size() == 1 ? "" : "s", fmt::join(layout.gpus, ","));
-  printCampaignHeader(a, o, exec, where);
-  // Every worker gets the run's arguments with its own op, seed and shard.
-  const std::vector<std::string> base = workers::withoutOptions(
-      g_args, {"--op", "--seed", "--shard", "--gpus", "--workers", "--json", "--junit", "--html", "--time-budget"});
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency() / unsigned(n));
-  std::vector<workers::WorkerSpec> specs;
-  for (int k = 0; k < n; ++k) {
-    workers::WorkerSpec s;
-    s.argv.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
-    s.argv.insert(s.argv.end(), base.begin(), base.end());
-    const int shard = o.shard_index + o.shard_count * k, shards = o.shard_count * n;
-    for (const std::string& arg : {std::string("--op"), op, std::string("--seed"), fmt::format("{:#x}", o.seed),
-                                   std::string("--shard"), fmt::format("{}/{}", shard + 1, shards),
-                                   std::string("--workers"), std::string("1"), std::string("--report-to-coordinator")})
-      s.argv.push_back(arg);
-    if (o.time_budget_s > 0) s.argv.insert(s.argv.end(), {"--time-budget", fmt::format("{}", o.time_budget_s)});
-    s.env.push_back({"ULPCHECK_THREADS", std::to_string(threads)});
-    if (!layout.gpus.empty()) {
-      // Its own GPU first (device 0 in the worker), the others after it, so
-      // variants with one rank per GPU still find them all.
-      std::vector<std::string> order;
-      for (size_t g = 0; g < layout.gpus.size(); ++g) order.push_back(layout.gpus[(k + g) % layout.gpus.size()]);
-      s.env.push_back({"CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(order, ","))});
-      s.name = fmt::format("worker {} (GPU {})", k + 1, order.front());
-    } else {
-      s.name = fmt::format("worker {}", k + 1);
-    }
-    specs.push_back(std::move(s));
-  }
-
+  printCampaignHeader(a, c.options, exec,
+                      layout.gpus.empty() ? fmt::format(" | {} workers", n)
+                                          : fmt::format(" | {} workers on GPU{} {}", n,
+                                                        layout.gpus.size() == 1 ? "" : "s", fmt::join(layout.gpus, ",")));
   ProgressReporter progress(fmt::format("{} ({} workers)", op, n), !a.quiet && ProgressReporter::stderrIsTerminal());
-  std::vector<CampaignProgress> each(static_cast<size_t>(n), CampaignProgress{});
-  std::vector<bool> reported(size_t(n), false);
-  CampaignResult total;
-  workers::Handlers h;
-  h.message = [&](int k, const std::string& tag, const nlohmann::json& j) {
-    const std::string& who = specs[size_t(k)].name;
-    if (tag + " " == workers::kProgress) {
-      CampaignProgress& p = each[size_t(k)];
-      p.done = j.at("done"), p.total = j.at("total"), p.failures = j.at("failures"), p.seconds = j.at("seconds");
-      p.time_budget_s = j.at("time_budget_s");
-      CampaignProgress sum{0, 0, 0, 0, p.time_budget_s};
-      for (const CampaignProgress& e : each) {
-        sum.done += e.done, sum.total += e.total, sum.failures += e.failures;
-        sum.seconds = std::max(sum.seconds, e.seconds);
-      }
-      if (!a.quiet) progress.update(sum);
-    } else if (tag + " " == workers::kLog) {
-      if (a.quiet && j.get<std::string>().rfind(kWarning, 0) != 0) return;  // warnings are said even then
-      // Every worker makes the same plan from the seed: say it once.
-      if (k > 0 && j.get<std::string>().rfind("plan: ", 0) == 0) return;
-      progress.clear();
-      fmt::print("# [{}] {}\n", who, j.get<std::string>());
-      std::fflush(stdout);
-    } else if (tag + " " == workers::kJson) {
-      if (!json) return;
-      nlohmann::json record = j;
-      record["worker"] = k + 1;
-      json->write(record);
-    } else if (tag + " " == workers::kResult) {
-      mergeCampaignResult(total, campaignResultFromJson(j.at("result")), who);
-      reported[size_t(k)] = true;
-    } else if (tag + " " == workers::kStats) {
-      for (size_t i = 0; i < oracle.size(); ++i) oracle[i] += j.at("oracle").at(i).get<int64_t>();
-      for (size_t i = 0; i < phases.size(); ++i) phases[i] += j.at("phases").at(i).get<double>();
-    }
-  };
-  h.other = [&](int k, const std::string& line) {
-    if (line.rfind("# ", 0) == 0) return;  // a worker's header lines repeat the coordinator's
+  c.log = [&](const std::string& worker, const std::string& line, bool warning) {
+    if (a.quiet && !warning) return;
     progress.clear();
-    fmt::print("# [{}] {}\n", specs[size_t(k)].name, line);
+    fmt::print("# [{}] {}\n", worker, line);
+    std::fflush(stdout);
   };
-  std::vector<int> signals;
-  const std::vector<int> codes = workers::runWorkers(specs, h, &signals);
+  c.progress = [&](const CampaignProgress& p) {
+    if (!a.quiet) progress.update(p);
+  };
+  const CoordinatedResult r = runOnWorkers(c);
   progress.clear();
-  total.shard_index = o.shard_index;
-  total.shard_count = o.shard_count;
-  for (int k = 0; k < n; ++k) {
-    // A worker that ended without its result (a crash, a hang its watchdog
-    // ended, an error) ends the run as the same failure would end a single
-    // process. One that reported it stands, whatever its code (5: a kernel
-    // in its own worker hung, was killed, and its case failed).
-    if (reported[size_t(k)] && codes[size_t(k)] >= 0) continue;
-    const std::string why = codes[size_t(k)] == exit_code::kHang ? "a case hung (exit code 5)"
-                            : signals[size_t(k)]                ? fmt::format("killed by signal {}", signals[size_t(k)])
-                                                                : fmt::format("exit code {}", codes[size_t(k)]);
-    total.fatal_error += fmt::format("{}{} ended without its result: {} (its messages are above)",
-                                     total.fatal_error.empty() ? "" : "\n", specs[size_t(k)].name, why);
-  }
-  int code = reportCampaign(total, json, inapplicable);
-  for (int c : codes)
-    if (c == exit_code::kHang && severity(c) > severity(code)) code = c;
+  for (size_t i = 0; i < oracle.size(); ++i) oracle[i] += r.oracle[i];
+  for (size_t i = 0; i < phases.size(); ++i) phases[i] += r.phases[i];
+  int code = reportCampaign(op, r.result, json, inapplicable, results);
+  for (int worker_code : r.codes)
+    if (worker_code == exit_code::kHang && severity(worker_code) > severity(code)) code = worker_code;
   return code;
 }
 
@@ -607,7 +477,7 @@ int cmdRun(const RunArgs& a) {
   checkCorpusOption(a.corpus);
   if (!a.report_to_coordinator) checkOutputFiles({{"--html", a.html}, {"--junit", a.junit}});
   const ExecContext exec = execContext(a.backend, a.perturb_schedule, a.report_to_coordinator);
-  const WorkerLayout layout = workerLayout(a, exec);
+  const WorkerLayout layout = runLayout(a, exec);
   std::unique_ptr<JsonlWriter> json;
   if (a.report_to_coordinator) json = std::make_unique<JsonlWriter>([](const std::string& line) {
     workers::say(workers::kJson, nlohmann::json::parse(line));
@@ -624,6 +494,7 @@ int cmdRun(const RunArgs& a) {
   std::map<std::string, int> inapplicable;  // --property name -> ops it applies to nothing of
   std::array<int64_t, 4> oracle{};            // summed over workers
   std::array<double, size_t(Phase::kCount)> phases{};
+  OpResults results;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (i && !a.report_to_coordinator) fmt::print("\n");
     RunArgs per_op = a;
@@ -632,22 +503,20 @@ int cmdRun(const RunArgs& a) {
       per_op.time_budget = std::max(1.0, (a.time_budget - spent) / double(ops.size() - i));
     }
     if (a.seed.empty()) per_op.seed = fmt::format("{:#x}", runSeed(a));  // one seed for all of an op's workers
-    g_current_op = ops[i];
-    const int code = layout.workers > 1
-                         ? runOpOnWorkers(per_op, ops[i], exec, layout, json.get(), inapplicable, oracle, phases)
-                         : runOp(per_op, ops[i], exec, json.get(), inapplicable);
+    const int code = layout.workers > 1 ? runOpOnWorkers(per_op, ops[i], exec, layout, json.get(), inapplicable,
+                                                         results, oracle, phases)
+                                        : runOp(per_op, ops[i], exec, json.get(), inapplicable, results);
     if (severity(code) > severity(worst)) worst = code;
     // A fault may have left the GPU unusable (a hang in this process ends it
     // at once; a kernel that hung in a worker was killed with its worker).
     if (code == exit_code::kRuntimeError) break;
   }
   if (a.report_to_coordinator) {
-    const auto p = phaseSeconds();
-    workers::say(workers::kStats, {{"oracle", processOracleCounts()}, {"phases", std::vector<double>(p.begin(), p.end())}});
+    sendStatsToCoordinator();
     return worst;
   }
   if (!a.junit.empty()) {
-    writeWholeFile(a.junit, junitXml(g_results), "the JUnit XML");
+    writeWholeFile(a.junit, junitXml(results), "the JUnit XML");
     fmt::print("# JUnit XML: {}\n", a.junit);
   }
   if (!a.html.empty()) writeHtml(a.html, kept, "ulpcheck run");
@@ -989,7 +858,7 @@ int main(int argc, char** argv) {
   }
 
   useCtestAllocatedGpus();  // a ctest with RESOURCE_GROUPS: only its own GPUs
-  for (int i = 1; i < argc; ++i) g_args.emplace_back(argv[i]);
+  for (int i = 1; i < argc; ++i) ra.args.emplace_back(argv[i]);
   // A misspelled command: CLI11 alone would say only that one is required.
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;

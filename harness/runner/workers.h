@@ -26,6 +26,8 @@ constexpr const char* kLog = "@log ";
 constexpr const char* kJson = "@json ";
 constexpr const char* kResult = "@result ";
 constexpr const char* kStats = "@stats ";
+// Begins a @log line that must be said even with --quiet (a campaign's warning).
+constexpr const char* kWarning = "warning: ";
 
 /// Writes one tagged line to standard output (thread-safe, flushed).
 void say(const char* tag, const nlohmann::json& payload);

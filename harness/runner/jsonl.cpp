@@ -1,4 +1,4 @@
-#include "harness/report/jsonl.h"
+#include "harness/runner/jsonl.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
