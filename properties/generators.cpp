@@ -175,7 +175,7 @@ rc::Gen<V> firstMostly(const std::vector<V>& choices) {
 }  // namespace
 
 rc::Gen<CaseSpec> withSpec(CaseSpec base) {
-  const SpecSupport& can = OpAdapter::findKernel(base.op, base.kernel)->specs;
+  const SpecSupport& can = OpAdapter::requireKernel(base.op, base.kernel).specs;
   const bool sixteen_bit = base.dtype != DType::F32;
   // fp32 weights beside 16-bit activations (mixed-precision training, where
   // production runs) in half the cases of a variant that takes them; another
@@ -218,6 +218,9 @@ rc::Gen<CaseSpec> withSpec(CaseSpec base) {
 rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
   const OpAdapter* op = findOp(o.op);
   if (!op) throw std::invalid_argument("unknown op '" + o.op + "'");
+  // Every variant asked for is known before anything is drawn: the error
+  // comes here, where the options are made, not at whichever draw picks it.
+  for (const std::string& kernel : o.kernels) OpAdapter::requireKernel(o.op, kernel);
   const int64_t max_elements = maxElements(o.tier);
   // Row padding in elements; kAlignRows pads to a multiple of 8 elements
   // (16 bytes at 16-bit, 32 at fp32), which is what sends an N that is not a
@@ -241,7 +244,7 @@ rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
         c.kernel = std::get<3>(t);
         c.ld = std::get<4>(t) == kAlignRows ? (c.N + 7) / 8 * 8 : c.N + std::get<4>(t);
         // A kernel's layout preconditions (a plugin's): what it cannot take is not generated.
-        const LayoutPreconditions& pre = OpAdapter::findKernel(c.op, c.kernel)->preconditions;
+        const LayoutPreconditions& pre = OpAdapter::requireKernel(c.op, c.kernel).preconditions;
         if (!pre.violation(c.dtype, c.N, c.ld).empty()) {
           if (!pre.col_choices.empty()) {
             c.N = pre.col_choices[size_t(c.N) % pre.col_choices.size()];

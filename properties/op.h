@@ -170,7 +170,13 @@ class OpAdapter {
   virtual std::optional<Outcome> accuracyOnGpu(const CaseSpec& c, const ExecContext& ctx, const RunResult* outputs,
                                                OutputDigests* digests = nullptr) const;
 
+  /// The variant `kernel` of `op`, or nullptr where none is registered (a
+  /// CUDA variant in a build without CUDA, a plugin's not loaded).
   static const KernelInfo* findKernel(const std::string& op, const std::string& kernel);
+  /// findKernel where the variant must be there: throws std::invalid_argument
+  /// naming the op and the variant when it is not, rather than handing back a
+  /// nullptr for the caller to dereference.
+  static const KernelInfo& requireKernel(const std::string& op, const std::string& kernel);
 };
 
 /// OpAdapter::peakHostBytes of a case whose memory grows with its elements,

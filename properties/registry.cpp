@@ -39,6 +39,12 @@ const KernelInfo* OpAdapter::findKernel(const std::string& op, const std::string
   return nullptr;
 }
 
+const KernelInfo& OpAdapter::requireKernel(const std::string& op, const std::string& kernel) {
+  const KernelInfo* k = findKernel(op, kernel);
+  if (!k) throw std::invalid_argument(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", op, kernel));
+  return *k;
+}
+
 std::optional<Outcome> OpAdapter::accuracyOnGpu(const CaseSpec&, const ExecContext&, const RunResult*,
                                                 OutputDigests*) const {
   return std::nullopt;

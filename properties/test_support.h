@@ -153,7 +153,7 @@ inline std::pair<CampaignResult, CampaignResult> expectSameResultsAtOnce(Campaig
     std::string verdict, summary;
   };
   const auto stable = [&](const std::string& kernel) {
-    return OpAdapter::findKernel(o.op, kernel)->contracts.deterministic;
+    return OpAdapter::requireKernel(o.op, kernel).contracts.deterministic;
   };
   auto run = [&](int n, std::map<std::pair<int64_t, std::string>, Check>& checks) {
     CampaignOptions with = o;

@@ -20,7 +20,8 @@ void useCtestAllocatedGpus() {
     const size_t at = s.find("id:");
     if (at == std::string::npos) continue;
     const size_t end = s.find(',', at);
-    visible += (visible.empty() ? "" : ",") + s.substr(at + 3, end == std::string::npos ? std::string::npos : end - at - 3);
+    if (!visible.empty()) visible += ',';
+    visible += s.substr(at + 3, end == std::string::npos ? std::string::npos : end - at - 3);
   }
   if (!visible.empty()) setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
 }

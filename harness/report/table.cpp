@@ -24,10 +24,10 @@ std::string figure(double v, bool have = true) {
 std::string formatCampaignTable(const CampaignResult& r) {
   size_t kernel_width = 6;
   for (const auto& [key, c] : r.cells) kernel_width = std::max(kernel_width, std::get<0>(key).size());
-  const std::string row = "{:<{}} {:<16} {:<5} {:>6} {:>6} {:>8} {:>7} {:>5} {:>8} {:>8} {:>8} {:>9} {:>8}\n";
-  std::string out = "#" + fmt::format(fmt::runtime(row), "kernel", kernel_width, "property", "dtype", "cases", "#wrong",
-                                      "expected", "inconcl", "skip", "p50 e/b", "p99 e/b", "max e/b", "ulp@scale",
-                                      "time(s)");
+  // Each line opens with its mark: '#' on the header, a space on a cell's row.
+  const std::string row = "{}{:<{}} {:<16} {:<5} {:>6} {:>6} {:>8} {:>7} {:>5} {:>8} {:>8} {:>8} {:>9} {:>8}\n";
+  std::string out = fmt::format(fmt::runtime(row), "#", "kernel", kernel_width, "property", "dtype", "cases", "#wrong",
+                                "expected", "inconcl", "skip", "p50 e/b", "p99 e/b", "max e/b", "ulp@scale", "time(s)");
   for (const auto& [key, c] : r.cells) {
     const auto& [kernel, property, dtype] = key;
     // Error figures where the property judged values (accuracy): percentiles
@@ -35,10 +35,10 @@ std::string formatCampaignTable(const CampaignResult& r) {
     // error in ulps of an element's scale (properties/error_distribution.h).
     const ErrorDistribution e = c.allErrors();
     const bool have = e.count > 0;
-    out += " " + fmt::format(fmt::runtime(row), kernel, kernel_width, property, dtype, c.cases, c.failed, c.expected,
-                             c.inconclusive, c.skipped, figure(e.ratioQuantile(0.5), have),
-                             figure(e.ratioQuantile(0.99), have), figure(c.max_ratio, have),
-                             figure(e.max_ulp_at_scale, have), fmt::format("{:.2f}", c.seconds));
+    out += fmt::format(fmt::runtime(row), " ", kernel, kernel_width, property, dtype, c.cases, c.failed, c.expected,
+                       c.inconclusive, c.skipped, figure(e.ratioQuantile(0.5), have),
+                       figure(e.ratioQuantile(0.99), have), figure(c.max_ratio, have),
+                       figure(e.max_ulp_at_scale, have), fmt::format("{:.2f}", c.seconds));
   }
   return out;
 }

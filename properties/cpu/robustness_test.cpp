@@ -895,9 +895,10 @@ void expectWorkersDieWithTheirCoordinator(const std::vector<std::string>& args, 
     EXPECT_TRUE(gone(p)) << "pid " << p << " (" << cmd << ") outlived its coordinator, ended by signal " << sig;
     if (!gone(p)) kill(p, SIGKILL);
   }
-  if (sig != SIGKILL)  // SIGKILL leaves no chance to say anything
+  if (sig != SIGKILL) {  // SIGKILL leaves no chance to say anything
     EXPECT_NE(readFile(log).find(sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)"), std::string::npos)
         << readFile(log);
+  }
 }
 
 /// A repro whose plugin kernel hangs for two minutes: its worker is in the call.

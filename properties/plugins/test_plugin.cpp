@@ -41,9 +41,14 @@ int forward(const ulpcheck_rmsnorm_forward_args* a, const ulpcheck_launch*) {
   return 0;
 }
 
+// The entry points and size queries below marked [[maybe_unused]] are for the
+// variant tables at the end: this file builds one plugin per TEST_PLUGIN_KIND
+// and each kind's table takes only some of them, so every build of it leaves
+// the others unused, by design.
+
 /// Contiguous rows only: anything else would be read wrongly, so the
 /// precondition must keep such cases away.
-int backwardContiguous(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+[[maybe_unused]] int backwardContiguous(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
   mylib::RmsNormShape s = shapeOf(a->x, a->eps);
   s.stride = s.cols;
   mylib::rmsnormBackwardHost(s, a->x.data, a->w.data, a->dy.data, static_cast<const float*>(a->rstd.data), a->dx.data,
@@ -52,7 +57,7 @@ int backwardContiguous(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_l
 }
 
 /// Fails past 64 rows, as a library out of its own scratch would.
-int backwardFailsPast64Rows(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+[[maybe_unused]] int backwardFailsPast64Rows(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
   if (a->x.rows > 64) return 3;
   mylib::rmsnormBackwardHost(shapeOf(a->x, a->eps), a->x.data, a->w.data, a->dy.data,
                              static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data);
@@ -66,17 +71,19 @@ int correctBackward(const ulpcheck_rmsnorm_backward_args* a) {
                              static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data);
   return 0;
 }
-int correctBackwardEntry(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) { return correctBackward(a); }
-int backwardSegfaultsAtN7(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+[[maybe_unused]] int correctBackwardEntry(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+  return correctBackward(a);
+}
+[[maybe_unused]] int backwardSegfaultsAtN7(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
   if (a->x.cols == 7) *static_cast<volatile float*>(nullptr) = 1.f;  // an illegal address
   return correctBackward(a);
 }
-int backwardAbortsAtN3(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+[[maybe_unused]] int backwardAbortsAtN3(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
   if (a->x.cols == 3) std::abort();  // a failed assertion
   return correctBackward(a);
 }
 /// "Hangs" at N = 5: sleeps against a deadline of two minutes, never forever.
-int backwardHangsAtN5(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+[[maybe_unused]] int backwardHangsAtN5(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
   if (a->x.cols == 5) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
     while (std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -87,11 +94,11 @@ int backwardHangsAtN5(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_la
 const char* lastError() { return "scratch too small for more than 64 rows"; }
 
 /// Size queries a library may answer with an error code or an absurd size.
-size_t workspaceMinusOne(const ulpcheck_shape*, void*) { return size_t(-1); }
-size_t workspaceWraps(const ulpcheck_shape*, void*) { return size_t(-1) - 4096; }
-size_t workspace16TiB(const ulpcheck_shape*, void*) { return size_t{1} << 44; }
+[[maybe_unused]] size_t workspaceMinusOne(const ulpcheck_shape*, void*) { return size_t(-1); }
+[[maybe_unused]] size_t workspaceWraps(const ulpcheck_shape*, void*) { return size_t(-1) - 4096; }
+[[maybe_unused]] size_t workspace16TiB(const ulpcheck_shape*, void*) { return size_t{1} << 44; }
 
-int backwardAborts(const ulpcheck_rmsnorm_backward_args*, const ulpcheck_launch*) { std::abort(); }
+[[maybe_unused]] int backwardAborts(const ulpcheck_rmsnorm_backward_args*, const ulpcheck_launch*) { std::abort(); }
 
 ulpcheck_variant variant(const char* op, const char* name, uint32_t preconditions, int64_t max_cols,
                          ulpcheck_rmsnorm_backward_fn backward) {
