@@ -12,12 +12,7 @@
 
 namespace ulpcheck {
 
-const KernelInfo& kernelOf(const CaseSpec& c) {
-  const KernelInfo* k = OpAdapter::findKernel(c.op, c.kernel);
-  if (!k) throw std::invalid_argument(fmt::format("op '{}' has no kernel variant '{}' registered in this build (see "
-                                                  "`ulpcheck list`)", c.op, c.kernel));
-  return *k;
-}
+const KernelInfo& kernelOf(const CaseSpec& c) { return OpAdapter::requireKernel(c.op, c.kernel); }
 
 std::string exceedsHostMemory(const CaseSpec& spec) {
   const MemoryLimit& limit = hostMemoryLimit();
