@@ -410,7 +410,7 @@ WorkerLayout runLayout(const RunArgs& a, const ExecContext& exec) {
   if (a.report_to_coordinator) return WorkerLayout{};  // a worker runs its share itself
   LayoutRequest r;
   if (a.workers != kAutoWorkers) r.workers = a.workers;
-  if (a.gpus != "all") r.gpus = int(std::clamp<int64_t>(parseCount("--gpus", a.gpus), -1, 1 << 20));
+  if (a.gpus != "all") r.gpus = parseCount("--gpus", a.gpus);
   r.smoke_tier = a.tier == tierName(Tier::Smoke);
   r.in_process = a.in_process;
   return workerLayout(r, exec.backend);

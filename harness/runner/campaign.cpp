@@ -74,6 +74,7 @@ class CampaignRun {
  private:
   std::vector<Replay> regressionReplays();
   void makeThePlan();
+  void sayThePlan();
   /// Case i of the seed's sequence.
   rc::Shrinkable<CaseSpec> draw(int64_t i) const;
   void replayCorpus();
@@ -86,6 +87,8 @@ class CampaignRun {
   /// Starts the watchdog on the calling thread's check; returns its repro.
   std::string enter(const CaseSpec& spec, const std::string& property);
   bool alreadyFailed(const std::string& kernel, const std::string& property);
+  /// The time budget of generated cases is spent.
+  bool budgetSpent() const { return o_.time_budget_s > 0 && since(gen_t0_) > o_.time_budget_s; }
   bool outOfTime();
   void advance();
   void log(const std::string& line) const {
@@ -147,7 +150,7 @@ bool CampaignRun::alreadyFailed(const std::string& kernel, const std::string& pr
 }
 
 bool CampaignRun::outOfTime() {
-  if (o_.time_budget_s > 0 && since(gen_t0_) > o_.time_budget_s) result_.stopped_by_time = true;
+  if (budgetSpent()) result_.stopped_by_time = true;
   return result_.stopped_by_time;
 }
 
@@ -348,9 +351,7 @@ void CampaignRun::runPlan() {
   schedule.count = plan_.planned;
   schedule.mine = [this](int64_t i) { return plan_.mine(i); };
   schedule.threads = sharing_ ? o_.concurrent_cases : 1;
-  schedule.out_of_time = [this] {
-    return o_.time_budget_s > 0 && since(gen_t0_) > o_.time_budget_s;
-  };
+  schedule.out_of_time = [this] { return budgetSpent(); };
   const std::function<CaseChecks(int64_t)> prepare = [this](int64_t i) {
     rc::Shrinkable<CaseSpec> s = draw(i);
     CaseChecks run{i, s, s.value(), {}, {}, {}};
@@ -380,6 +381,9 @@ void CampaignRun::makeThePlan() {
   result_.planned_cases = plan_.planned;
   result_.plan_reached_target = plan_.reached_target;
   result_.cell_targets = plan_.cell_targets;
+}
+
+void CampaignRun::sayThePlan() {
   // Cases drawn for a kernel on a dtype or layout it does not take are
   // skipped: said, so "N generated cases" at the end is not a surprise.
   const std::string skipped =
@@ -433,9 +437,9 @@ CampaignResult CampaignRun::run() {
   // case fails; the watchdog, which can only end the whole run, then allows
   // such a check the few calls it may still make.
   remote::setCallTimeout(o_.case_timeout_s);
-  plan_.shard_index = o_.shard_index, plan_.shard_count = o_.shard_count;  // which replays are this shard's
-  replays_ = regressionReplays();
   makeThePlan();
+  replays_ = regressionReplays();  // the plan's shard (Plan::mine) takes its share of them too
+  sayThePlan();
   sharing_ = o_.concurrent_cases > 1 ? &gate_ : nullptr;
   try {
     if (o_.replay_corpus) replayCorpus();

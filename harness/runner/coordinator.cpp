@@ -35,10 +35,11 @@ WorkerLayout workerLayout(const LayoutRequest& r, Backend backend) {
   WorkerLayout w;
   if (backend == Backend::Cuda) {
     const int count = queryDevice().count;
-    const int use = r.gpus.value_or(count);
-    if (use < 1 || use > count)
+    const int64_t asked = r.gpus.value_or(count);
+    if (asked < 1 || asked > count)
       throw std::invalid_argument(
-          fmt::format("--gpus {}: this machine has {} usable GPU{}", use, count, count == 1 ? "" : "s"));
+          fmt::format("--gpus {}: this machine has {} usable GPU{}", asked, count, count == 1 ? "" : "s"));
+    const int use = int(asked);
     w.gpus = workers::visibleGpus(use);
     const int per_gpu = r.smoke_tier ? 1
                                      : std::clamp(int(std::thread::hardware_concurrency()) / (kCoresPerWorker * use),

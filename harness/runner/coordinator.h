@@ -36,7 +36,7 @@ struct WorkerLayout {
 
 struct LayoutRequest {
   std::optional<int> workers;  // --workers; nullopt: the default layout
-  std::optional<int> gpus;     // --gpus N; nullopt: every usable GPU
+  std::optional<int64_t> gpus;  // --gpus N; nullopt: every usable GPU
   bool smoke_tier = false;     // small cases: one process per GPU
   bool in_process = false;     // plugin kernels in the run's process: one worker per GPU
 };

@@ -63,7 +63,7 @@ std::vector<std::string> defaultKernels(const std::string& op, Backend backend) 
 void declareApplicable(const Selection& sel, const std::vector<std::string>& named, CampaignResult& result,
                        const std::function<void(const std::string&)>& log) {
   for (const auto& kernel : sel.kernels) {
-    const KernelInfo& info = *OpAdapter::findKernel(sel.op->name(), kernel);  // select() checked it
+    const KernelInfo& info = OpAdapter::requireKernel(sel.op->name(), kernel);
     // A kernel that takes none of the selected dtypes runs no case: said
     // once, not as "judged nothing" for each of its properties.
     if (std::none_of(sel.dtypes.begin(), sel.dtypes.end(), [&](DType t) { return info.supports(t); })) {
