@@ -62,8 +62,9 @@ std::vector<std::string> defaultKernels(const std::string& op, Backend backend) 
 
 void declareApplicable(const Selection& sel, const std::vector<std::string>& named, CampaignResult& result,
                        const std::function<void(const std::string&)>& log) {
+  const std::string op = sel.op->name();  // named: g++ 13 takes a reference bound beside a temporary for dangling
   for (const auto& kernel : sel.kernels) {
-    const KernelInfo& info = OpAdapter::requireKernel(sel.op->name(), kernel);
+    const KernelInfo& info = OpAdapter::requireKernel(op, kernel);
     // A kernel that takes none of the selected dtypes runs no case: said
     // once, not as "judged nothing" for each of its properties.
     if (std::none_of(sel.dtypes.begin(), sel.dtypes.end(), [&](DType t) { return info.supports(t); })) {
