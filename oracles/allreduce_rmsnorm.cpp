@@ -119,7 +119,7 @@ double fastResidualAdd(double s, double residual, DType Rd) {
 }  // namespace
 
 AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs& in, const AccuracyContract& contract,
-                                                    ThreadPool& pool) {
+                                                    ThreadPool& pool, OracleMode mode) {
   const HostMatrix& r0 = in.x.at(0);
   const int64_t M = r0.rows, N = r0.cols;
   const DType T = r0.dtype;
@@ -135,7 +135,6 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   // The spec's residual_out as a matrix of its dtype, for the RMSNorm oracle.
   HostMatrix ro{Rd, M, N, N, std::vector<uint32_t>(size_t(M * N))};
 
-  const OracleMode mode = oracleMode();
   std::vector<int64_t> fell_back(size_t(M), 0);  // per row: elements the double words did not decide
   pool.forChunks(M, [&](unsigned, int64_t row_begin, int64_t row_end) {
     mp::Real sum(kExactSumBits);
@@ -196,7 +195,7 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   NormSpec norm_spec = in.spec;
   norm_spec.residual.reset();  // the RMSNorm's own spec; its x is residual_out, whatever its dtype
   RmsNormReference norm =
-      rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps, norm_spec, nullptr, T}, contract, pool);
+      rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps, norm_spec, nullptr, T}, contract, pool, mode);
   ref.y.exact = std::move(norm.y.exact);
   ref.y.budget = std::move(norm.y.budget);
 

@@ -9,6 +9,7 @@
 #include "harness/core/datagen.h"
 #include "harness/core/norm_spec.h"
 #include "harness/core/parallel.h"
+#include "oracles/oracle_mode.h"
 #include "oracles/reference.h"
 
 namespace ulpcheck {
@@ -29,6 +30,6 @@ struct AllreduceRmsNormReference {
 /// the spec says), with budgets for a kernel that sums the ranks in fp32 in
 /// any order and normalises as `contract` declares.
 AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs& in, const AccuracyContract& contract,
-                                                    ThreadPool& pool);
+                                                    ThreadPool& pool, OracleMode mode);
 
 }  // namespace ulpcheck

@@ -811,8 +811,9 @@ LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const Accur
   return ref;
 }
 
-LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
-  switch (oracleMode()) {
+LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                      OracleMode mode) {
+  switch (mode) {
     case OracleMode::Mpfr:
       oracleCounts().mpfr_only += referenceElements(in);
       return layernormReferenceMpfr(in, contract, pool);

@@ -31,7 +31,8 @@ struct LayerNormReference {
 /// a kernel that honours `contract`. Parallel over rows; the result does not
 /// depend on the number of threads. The oracle of the process's mode
 /// (oracles/oracle_mode.h): the certified fast path, MPFR only, or both compared.
-LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);
+LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                      OracleMode mode);
 
 /// Every value at 160 bits (256 for dgamma and dbeta) in MPFR.
 LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);

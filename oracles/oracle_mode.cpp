@@ -1,39 +1,12 @@
 #include "oracles/oracle_mode.h"
 
 #include <cmath>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
 namespace ulpcheck {
 
 namespace {
-
-OracleMode fromEnvironment() {
-  const char* v = std::getenv("ULPCHECK_ORACLE");
-  if (!v || !*v) return OracleMode::Fast;
-  const auto m = parseOracleMode(v);
-  if (!m) throw std::invalid_argument(fmt::format("ULPCHECK_ORACLE='{}' is not one of fast, mpfr, audit", v));
-  return *m;
-}
-
-std::atomic<OracleMode>& mode() {
-  static std::atomic<OracleMode> m{fromEnvironment()};
-  return m;
-}
-
-JudgeWhere judgeFromEnvironment() {
-  const char* v = std::getenv("ULPCHECK_JUDGE");
-  if (!v || !*v) return JudgeWhere::Auto;
-  const auto w = parseJudgeWhere(v);
-  if (!w) throw std::invalid_argument(fmt::format("ULPCHECK_JUDGE='{}' is not one of auto, host, gpu", v));
-  return *w;
-}
-
-std::atomic<JudgeWhere>& where() {
-  static std::atomic<JudgeWhere> w{judgeFromEnvironment()};
-  return w;
-}
 
 bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
@@ -54,8 +27,6 @@ std::optional<OracleMode> parseOracleMode(std::string_view name) {
   return std::nullopt;
 }
 
-OracleMode oracleMode() { return mode().load(); }
-void setOracleMode(OracleMode m) { mode().store(m); }
 
 const char* judgeWhereName(JudgeWhere w) {
   switch (w) {
@@ -72,8 +43,6 @@ std::optional<JudgeWhere> parseJudgeWhere(std::string_view name) {
   return std::nullopt;
 }
 
-JudgeWhere judgeWhere() { return where().load(); }
-void setJudgeWhere(JudgeWhere w) { where().store(w); }
 
 FastOracleCounts& oracleCounts() {
   static FastOracleCounts counts;

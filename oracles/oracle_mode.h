@@ -22,10 +22,6 @@ enum class OracleMode { Fast, Mpfr, Audit };
 const char* oracleModeName(OracleMode m);
 std::optional<OracleMode> parseOracleMode(std::string_view name);
 
-/// The process's mode: set once from the command line (`--oracle`) or the
-/// environment (ULPCHECK_ORACLE), before cases run.
-OracleMode oracleMode();
-void setOracleMode(OracleMode m);
 
 /// Where accuracy is judged: on the host (the oracle's references, then the
 /// judge over downloaded outputs), or on the GPU (oracles/rmsnorm_device.h:
@@ -38,9 +34,14 @@ inline constexpr int64_t kGpuJudgeMinElements = int64_t{1} << 20;
 
 const char* judgeWhereName(JudgeWhere w);
 std::optional<JudgeWhere> parseJudgeWhere(std::string_view name);
-/// The process's choice: `--judge` or ULPCHECK_JUDGE, before cases run.
-JudgeWhere judgeWhere();
-void setJudgeWhere(JudgeWhere w);
+
+/// A run's choice of oracle and judge. It travels in the run's context
+/// (ExecContext, properties/op.h); the CLI makes it from `--oracle` and
+/// `--judge`, or $ULPCHECK_ORACLE and $ULPCHECK_JUDGE, at the edge.
+struct OracleSettings {
+  OracleMode mode = OracleMode::Fast;
+  JudgeWhere judge = JudgeWhere::Auto;
+};
 
 /// How many reference elements each path produced.
 struct FastOracleCounts {

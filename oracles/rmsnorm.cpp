@@ -739,8 +739,9 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
   return ref;
 }
 
-RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
-  switch (oracleMode()) {
+RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                  OracleMode mode) {
+  switch (mode) {
     case OracleMode::Mpfr:
       oracleCounts().mpfr_only += in.x.rows * (2 * in.x.cols + 1) + in.x.cols;
       return rmsnormReferenceMpfr(in, contract, pool);

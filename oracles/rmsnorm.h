@@ -40,7 +40,8 @@ struct RmsNormReference {
 /// the number of threads.
 /// The oracle of the process's mode (oracles/oracle_mode.h): the certified
 /// fast path, MPFR only, or both compared.
-RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);
+RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                  OracleMode mode);
 
 /// Every value at 160 bits (256 for dW) in MPFR.
 RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);

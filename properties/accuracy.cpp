@@ -234,9 +234,9 @@ Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInput
   return o;
 }
 
-bool preferGpuJudge(const CaseSpec& c) {
-  if (oracleMode() != OracleMode::Fast) return false;
-  switch (judgeWhere()) {
+bool preferGpuJudge(const CaseSpec& c, const ExecContext& exec) {
+  if (exec.oracle != OracleMode::Fast) return false;
+  switch (exec.judge) {
     case JudgeWhere::Host: return false;
     case JudgeWhere::Gpu: return true;
     case JudgeWhere::Auto:
@@ -245,7 +245,7 @@ bool preferGpuJudge(const CaseSpec& c) {
 }
 
 Outcome judgeRunAccuracy(CaseContext& ctx, const RunResult& run) {
-  if (preferGpuJudge(ctx.spec()))
+  if (preferGpuJudge(ctx.spec(), ctx.exec()))
     if (std::optional<Outcome> o = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), &run)) return *o;
   return judgeAccuracy(run, ctx.reference(), [&](const std::string& tensor, int64_t row, int64_t col) {
     return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
@@ -301,12 +301,12 @@ Outcome checkAccuracy(CaseContext& ctx) {
   // The GPU judges where it models the case and the oracle is the certified
   // fast path; --oracle mpfr is about the host's MPFR, and the audit judges
   // the base run on both and compares.
-  if (preferGpuJudge(ctx.spec()))
+  if (preferGpuJudge(ctx.spec(), ctx.exec()))
     if (std::optional<Outcome> o = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), nullptr)) return *o;
   Outcome host = judgeAccuracy(ctx.baseRun(), ctx.reference(), [&](const std::string& tensor, int64_t row, int64_t col) {
     return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
   });
-  if (oracleMode() == OracleMode::Audit && ctx.kernel().backend == Backend::Cuda)
+  if (ctx.exec().oracle == OracleMode::Audit && ctx.kernel().backend == Backend::Cuda)
     if (const std::optional<Outcome> gpu = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), &ctx.baseRun())) {
       const std::string difference = outcomeDifference(host, *gpu);
       if (!difference.empty())

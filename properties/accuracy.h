@@ -52,7 +52,7 @@ Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& 
 /// Whether case c's accuracy is judged on the GPU where its op can
 /// (OpAdapter::accuracyOnGpu): --judge gpu, or auto from kGpuJudgeMinElements
 /// elements, and the certified fast oracle (--oracle mpfr and audit judge on the host).
-bool preferGpuJudge(const CaseSpec& c);
+bool preferGpuJudge(const CaseSpec& c, const ExecContext& exec);
 
 /// The accuracy outcome of a run of the case other than its base run (a
 /// repeat of a nondeterministic variant): on the GPU where preferred and

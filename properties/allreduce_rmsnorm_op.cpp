@@ -54,6 +54,13 @@ class AllreduceRmsNormOp final : public OpAdapter {
  public:
   std::string name() const override { return "allreduce_rmsnorm"; }
   bool multiRank() const override { return true; }
+  // RMSNorm's weight specs, and the residual's dtype (quack's residual_dtype).
+  std::vector<std::string> specFields() const override { return {"wdtype", "rounding", "offset", "res"}; }
+  float testSuiteEps() const override { return 1e-6f; }
+  // Allreduce fusions: TensorRT-LLM's and FlashInfer's tests.
+  std::vector<std::string> baselineSuites() const override {
+    return {"trtllm_check_accuracy", "flashinfer_ar_fusion"};
+  }
 
   uint64_t peakHostBytes(const CaseSpec& c) const override {
     return linearHostBytes(c, kPeakBytesPerElement + kPeakBytesPerRankElement * c.ranks, kPeakBytesPerRow,
@@ -127,7 +134,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), false};
     AllreduceRmsNormReference ref = allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec},
-                                                              contract, ctx.pool ? *ctx.pool : ThreadPool::shared());
+                                                              contract, ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
     return {std::move(ref.residual_out), std::move(ref.y)};
   }
 

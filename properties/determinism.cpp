@@ -55,7 +55,7 @@ Outcome checkDeterminism(CaseContext& ctx) {
     // a case the GPU judges: each runs and is judged where it is, compared by
     // its outputs' digests, nothing downloaded or uploaded (the first went
     // the whole way below and named its first differing element).
-    if (!deterministic && differing_runs > 0 && preferGpuJudge(ctx.spec())) {
+    if (!deterministic && differing_runs > 0 && preferGpuJudge(ctx.spec(), ctx.exec())) {
       ExecContext exec = ctx.exec();
       exec.perturb_schedule |= k >= kFirstPerturbed;
       OutputDigests digests;

@@ -35,6 +35,11 @@ const LayerNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<Lay
 class LayerNormOp final : public OpAdapter {
  public:
   std::string name() const override { return "layernorm"; }
+  std::vector<std::string> specFields() const override { return {"wdtype", "affine", "stats"}; }
+  float testSuiteEps() const override { return 1e-5f; }  // torch.nn.LayerNorm's default
+  std::vector<std::string> baselineSuites() const override {
+    return {"torch_assert_close", "quack_atol", "trtllm_check_accuracy"};
+  }
 
   uint64_t peakHostBytes(const CaseSpec& c) const override {
     return linearHostBytes(c, kPeakBytesPerElement, kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
@@ -89,7 +94,7 @@ class LayerNormOp final : public OpAdapter {
                                     k.info.contracts.column_reduction_ftz};
     return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
       LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec}, at,
-                                                  ctx.pool ? *ctx.pool : ThreadPool::shared());
+                                                  ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
       std::vector<ReferenceTensor> out{std::move(ref.y), std::move(ref.mean), std::move(ref.rstd), std::move(ref.dx)};
       if (c.spec.hasGamma()) out.push_back(std::move(ref.dgamma));
       if (c.spec.hasBeta()) out.push_back(std::move(ref.dbeta));

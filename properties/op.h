@@ -16,6 +16,7 @@
 #include "harness/core/case_spec.h"
 #include "harness/core/parallel.h"
 #include "kernels/registry.h"
+#include "oracles/oracle_mode.h"
 #include "oracles/reference.h"
 
 namespace ulpcheck {
@@ -124,6 +125,13 @@ struct ExecContext {
   /// A run this one repeats (same case, same layout), or null: outputs whose
   /// digests match its outputs are not downloaded (RunBuffers::collect).
   const RunResult* repeats = nullptr;
+  /// Which oracle computes the references (the certified fast path, MPFR,
+  /// or both compared) and where accuracy is judged: the run's settings
+  /// (oracles/oracle_mode.h), never the process's.
+  OracleMode oracle = OracleMode::Fast;
+  JudgeWhere judge = JudgeWhere::Auto;
+  /// How long one call into a worker process may take (LaunchEnv::call_timeout_s).
+  double call_timeout_s = kDefaultCallTimeoutSeconds;
 };
 
 /// The inputs of case `c` on the rows of `layout`, from the context's cache
@@ -143,6 +151,9 @@ class OpAdapter {
   virtual ~OpAdapter() = default;
   virtual std::string name() const = 0;
   virtual std::vector<KernelInfo> kernels() const = 0;
+  /// The spec fields (case-string keys, harness/core/norm_spec.h) the op
+  /// has; a case setting another is malformed (declareSpecFields).
+  virtual std::vector<std::string> specFields() const = 0;
   /// Runs the case's variant on the rows of `layout` (positions 0..size-1).
   virtual RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const = 0;
   /// The oracle: exact values and budgets of every checked output.
@@ -155,6 +166,12 @@ class OpAdapter {
   virtual rc::Gen<CaseSpec> refine(CaseSpec base) const = 0;
   /// Each rank holds its own copy of the outputs (rank_consistency applies).
   virtual bool multiRank() const { return false; }
+  /// The eps the libraries' own tests of the op use (torch.nn.LayerNorm's
+  /// 1e-5, RMSNorm's 1e-6): the baselines' fixed cases take it.
+  virtual float testSuiteEps() const = 0;
+  /// The library test suites (harness/runner/baselines.cpp, by name) that
+  /// test this op: the kill matrix runs their fixed cases on its variants.
+  virtual std::vector<std::string> baselineSuites() const = 0;
   /// The host memory one check of the case takes at its peak (its buffers on
   /// the host backend, downloads, the oracle's references), an upper estimate
   /// calibrated by measurement: a case past what the process may use

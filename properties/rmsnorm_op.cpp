@@ -34,6 +34,11 @@ const RmsNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<RmsNo
 class RmsNormOp final : public OpAdapter {
  public:
   std::string name() const override { return "rmsnorm"; }
+  std::vector<std::string> specFields() const override { return {"wdtype", "rounding", "offset", "stats", "bias"}; }
+  float testSuiteEps() const override { return 1e-6f; }
+  std::vector<std::string> baselineSuites() const override {
+    return {"torch_assert_close", "quack_atol", "trtllm_check_accuracy"};
+  }
 
   uint64_t peakHostBytes(const CaseSpec& c) const override {
     return linearHostBytes(c, kPeakBytesPerElement, kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
@@ -86,7 +91,7 @@ class RmsNormOp final : public OpAdapter {
                                     k.info.contracts.column_reduction_ftz};
     return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
       RmsNormReference ref = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr},
-                                              at, ctx.pool ? *ctx.pool : ThreadPool::shared());
+                                              at, ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
       std::vector<ReferenceTensor> out{std::move(ref.y), std::move(ref.rstd), std::move(ref.dx), std::move(ref.dw)};
       if (c.spec.bias) out.push_back(std::move(ref.db));
       return out;

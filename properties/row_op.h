@@ -30,7 +30,7 @@ std::vector<KernelInfo> registeredKernelInfos() {
 }
 
 inline LaunchEnv launchEnv(const CaseSpec& c, const ExecContext& ctx) {
-  return LaunchEnv{ctx.sm_count, c.ctas, nullptr, ctx.perturb_schedule};
+  return LaunchEnv{ctx.sm_count, c.ctas, nullptr, ctx.perturb_schedule, ctx.call_timeout_s};
 }
 
 }  // namespace ulpcheck

@@ -92,10 +92,36 @@ Tier parseTier(const std::string& name) {
 }
 
 /// Where cases run: `auto` picks the GPU when one is usable.
-ExecContext execContext(const std::string& backend, bool perturb_schedule, bool quiet = false) {
+/// The run's oracle and judge: --oracle and --judge, else $ULPCHECK_ORACLE
+/// and $ULPCHECK_JUDGE (read here, at the edge, and nowhere else).
+OracleSettings oracleSettings(std::string oracle, std::string judge) {
+  OracleSettings s;
+  const char* env_oracle = std::getenv("ULPCHECK_ORACLE");
+  const char* env_judge = std::getenv("ULPCHECK_JUDGE");
+  const std::string oracle_from = oracle.empty() ? "ULPCHECK_ORACLE=" : "--oracle ";
+  const std::string judge_from = judge.empty() ? "ULPCHECK_JUDGE=" : "--judge ";
+  if (oracle.empty() && env_oracle) oracle = env_oracle;
+  if (judge.empty() && env_judge) judge = env_judge;
+  if (!oracle.empty()) {
+    const auto mode = parseOracleMode(oracle);
+    if (!mode) throw UsageError(fmt::format("{}'{}' is not one of fast, mpfr, audit", oracle_from, oracle));
+    s.mode = *mode;
+  }
+  if (!judge.empty()) {
+    const auto where = parseJudgeWhere(judge);
+    if (!where) throw UsageError(fmt::format("{}'{}' is not one of auto, host, gpu", judge_from, judge));
+    s.judge = *where;
+  }
+  return s;
+}
+
+ExecContext execContext(const std::string& backend, bool perturb_schedule, const OracleSettings& oracle,
+                        bool quiet = false) {
   const DeviceInfo& dev = queryDevice();
   ExecContext ctx;
   ctx.pool = &ThreadPool::shared();
+  ctx.oracle = oracle.mode;
+  ctx.judge = oracle.judge;
   if (backend == "cuda" || (backend == "auto" && dev.available)) {
     if (!dev.available) throw UsageError(fmt::format("the cuda backend needs a GPU: {}", dev.reason));
     ctx.backend = Backend::Cuda;
@@ -163,6 +189,7 @@ struct RunArgs {
   bool no_shrink = false, no_corpus = false, no_save = false, quiet = false, perturb_schedule = false;
   bool report_to_coordinator = false;  // a worker of a coordinated run (harness/runner/workers.h)
   bool in_process = false;             // plugin kernels in this process (--in-process)
+  OracleSettings oracle;               // --oracle, --judge
   std::vector<std::string> args;       // the process's arguments after the program name: workers get them again
 };
 
@@ -395,12 +422,12 @@ int severity(int code) {
 
 /// What each oracle path computed (`counts`: fast, fell back, MPFR only,
 /// cases whose GPU judgment the audit compared with the host's).
-std::string formatOracleCounts(const std::array<int64_t, 4>& counts) {
+std::string formatOracleCounts(const std::array<int64_t, 4>& counts, const ExecContext& exec) {
   return fmt::format("oracle {}, judge {}: {} reference elements by the certified fast path, {} recomputed by MPFR "
                      "(undecided there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: rounding=llama, "
                      "stats=T){}",
-                     oracleModeName(oracleMode()), judgeWhereName(judgeWhere()), counts[0], counts[1], counts[2],
-                     oracleMode() == OracleMode::Audit
+                     oracleModeName(exec.oracle), judgeWhereName(exec.judge), counts[0], counts[1], counts[2],
+                     exec.oracle == OracleMode::Audit
                          ? fmt::format("; {} cases judged on the host and the GPU alike", counts[3])
                          : "");
 }
@@ -476,7 +503,7 @@ int cmdRun(const RunArgs& a) {
   const std::vector<std::string> ops = opsToRun(a);
   checkCorpusOption(a.corpus);
   if (!a.report_to_coordinator) checkOutputFiles({{"--html", a.html}, {"--junit", a.junit}});
-  const ExecContext exec = execContext(a.backend, a.perturb_schedule, a.report_to_coordinator);
+  const ExecContext exec = execContext(a.backend, a.perturb_schedule, a.oracle, a.report_to_coordinator);
   const WorkerLayout layout = runLayout(a, exec);
   std::unique_ptr<JsonlWriter> json;
   if (a.report_to_coordinator) json = std::make_unique<JsonlWriter>([](const std::string& line) {
@@ -524,10 +551,10 @@ int cmdRun(const RunArgs& a) {
   if (worst == exit_code::kRuntimeError || worst == exit_code::kHang) return worst;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (layout.workers > 1) {
-    fmt::print("\n# {} (summed over {} workers)\n", formatOracleCounts(oracle), layout.workers);
+    fmt::print("\n# {} (summed over {} workers)\n", formatOracleCounts(oracle, exec), layout.workers);
     fmt::print("# wall {:.1f} s; summed over the workers: {}\n", seconds, formatPhaseTimes(phases, -1));
   } else {
-    fmt::print("\n# {}\n", formatOracleCounts(processOracleCounts()));
+    fmt::print("\n# {}\n", formatOracleCounts(processOracleCounts(), exec));
     if (const int at_once = concurrentCases(a); at_once > 1)
       fmt::print("# wall {:.1f} s; summed over the {} cases checked at once: {}\n", seconds, at_once,
                  formatPhaseTimes(phaseSeconds(), -1));
@@ -548,6 +575,7 @@ struct ReproArgs {
   int repeat = 0;  // 0: once, or as often as a corpus file's `# repeat:` says
   double case_timeout = 300;
   bool perturb_schedule = false;
+  OracleSettings oracle;  // --oracle, --judge
 };
 
 int cmdRepro(const ReproArgs& args) {
@@ -578,9 +606,9 @@ int cmdRepro(const ReproArgs& args) {
   const KernelInfo* k = OpAdapter::findKernel(spec.op, spec.kernel);
   if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec.op, spec.kernel));
   std::unique_ptr<JsonlWriter> json = openJsonLines(a.json);
-  ExecContext exec = execContext(backendName(k->backend), a.perturb_schedule);
+  ExecContext exec = execContext(backendName(k->backend), a.perturb_schedule, a.oracle);
   exec.determinism_repeats = kThoroughDeterminismRepeats;  // one case: afford the runs a race needs to show
-  remote::setCallTimeout(a.case_timeout);  // a kernel in a worker that runs longer is killed: its case fails
+  exec.call_timeout_s = a.case_timeout;  // a kernel in a worker that runs longer is killed: its case fails
   fmt::print("# case: {}{}\n", toCaseString(spec),
              a.repeat > 1 ? fmt::format(" ({} runs, each afresh)", a.repeat) : "");
   const auto t0 = std::chrono::steady_clock::now();
@@ -621,6 +649,7 @@ struct MutantsArgs {
   int64_t cases_per_mutant = 0;  // > 0: each campaign's cases; with it, no time limit unless --time-per-mutant is given
   bool time_given = false;
   bool no_controls = false, perturb_schedule = false;
+  OracleSettings oracle;  // --oracle, --judge
 };
 
 int cmdMutants(const MutantsArgs& a, bool in_process) {
@@ -628,15 +657,16 @@ int cmdMutants(const MutantsArgs& a, bool in_process) {
     throw UsageError(fmt::format("--time-per-mutant {:g}: give seconds > 0", a.time_per_mutant));
   if (a.cases_per_mutant < 0) throw UsageError(fmt::format("--cases-per-mutant {}: give 1 or more", a.cases_per_mutant));
   if (!(a.shrink_budget >= 0)) throw UsageError(fmt::format("--shrink-budget {:g}: give seconds >= 0", a.shrink_budget));
-  const ExecContext exec = execContext(a.backend, a.perturb_schedule);
-  // The matrix's rmsnorm and layernorm variants run in a worker process, as
-  // plugins do (kernels/plugin/remote.h): a mutant that faults the GPU (a
-  // sticky CUDA error) or hangs is a failing case of that mutant, and the
-  // rest of the matrix still runs. allreduce_rmsnorm's run in this process.
+  const ExecContext exec = execContext(a.backend, a.perturb_schedule, a.oracle);
+  // The matrix's variants run in a worker process where their op has doors
+  // (kernels/door.h), as plugins do (kernels/plugin/remote.h): a mutant that
+  // faults the GPU (a sticky CUDA error) or hangs is a failing case of that
+  // mutant, and the rest of the matrix still runs. A multi-rank op's (no
+  // doors) run in this process.
   int in_worker = 0;
   if (!in_process)
     for (const KernelInfo& k : kernelCatalog())
-      if (k.backend == exec.backend && !k.remote && (k.op == "rmsnorm" || k.op == "layernorm")) {
+      if (k.backend == exec.backend && !k.remote && remote::canRunInWorker(k.op)) {
         remote::runInWorker(k.op, k.name);
         ++in_worker;
       }
@@ -881,16 +911,7 @@ int main(int argc, char** argv) {
       throw UsageError(fmt::format("ULPCHECK_MAX_MEMORY='{}': give the host memory ulpcheck may use in bytes or with "
                                    "a K, M, G or T suffix (e.g. 64G)",
                                    limit));
-    if (!oracle_text.empty()) {
-      const auto mode = parseOracleMode(oracle_text);
-      if (!mode) throw UsageError(fmt::format("--oracle '{}' is not one of fast, mpfr, audit", oracle_text));
-      setOracleMode(*mode);
-    }
-    if (!judge_text.empty()) {
-      const auto where = parseJudgeWhere(judge_text);
-      if (!where) throw UsageError(fmt::format("--judge '{}' is not one of auto, host, gpu", judge_text));
-      setJudgeWhere(*where);
-    }
+    ra.oracle = pa.oracle = ma.oracle = oracleSettings(oracle_text, judge_text);
     if (app.got_subcommand("worker")) {  // a worker process: the plugins' kernels run here, in-process
       if (worker_probe) {  // the coordinator learns from the exit status and kProbeLoaded; its own load says what is wrong
         try {

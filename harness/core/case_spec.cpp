@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -68,6 +69,9 @@ struct Field {
   std::function<std::string(const CaseSpec&)> print;
   std::function<void(CaseSpec&, const std::string&)> parse;
   std::function<bool(const CaseSpec&)> is_default;
+  // A spec field (NormSpec): what it sets, for messages; a case may set it
+  // only where its op declares it (declareSpecFields). Null: any op's.
+  const char* spec_meaning = nullptr;
 };
 
 const std::vector<Field>& fields() {
@@ -126,14 +130,14 @@ const std::vector<Field>& fields() {
          if (!t) throw CaseParseError(fmt::format("'wdtype': '{}' is not one of fp32, fp16, bf16", v));
          c.spec.weight = *t;
        },
-       [](const CaseSpec& c) { return !c.spec.weight; }},
+       [](const CaseSpec& c) { return !c.spec.weight; }, "the weights' dtype"},
       {"rounding", false, [](const CaseSpec& c) { return std::string(roundingName(c.spec.rounding)); },
        [](CaseSpec& c, const std::string& v) {
          auto r = parseRounding(v);
          if (!r) throw CaseParseError(fmt::format("'rounding': '{}' is not one of plain, llama", v));
          c.spec.rounding = *r;
        },
-       [](const CaseSpec& c) { return c.spec.rounding == d.spec.rounding; }},
+       [](const CaseSpec& c) { return c.spec.rounding == d.spec.rounding; }, "where x-hat is rounded"},
       {"offset", false, [](const CaseSpec& c) { return hexFloat(c.spec.weight_offset); },
        [](CaseSpec& c, const std::string& v) {
          const double o = parseReal("offset", v);
@@ -141,36 +145,57 @@ const std::vector<Field>& fields() {
            throw CaseParseError(fmt::format("'offset': {} is not exactly representable in fp32", v));
          c.spec.weight_offset = static_cast<float>(o);
        },
-       [](const CaseSpec& c) { return c.spec.weight_offset == d.spec.weight_offset; }},
+       [](const CaseSpec& c) { return c.spec.weight_offset == d.spec.weight_offset; }, "the weight offset"},
       {"affine", false, [](const CaseSpec& c) { return std::string(affineName(c.spec.affine)); },
        [](CaseSpec& c, const std::string& v) {
          auto a = parseAffine(v);
          if (!a) throw CaseParseError(fmt::format("'affine': '{}' is not one of full, nobias, none", v));
          c.spec.affine = *a;
        },
-       [](const CaseSpec& c) { return c.spec.affine == d.spec.affine; }},
+       [](const CaseSpec& c) { return c.spec.affine == d.spec.affine; }, "which affine parameters there are"},
       {"stats", false, [](const CaseSpec& c) { return std::string(dtypeName(statsDtype(c.spec))); },
        [](CaseSpec& c, const std::string& v) {
          auto t = parseDType(v);
          if (!t) throw CaseParseError(fmt::format("'stats': '{}' is not one of fp32, fp16, bf16", v));
          c.spec.stats = *t;
        },
-       [](const CaseSpec& c) { return !c.spec.stats; }},
+       [](const CaseSpec& c) { return !c.spec.stats; }, "the dtype of saved statistics"},
       {"bias", false, [](const CaseSpec& c) { return std::string(c.spec.bias ? "yes" : "no"); },
        [](CaseSpec& c, const std::string& v) {
          if (v != "yes" && v != "no") throw CaseParseError(fmt::format("'bias': '{}' is not one of yes, no", v));
          c.spec.bias = v == "yes";
        },
-       [](const CaseSpec& c) { return !c.spec.bias; }},
+       [](const CaseSpec& c) { return !c.spec.bias; }, "a bias added after the weight, y = xhat w + b"},
       {"res", false, [](const CaseSpec& c) { return std::string(dtypeName(residualDtype(c.dtype, c.spec))); },
        [](CaseSpec& c, const std::string& v) {
          auto t = parseDType(v);
          if (!t) throw CaseParseError(fmt::format("'res': '{}' is not one of fp32, fp16, bf16", v));
          c.spec.residual = *t;
        },
-       [](const CaseSpec& c) { return !c.spec.residual; }},
+       [](const CaseSpec& c) { return !c.spec.residual; }, "the residual's dtype"},
   };
   return table;
+}
+
+std::map<std::string, std::vector<std::string>>& declaredSpecFields() {
+  static std::map<std::string, std::vector<std::string>> by_op;
+  return by_op;
+}
+
+/// Throws CaseParseError where the case sets a spec field its op does not declare.
+void checkSpecFieldsDeclared(const CaseSpec& c) {
+  const auto declared = declaredSpecFields().find(c.op);
+  for (const Field& f : fields()) {
+    if (!f.spec_meaning || f.is_default(c)) continue;
+    if (declared != declaredSpecFields().end() &&
+        std::find(declared->second.begin(), declared->second.end(), f.key) != declared->second.end())
+      continue;
+    std::string has;
+    if (declared != declaredSpecFields().end())
+      for (const std::string& k : declared->second) has += (has.empty() ? "" : ", ") + k;
+    throw CaseParseError(fmt::format("'{}' ({}) is not a spec field of op={}; {}", f.key, f.spec_meaning, c.op,
+                                     has.empty() ? "it has none" : "its spec fields: " + has));
+  }
 }
 
 CaseSpec fromPairs(const std::vector<std::pair<std::string, std::string>>& pairs) {
@@ -236,6 +261,15 @@ double maxAbsInput(const DistParams& p) {
   }
 }
 
+void declareSpecFields(const std::string& op, std::vector<std::string> keys) {
+  for (const std::string& k : keys) {
+    const auto f = std::find_if(fields().begin(), fields().end(), [&](const Field& f) { return f.key == k; });
+    if (f == fields().end() || !f->spec_meaning)
+      throw std::logic_error(fmt::format("op {} declares '{}', which is not a spec field", op, k));
+  }
+  declaredSpecFields()[op] = std::move(keys);
+}
+
 void validateCase(const CaseSpec& c) {
   auto fail = [](const std::string& m) { throw CaseParseError(m); };
   if (c.op.empty()) fail("'op' is empty");
@@ -264,13 +298,10 @@ void validateCase(const CaseSpec& c) {
   // the weight's whole value and its rounding in fp32 the whole test.
   if (!(std::fabs(c.spec.weight_offset) <= 16.f))
     fail(fmt::format("'offset' must be in [-16, 16], got {}", hexFloat(c.spec.weight_offset)));
-  if (c.spec.affine != Affine::Full && c.op != "layernorm")
-    fail(fmt::format("'affine={}' is a LayerNorm spec; op={} has none", affineName(c.spec.affine), c.op));
+  checkSpecFieldsDeclared(c);
   if (c.spec.affine == Affine::None && c.spec.weight)
     fail("'wdtype' with affine=none: there are no weights to give a dtype");
   if (c.spec.stats) {
-    if (c.op != "rmsnorm" && c.op != "layernorm")
-      fail(fmt::format("'stats' names the dtype of saved statistics; op={} saves none", c.op));
     if (*c.spec.stats != c.dtype && *c.spec.stats != DType::F32)
       fail(fmt::format("'stats' must be fp32 or the activation dtype ({}), got {}", dtypeName(c.dtype),
                        dtypeName(*c.spec.stats)));
@@ -278,21 +309,12 @@ void validateCase(const CaseSpec& c) {
     // round_T(x round_T(r)), a spec no library ships and the oracle does not model.
     if (c.spec.rounding == Rounding::Llama) fail("'stats' in the activation dtype with rounding=llama is not modelled");
   }
-  if (c.spec.bias) {
-    if (c.op != "rmsnorm")
-      fail(fmt::format("'bias' is RMSNorm's (y = xhat w + b); op={} has {}", c.op,
-                       c.op == "layernorm" ? "beta unless affine=nobias|none" : "none"));
-    // Rounded x-hat times w, plus b: no library ships it.
-    if (c.spec.rounding == Rounding::Llama) fail("'bias' with rounding=llama is not modelled");
-  }
-  if (c.spec.residual) {
-    if (c.op != "allreduce_rmsnorm")
-      fail(fmt::format("'res' is the dtype of allreduce_rmsnorm's residual; op={} has none", c.op));
-    // quack's residual_dtype=fp32; a 16-bit residual beside other activations is nowhere in use.
-    if (*c.spec.residual != DType::F32)
-      fail(fmt::format("'res' must be fp32 or the activation dtype ({}), got {}", dtypeName(c.dtype),
-                       dtypeName(*c.spec.residual)));
-  }
+  // Rounded x-hat times w, plus b: no library ships it.
+  if (c.spec.bias && c.spec.rounding == Rounding::Llama) fail("'bias' with rounding=llama is not modelled");
+  // quack's residual_dtype=fp32; a 16-bit residual beside other activations is nowhere in use.
+  if (c.spec.residual && *c.spec.residual != DType::F32)
+    fail(fmt::format("'res' must be fp32 or the activation dtype ({}), got {}", dtypeName(c.dtype),
+                     dtypeName(*c.spec.residual)));
 }
 
 std::string toCaseString(const CaseSpec& c) {

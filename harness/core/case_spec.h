@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -55,6 +56,13 @@ CaseSpec parseCaseString(std::string_view text);
 
 nlohmann::json toJson(const CaseSpec& c);
 CaseSpec caseFromJson(const nlohmann::json& j);
+
+/// Declares the spec fields (case-string keys: wdtype, rounding, offset,
+/// affine, stats, bias, res) op `op` has; its table does, when it registers
+/// (properties/op.h, OpAdapter::specFields). A case that sets a field its
+/// op has not declared is malformed (validateCase says which fields it has).
+/// Throws std::logic_error for a key that is not a spec field.
+void declareSpecFields(const std::string& op, std::vector<std::string> keys);
 
 /// Throws CaseParseError when the case is not well formed (shape, eps, a
 /// distribution whose values would overflow the dtype).

@@ -1,5 +1,6 @@
 #include "harness/runner/baselines.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -15,21 +16,21 @@ namespace {
 // The suites' fixed cases: shapes of their parametrisations, randn inputs
 // (Normal(0, 1) here), one seed: a suite runs the same cases every time.
 
-CaseSpec randnCase(const std::string& op, DType t, int64_t M, int64_t N) {
+CaseSpec randnCase(const OpAdapter& op, DType t, int64_t M, int64_t N) {
   CaseSpec c;
-  c.op = op;
+  c.op = op.name();
   c.dtype = t;
   c.M = M;
   c.N = N;
   c.ld = N;
-  c.eps = op == "layernorm" ? 1e-5f : 1e-6f;
+  c.eps = op.testSuiteEps();
   c.x = DistParams{Dist::Normal, 1.0, 0.0};
   c.seed = 0;
-  c.ranks = op == "allreduce_rmsnorm" ? 2 : 1;
+  c.ranks = op.multiRank() ? 2 : 1;
   return c;
 }
 
-std::vector<CaseSpec> grid(const std::string& op, std::initializer_list<DType> dtypes,
+std::vector<CaseSpec> grid(const OpAdapter& op, std::initializer_list<DType> dtypes,
                            std::initializer_list<std::pair<int64_t, int64_t>> shapes) {
   std::vector<CaseSpec> out;
   for (DType t : dtypes)
@@ -40,25 +41,20 @@ std::vector<CaseSpec> grid(const std::string& op, std::initializer_list<DType> d
 constexpr std::initializer_list<DType> kAll = {DType::F32, DType::F16, DType::BF16};
 
 // PyTorch's own norm tests (OpInfo samples): small shapes, every dtype.
-std::vector<CaseSpec> torchCases(const std::string& op) {
-  if (op == "allreduce_rmsnorm") return {};
-  return grid(op, kAll, {{5, 5}, {3, 64}, {64, 1024}});
-}
+std::vector<CaseSpec> torchCases(const OpAdapter& op) { return grid(op, kAll, {{5, 5}, {3, 64}, {64, 1024}}); }
 
 // quack's norm tests: a few odd token counts against hidden sizes.
-std::vector<CaseSpec> quackCases(const std::string& op) {
-  if (op == "allreduce_rmsnorm") return {};
+std::vector<CaseSpec> quackCases(const OpAdapter& op) {
   return grid(op, kAll, {{1, 192}, {37, 192}, {199, 192}, {1, 4096}, {37, 4096}});
 }
 
 // TensorRT-LLM's norm and allreduce-fusion tests: decode-sized batches at hidden 4096.
-std::vector<CaseSpec> trtllmCases(const std::string& op) {
+std::vector<CaseSpec> trtllmCases(const OpAdapter& op) {
   return grid(op, {DType::F16, DType::BF16}, {{1, 4096}, {16, 4096}, {128, 4096}});
 }
 
 // FlashInfer's allreduce-fusion test: bf16, token counts at hidden 4096.
-std::vector<CaseSpec> flashinferCases(const std::string& op) {
-  if (op != "allreduce_rmsnorm") return {};
+std::vector<CaseSpec> flashinferCases(const OpAdapter& op) {
   return grid(op, {DType::BF16}, {{1, 4096}, {16, 4096}, {128, 4096}});
 }
 
@@ -145,11 +141,17 @@ const std::vector<Baseline>& baselines() {
   return all;
 }
 
+std::vector<CaseSpec> baselineCases(const Baseline& b, const OpAdapter& op) {
+  const std::vector<std::string> suites = op.baselineSuites();
+  if (std::find(suites.begin(), suites.end(), b.name) == suites.end()) return {};
+  return b.cases(op);
+}
+
 BaselineVerdict runBaseline(const Baseline& b, const KernelInfo& kernel, const ExecContext& exec) {
   BaselineVerdict v;
   const OpAdapter* op = findOp(kernel.op);
   if (!op) return v;
-  for (CaseSpec c : b.cases(kernel.op)) {
+  for (CaseSpec c : baselineCases(b, *op)) {
     if (!kernel.supports(c.dtype)) continue;
     c.kernel = kernel.name;
     v.applies = true;

@@ -24,13 +24,17 @@ struct BaselineVerdict {
 struct Baseline {
   std::string name;
   std::string description;  // the rule and where it comes from
-  /// The fixed cases of the suite for one op (empty: the suite does not test it).
-  std::vector<CaseSpec> (*cases)(const std::string& op);
+  /// The suite's fixed cases of an op it tests (OpAdapter::baselineSuites).
+  std::vector<CaseSpec> (*cases)(const OpAdapter& op);
   /// Whether one output tensor passes the suite's rule against the reference.
   bool (*accepts)(const OutputTensor& got, const ReferenceTensor& ref, std::string& why);
 };
 
 const std::vector<Baseline>& baselines();
+
+/// The fixed cases of suite `b` for `op`: empty where the op does not list it
+/// among the suites that test it (OpAdapter::baselineSuites).
+std::vector<CaseSpec> baselineCases(const Baseline& b, const OpAdapter& op);
 
 /// Runs a baseline's cases on `kernel` (of `op`) and applies its rule to every
 /// output the oracle has a reference for (rank 0's, as those suites check).

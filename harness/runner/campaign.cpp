@@ -22,7 +22,6 @@
 #include "harness/runner/shrink.h"
 #include "harness/runner/top_up.h"
 #include "harness/runner/watchdog.h"
-#include "kernels/plugin/remote.h"
 
 namespace ulpcheck {
 
@@ -66,6 +65,15 @@ struct CaseChecks {
   bool top_up = false;  // drawn for a short cell, not case `index` of the seed's sequence
 };
 
+/// `exec` with calls into worker processes limited to `seconds`: a kernel in
+/// a worker that hangs is killed after --case-timeout and its case fails;
+/// the watchdog, which can only end the whole run, then allows such a check
+/// the few calls it may still make.
+ExecContext withCallTimeout(ExecContext exec, double seconds) {
+  exec.call_timeout_s = seconds;
+  return exec;
+}
+
 class CampaignRun {
  public:
   CampaignRun(const CampaignOptions& o, const ExecContext& exec);
@@ -100,7 +108,7 @@ class CampaignRun {
   }
 
   const CampaignOptions& o_;
-  const ExecContext& exec_;
+  ExecContext exec_;  // the caller's, with the campaign's call timeout
   const Clock::time_point t0_ = Clock::now();
   const Selection sel_;
   const std::string corpus_dir_;
@@ -132,7 +140,7 @@ class CampaignRun {
 
 CampaignRun::CampaignRun(const CampaignOptions& o, const ExecContext& exec)
     : o_(o),
-      exec_(exec),
+      exec_(withCallTimeout(exec, o.case_timeout_s)),
       sel_(select(SelectionRequest{o.op, o.kernels, o.properties, o.dtypes}, exec.backend)),
       corpus_dir_(o.corpus_dir.empty() ? defaultCorpusDir() : o.corpus_dir),
       tally_(result_, [this](const std::string& line) { log(line); }),
@@ -433,10 +441,6 @@ CampaignResult CampaignRun::run() {
   result_.shard_count = o_.shard_count;
   declareApplicable(sel_, o_.properties, result_, [this](const std::string& line) { log(line); });
   watchdog_.emplace(o_.case_timeout_s, o_.json);
-  // A kernel in a worker that hangs is killed after --case-timeout and its
-  // case fails; the watchdog, which can only end the whole run, then allows
-  // such a check the few calls it may still make.
-  remote::setCallTimeout(o_.case_timeout_s);
   makeThePlan();
   replays_ = regressionReplays();  // the plan's shard (Plan::mine) takes its share of them too
   sayThePlan();

@@ -19,6 +19,8 @@ struct RowShape {
 
 /// Where a variant runs: the device's multiprocessor count (the host port
 /// emulates one), an optional CTA-count override from the case, the stream.
+inline constexpr double kDefaultCallTimeoutSeconds = 300;
+
 struct LaunchEnv {
   int sm_count = 132;
   int ctas_override = 0;
@@ -26,6 +28,10 @@ struct LaunchEnv {
   // Run beside a schedule-perturbing load (harness/core/schedule_noise.h):
   // the op adapter starts it for in-process variants, a worker for remote ones.
   bool perturb_schedule = false;
+  // The longest one call of a variant that runs in a worker process
+  // (kernels/plugin/remote.h) may take before it counts as hung: the worker
+  // is killed and the call fails (a run's --case-timeout).
+  double call_timeout_s = kDefaultCallTimeoutSeconds;
 };
 
 }  // namespace ulpcheck

@@ -13,8 +13,8 @@
 #include "harness/core/cuda_ops.h"
 #include "harness/core/sha256.h"
 #include "include/ulpcheck/plugin.h"
-#include "kernels/layernorm/layernorm.h"
-#include "kernels/rmsnorm/rmsnorm.h"
+#include "kernels/door.h"
+#include "kernels/plugin/plugin_variant.h"
 
 namespace ulpcheck {
 
@@ -29,106 +29,45 @@ std::vector<LoadedPlugin>& plugins() {
   return all;
 }
 
+}  // namespace
+
 DType dtypeOf(ulpcheck_dtype t) { return t == ULPCHECK_F32 ? DType::F32 : t == ULPCHECK_F16 ? DType::F16 : DType::BF16; }
 ulpcheck_dtype abiDtype(DType t) { return t == DType::F32 ? ULPCHECK_F32 : t == DType::F16 ? ULPCHECK_F16 : ULPCHECK_BF16; }
 
-ulpcheck_tensor tensor(const void* p, DType t, int64_t rows, int64_t cols, int64_t ld) {
-  return ulpcheck_tensor{const_cast<void*>(p), abiDtype(t), rows, cols, ld};
+size_t PluginVariant::workspaceBytes(const RowShape& s) const {
+  if (!v_.workspace_bytes) return 0;
+  const ulpcheck_shape shape{abiDtype(s.dtype), s.M, s.N, s.ld, s.eps};
+  const size_t bytes = v_.workspace_bytes(&shape, v_.user_data);
+  // A size query that fails often answers (size_t)-1: past any memory a
+  // machine has, it is the case's failure, never an allocation (whose
+  // size, red zones added, would wrap). A size that is only too large for
+  // this machine is a case that does not fit (skipped, saying so).
+  if (bytes > kLargestWorkspaceBytes)
+    throw KernelFailure(fmt::format("{}: workspace_bytes returned {}{} for M={} N={} ld={}: not a size (an error "
+                                    "code?); more than 2^47 bytes",
+                                    v_.name, bytes, bytes >= (size_t(1) << 63) ? fmt::format(" ({} as a signed size)", int64_t(bytes)) : "",
+                                    s.M, s.N, s.ld));
+  return bytes;
 }
 
-/// A variant's entry points, as ulpcheck calls them.
-class Variant {
- public:
-  Variant(const ulpcheck_plugin& plugin, const ulpcheck_variant& v) : plugin_(plugin), v_(v) {}
-
-  size_t workspaceBytes(const RowShape& s) const {
-    if (!v_.workspace_bytes) return 0;
-    const ulpcheck_shape shape{abiDtype(s.dtype), s.M, s.N, s.ld, s.eps};
-    const size_t bytes = v_.workspace_bytes(&shape, v_.user_data);
-    // A size query that fails often answers (size_t)-1: past any memory a
-    // machine has, it is the case's failure, never an allocation (whose
-    // size, red zones added, would wrap). A size that is only too large for
-    // this machine is a case that does not fit (skipped, saying so).
-    if (bytes > kLargestWorkspaceBytes)
-      throw KernelFailure(fmt::format("{}: workspace_bytes returned {}{} for M={} N={} ld={}: not a size (an error "
-                                      "code?); more than 2^47 bytes",
-                                      v_.name, bytes, bytes >= (size_t(1) << 63) ? fmt::format(" ({} as a signed size)", int64_t(bytes)) : "",
-                                      s.M, s.N, s.ld));
-    return bytes;
-  }
-
-  ulpcheck_launch launch(const LaunchEnv& e, void* workspace, size_t bytes) const {
-    const bool cuda = v_.backend == ULPCHECK_CUDA;
-    return ulpcheck_launch{e.stream, cuda ? cudaops::currentDevice() : -1, bytes ? workspace : nullptr, bytes,
-                           cuda ? e.sm_count : 0, v_.user_data};
-  }
-
-  /// A nonzero return is the case's failure, with the plugin's message.
-  void check(int rc, const char* entry) const {
-    if (rc == 0) return;
-    const char* why = plugin_.last_error ? plugin_.last_error() : nullptr;
-    throw KernelFailure(fmt::format("{}: {} returned {}{}", v_.name, entry, rc,
-                                    why && *why ? fmt::format(": {}", why) : std::string(" (no message)")));
-  }
-
-  ReductionDepths depths(const RowShape& s) const {
-    return blackBoxDepths(v_.row_depth, v_.col_depth, s, v_.contracts & ULPCHECK_TWO_PASS_STATISTICS);
-  }
-
-  const ulpcheck_variant& abi() const { return v_; }
-
- private:
-  const ulpcheck_plugin& plugin_;
-  const ulpcheck_variant& v_;
-};
-
-void registerRmsNorm(const KernelInfo& info, std::shared_ptr<Variant> v) {
-  RmsNormRegistry::add(RmsNormKernel{
-      info, [v](const RowShape& s, const LaunchEnv&) { return v->workspaceBytes(s); },
-      [v](const RmsNormForwardArgs& f, const LaunchEnv& e) {
-        const RowShape& s = f.shape;
-        const ulpcheck_rmsnorm_forward_args a{tensor(f.x, s.dtype, s.M, s.N, s.ld), tensor(f.w, s.dtype, 1, s.N, s.N),
-                                              tensor(f.y, s.dtype, s.M, s.N, s.ld), tensor(f.rstd, DType::F32, s.M, 1, 1),
-                                              s.eps};
-        const ulpcheck_launch l = v->launch(e, nullptr, 0);
-        v->check(v->abi().rmsnorm_forward(&a, &l), "rmsnorm_forward");
-      },
-      [v](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
-        const RowShape& s = b.shape;
-        const ulpcheck_rmsnorm_backward_args a{
-            tensor(b.x, s.dtype, s.M, s.N, s.ld),   tensor(b.w, s.dtype, 1, s.N, s.N),
-            tensor(b.dy, s.dtype, s.M, s.N, s.ld),  tensor(b.rstd, DType::F32, s.M, 1, 1),
-            tensor(b.dx, s.dtype, s.M, s.N, s.ld),  tensor(b.dw, s.dtype, 1, s.N, s.N), s.eps};
-        const ulpcheck_launch l = v->launch(e, b.workspace, v->workspaceBytes(s));
-        v->check(v->abi().rmsnorm_backward(&a, &l), "rmsnorm_backward");
-      },
-      [v](const RowShape& s, const LaunchEnv&) { return v->depths(s); }});
+ulpcheck_launch PluginVariant::launch(const LaunchEnv& e, void* workspace, size_t bytes) const {
+  const bool cuda = v_.backend == ULPCHECK_CUDA;
+  return ulpcheck_launch{e.stream, cuda ? cudaops::currentDevice() : -1, bytes ? workspace : nullptr, bytes,
+                         cuda ? e.sm_count : 0, v_.user_data};
 }
 
-void registerLayerNorm(const KernelInfo& info, std::shared_ptr<Variant> v) {
-  LayerNormRegistry::add(LayerNormKernel{
-      info, [v](const RowShape& s, const LaunchEnv&) { return v->workspaceBytes(s); },
-      [v](const LayerNormForwardArgs& f, const LaunchEnv& e) {
-        const RowShape& s = f.shape;
-        const ulpcheck_layernorm_forward_args a{
-            tensor(f.x, s.dtype, s.M, s.N, s.ld),   tensor(f.gamma, s.dtype, 1, s.N, s.N),
-            tensor(f.beta, s.dtype, 1, s.N, s.N),   tensor(f.y, s.dtype, s.M, s.N, s.ld),
-            tensor(f.mean, DType::F32, s.M, 1, 1),  tensor(f.rstd, DType::F32, s.M, 1, 1), s.eps};
-        const ulpcheck_launch l = v->launch(e, nullptr, 0);
-        v->check(v->abi().layernorm_forward(&a, &l), "layernorm_forward");
-      },
-      [v](const LayerNormBackwardArgs& b, const LaunchEnv& e) {
-        const RowShape& s = b.shape;
-        const ulpcheck_layernorm_backward_args a{
-            tensor(b.x, s.dtype, s.M, s.N, s.ld),    tensor(b.gamma, s.dtype, 1, s.N, s.N),
-            tensor(b.dy, s.dtype, s.M, s.N, s.ld),   tensor(b.mean, DType::F32, s.M, 1, 1),
-            tensor(b.rstd, DType::F32, s.M, 1, 1),   tensor(b.dx, s.dtype, s.M, s.N, s.ld),
-            tensor(b.dgamma, s.dtype, 1, s.N, s.N),  tensor(b.dbeta, s.dtype, 1, s.N, s.N), s.eps};
-        const ulpcheck_launch l = v->launch(e, b.workspace, v->workspaceBytes(s));
-        v->check(v->abi().layernorm_backward(&a, &l), "layernorm_backward");
-      },
-      [v](const RowShape& s, const LaunchEnv&) { return v->depths(s); }});
+void PluginVariant::check(int rc, const char* entry) const {
+  if (rc == 0) return;
+  const char* why = plugin_.last_error ? plugin_.last_error() : nullptr;
+  throw KernelFailure(fmt::format("{}: {} returned {}{}", v_.name, entry, rc,
+                                  why && *why ? fmt::format(": {}", why) : std::string(" (no message)")));
 }
+
+ReductionDepths PluginVariant::depths(const RowShape& s) const {
+  return blackBoxDepths(v_.row_depth, v_.col_depth, s, v_.contracts & ULPCHECK_TWO_PASS_STATISTICS);
+}
+
+namespace {
 
 bool validName(const char* s) {
   if (!s || !*s) return false;
@@ -140,17 +79,15 @@ bool validName(const char* s) {
 /// Why variant i of the plugin cannot be used; empty if it can.
 std::string problemWith(const ulpcheck_variant& v) {
   if (!validName(v.name)) return "its name must be letters, digits, '_', '-' or '.'";
-  if (!v.op || (std::string(v.op) != "rmsnorm" && std::string(v.op) != "layernorm"))
-    return fmt::format("op '{}' is not one of rmsnorm, layernorm", v.op ? v.op : "(null)");
+  const OpDoor* door = v.op ? findDoor(v.op) : nullptr;
+  if (!door) return fmt::format("op '{}' is not one of {}", v.op ? v.op : "(null)", opsWithDoors());
   if (v.backend != ULPCHECK_HOST && v.backend != ULPCHECK_CUDA) return fmt::format("backend {} is not host (0) or cuda (1)", int(v.backend));
   if (v.dtypes == 0 || (v.dtypes & ~7u)) return fmt::format("dtypes mask {:#x} names no dtype or an unknown one", v.dtypes);
   if (unsigned(v.accumulation) > ULPCHECK_BF16) return fmt::format("accumulation {} is not a dtype", int(v.accumulation));
   if (v.contracts & ~15u) return fmt::format("unknown contract bits {:#x}", v.contracts);
   if (v.preconditions & ~3u) return fmt::format("unknown precondition bits {:#x}", v.preconditions);
   if (v.row_depth < 0 || v.col_depth < 0 || v.max_cols < 0) return "depths and max_cols must be >= 0";
-  const bool rms = std::string(v.op) == "rmsnorm";
-  if (rms ? !(v.rmsnorm_forward && v.rmsnorm_backward) : !(v.layernorm_forward && v.layernorm_backward))
-    return fmt::format("{} needs both its forward and backward entry points (ABI version 1)", v.op);
+  if (std::string why = door->plugin_problem(v); !why.empty()) return why;
   for (const KernelInfo& k : kernelCatalog())
     if (k.name == v.name) return fmt::format("the name is taken (by {} variant '{}', {})", k.op, k.name, k.origin);
   return "";
@@ -232,9 +169,7 @@ const LoadedPlugin& loadPlugin(const std::string& given) {
     info.origin = fmt::format("plugin {} ({}, sha256 {})", path, loaded.name, loaded.sha256);
     info.plugin_path = path;
     info.black_box = true;
-    auto variant = std::make_shared<Variant>(*plugin, v);
-    if (info.op == "rmsnorm") registerRmsNorm(info, variant);
-    else registerLayerNorm(info, variant);
+    findDoor(info.op)->add_plugin(info, std::make_shared<const PluginVariant>(*plugin, v));
     loaded.variants.push_back(info.name);
   }
   // The library stays loaded for the life of the process: its code is called until exit.

@@ -32,9 +32,8 @@
 #include "harness/core/device.h"
 #include "harness/core/schedule_noise.h"
 #include "harness/core/shared_memory.h"
-#include "kernels/layernorm/layernorm.h"
+#include "kernels/door.h"
 #include "kernels/plugin/plugin_loader.h"
-#include "kernels/rmsnorm/rmsnorm.h"
 
 namespace ulpcheck::remote {
 
@@ -45,10 +44,6 @@ namespace {
 std::vector<std::string>& workerPlugins() {
   static std::vector<std::string> paths;
   return paths;
-}
-double& timeoutSetting() {
-  static double seconds = 300;
-  return seconds;
 }
 
 // ---------------------------------------------------------------------------
@@ -244,9 +239,8 @@ class Worker {
 
   /// `compiles_per_shape`: the variant compiles on the first call of each
   /// (dtype, N, power-of-two bucket of M), which gets kCompileSeconds.
-  json call(const json& request, const std::string& what, bool compiles_per_shape = false) {
+  json call(const json& request, const std::string& what, double timeout, bool compiles_per_shape = false) {
     if (pid_ < 0) start(what);
-    double timeout = timeoutSetting();
     if (compiles_per_shape) {
       const json& s = request.at("shape");  // dtype, M, N, ld, eps
       // The spec too: a weight dtype or an absent parameter is another kernel to compile.
@@ -440,13 +434,6 @@ class Mapped {
   std::map<uint64_t, Region> by_id_;
 };
 
-template <typename Registry>
-const auto& variantNamed(const std::string& name) {
-  const auto* k = Registry::find(name);
-  if (!k) throw std::invalid_argument(fmt::format("this worker has no variant '{}'", name));
-  return *k;
-}
-
 /// Runs one request's kernel call and waits for it; returns an unchecked
 /// launch failure it left (synchronizeVariant), empty if none.
 std::string execute(const json& req) {
@@ -473,46 +460,19 @@ std::string execute(const json& req) {
   const json& ev = req.at("env");
   const LaunchEnv env{ev.at(0).get<int>(), ev.at(1).get<int>(), nullptr, ev.at(2).get<bool>()};
   const json& ptrs = req.at("ptrs");
+  const OpDoor* door = doorServing(entry);
+  if (!door) throw std::invalid_argument(fmt::format("unknown entry point '{}'", entry));
+  const KernelInfo* info = door->find(name);
+  if (!info) throw std::invalid_argument(fmt::format("this worker has no {} variant '{}'", door->op, name));
   const Mapped m(req.at("regions"));
-  auto f32 = [&](const char* n) { return static_cast<float*>(m.at(ptrs, n)); };
-  Backend backend = Backend::Host;
+  const TensorAt at = [&](const char* tensor) { return m.at(ptrs, tensor); };
   {
     // Beside a schedule-perturbing load when the coordinator asked for one.
-    auto run = [&](Backend b, auto&& call) {
-      backend = b;
-      ScheduleNoise noise(env.perturb_schedule, b, env.sm_count);
-      call();
-    };
-    if (entry == "rmsnorm_forward") {
-      const auto& k = variantNamed<RmsNormRegistry>(name);
-      run(k.info.backend,
-          [&] { k.forward({s, m.at(ptrs, "x"), m.at(ptrs, "w"), m.at(ptrs, "y"), f32("rstd"), m.at(ptrs, "b")}, env); });
-    } else if (entry == "rmsnorm_backward") {
-      const auto& k = variantNamed<RmsNormRegistry>(name);
-      run(k.info.backend, [&] {
-        k.backward({s, m.at(ptrs, "x"), m.at(ptrs, "w"), m.at(ptrs, "dy"), f32("rstd"), m.at(ptrs, "dx"),
-                    m.at(ptrs, "dw"), m.at(ptrs, "workspace"), m.at(ptrs, "db")},
-                   env);
-      });
-    } else if (entry == "layernorm_forward") {
-      const auto& k = variantNamed<LayerNormRegistry>(name);
-      run(k.info.backend, [&] {
-        k.forward({s, m.at(ptrs, "x"), m.at(ptrs, "gamma"), m.at(ptrs, "beta"), m.at(ptrs, "y"), f32("mean"),
-                   f32("rstd")},
-                  env);
-      });
-    } else if (entry == "layernorm_backward") {
-      const auto& k = variantNamed<LayerNormRegistry>(name);
-      run(k.info.backend, [&] {
-        k.backward({s, m.at(ptrs, "x"), m.at(ptrs, "gamma"), m.at(ptrs, "dy"), f32("mean"), f32("rstd"),
-                    m.at(ptrs, "dx"), m.at(ptrs, "dgamma"), m.at(ptrs, "dbeta"), m.at(ptrs, "workspace")},
-                   env);
-      });
-    } else {
-      throw std::invalid_argument(fmt::format("unknown entry point '{}'", entry));
-    }
+    ScheduleNoise noise(env.perturb_schedule, info->backend, env.sm_count);
+    for (const OpDoor::Entry& e : door->entries)
+      if (e.name == entry) e.run(name, s, at, env);
   }
-  return backend == Backend::Cuda ? synchronizeVariant(entry.c_str()) : std::string();
+  return info->backend == Backend::Cuda ? synchronizeVariant(entry.c_str()) : std::string();
 }
 
 }  // namespace
@@ -538,47 +498,19 @@ void probePlugin(const std::string& path) {
                                 "called exit?); ulpcheck did not load it",
                                 path, describeExit(r.status), "ulpcheck_plugin_v1"));
 }
-void setCallTimeout(double seconds) { timeoutSetting() = seconds > 0 ? seconds : 300; }
-double callTimeout() { return timeoutSetting(); }
 
 namespace {
 
-/// `k` with its entry points replaced by calls into `w`.
-RmsNormKernel forwardedTo(Worker& w, RmsNormKernel k) {
-  const std::string name = k.info.name;
-  k.info.remote = true;
-  const bool jit = k.info.compiles_per_shape;
-  k.forward = [&w, name, jit](const RmsNormForwardArgs& f, const LaunchEnv& e) {
-    Request r("rmsnorm_forward", name, f.shape, e);
-    if (f.x_dtype) throw std::invalid_argument("a variant in a worker takes x in y's dtype only");
-    r.ptr("x", f.x).ptr("w", f.w).ptr("y", f.y).ptr("rstd", f.rstd).ptr("b", f.b);
-    w.call(r.get(), what(name, "rmsnorm_forward"), jit);
+/// Calls into `w` for variant `name` (its first call of each shape given
+/// kCompileSeconds where it compiles per shape).
+RemoteEntry callsInto(Worker& w, const std::string& name, bool compiles_per_shape) {
+  return [&w, name, compiles_per_shape](const char* entry, const RowShape& s, const LaunchEnv& e,
+                                        const NamedTensors& tensors) {
+    Request r(entry, name, s, e);
+    for (const auto& [tensor, p] : tensors) r.ptr(tensor, p);
+    w.call(r.get(), what(name, entry), e.call_timeout_s > 0 ? e.call_timeout_s : kDefaultCallTimeoutSeconds,
+           compiles_per_shape);
   };
-  k.backward = [&w, name, jit](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
-    Request r("rmsnorm_backward", name, b.shape, e);
-    r.ptr("x", b.x).ptr("w", b.w).ptr("dy", b.dy).ptr("rstd", b.rstd).ptr("dx", b.dx).ptr("dw", b.dw).ptr("db", b.db);
-    r.ptr("workspace", b.workspace);
-    w.call(r.get(), what(name, "rmsnorm_backward"), jit);
-  };
-  return k;
-}
-
-LayerNormKernel forwardedTo(Worker& w, LayerNormKernel k) {
-  const std::string name = k.info.name;
-  k.info.remote = true;
-  const bool jit = k.info.compiles_per_shape;
-  k.forward = [&w, name, jit](const LayerNormForwardArgs& f, const LaunchEnv& e) {
-    Request r("layernorm_forward", name, f.shape, e);
-    r.ptr("x", f.x).ptr("gamma", f.gamma).ptr("beta", f.beta).ptr("y", f.y).ptr("mean", f.mean).ptr("rstd", f.rstd);
-    w.call(r.get(), what(name, "layernorm_forward"), jit);
-  };
-  k.backward = [&w, name, jit](const LayerNormBackwardArgs& b, const LaunchEnv& e) {
-    Request r("layernorm_backward", name, b.shape, e);
-    r.ptr("x", b.x).ptr("gamma", b.gamma).ptr("dy", b.dy).ptr("mean", b.mean).ptr("rstd", b.rstd);
-    r.ptr("dx", b.dx).ptr("dgamma", b.dgamma).ptr("dbeta", b.dbeta).ptr("workspace", b.workspace);
-    w.call(r.get(), what(name, "layernorm_backward"), jit);
-  };
-  return k;
 }
 
 // ---------------------------------------------------------------------------
@@ -661,10 +593,14 @@ SpecSupport pythonSpecSupport(const json& v) {
 }  // namespace
 
 void runInWorker(const std::string& op, const std::string& name) {
-  if (op == "rmsnorm") RmsNormRegistry::replace(forwardedTo(worker(), *RmsNormRegistry::find(name)));
-  else if (op == "layernorm") LayerNormRegistry::replace(forwardedTo(worker(), *LayerNormRegistry::find(name)));
-  else throw std::invalid_argument(fmt::format("op '{}' cannot run in a worker", op));
+  const OpDoor* door = findDoor(op);
+  if (!door) throw std::invalid_argument(fmt::format("op '{}' cannot run in a worker (only {} can)", op, opsWithDoors()));
+  const KernelInfo* info = door->find(name);
+  if (!info) throw std::invalid_argument(fmt::format("no {} variant '{}' to run in a worker", op, name));
+  door->forward_into(name, callsInto(worker(), name, info->compiles_per_shape));
 }
+
+bool canRunInWorker(const std::string& op) { return findDoor(op) != nullptr; }
 
 std::vector<std::string> registerPythonVariants(const std::vector<std::string>& files) {
   std::vector<std::string> names;
@@ -713,9 +649,9 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       info.python_file = pythonFiles().front();
       for (const auto& f : pythonFiles())
         if (info.origin.find(f) != std::string::npos) info.python_file = f;
-      if (!v.at("saves_stats").get<bool>())
-        info.unprovided_outputs = info.op == "rmsnorm" ? std::vector<std::string>{"rstd"}
-                                                       : std::vector<std::string>{"mean", "rstd"};
+      const OpDoor* door = findDoor(info.op);
+      if (!door) throw PluginError(fmt::format("op '{}' is not one of {}", info.op, opsWithDoors()));
+      if (!v.at("saves_stats").get<bool>()) info.unprovided_outputs = door->statistics;
       for (const KernelInfo& k : kernelCatalog())
         if (k.name == info.name) throw PluginError(fmt::format("the name is taken ({})", k.origin));
       const int64_t row_depth = v.at("row_depth"), col_depth = v.at("col_depth");
@@ -723,14 +659,10 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       auto depths = [row_depth, col_depth, two_pass](const RowShape& s, const LaunchEnv&) {
         return blackBoxDepths(row_depth, col_depth, s, two_pass);
       };
-      auto no_workspace = [](const RowShape&, const LaunchEnv&) { return size_t(0); };
-      if (info.op == "rmsnorm")
-        RmsNormRegistry::add(forwardedTo(pythonWorker(), RmsNormKernel{info, no_workspace, nullptr, nullptr, depths}));
-      else if (info.op == "layernorm")
-        LayerNormRegistry::add(forwardedTo(pythonWorker(), LayerNormKernel{info, no_workspace, nullptr, nullptr, depths}));
-      else
-        throw PluginError(fmt::format("op '{}' is not one of rmsnorm, layernorm", info.op));
-      names.push_back(info.name);
+      const std::string name = info.name;
+      const bool jit = info.compiles_per_shape;
+      door->add_remote(std::move(info), callsInto(pythonWorker(), name, jit), depths);
+      names.push_back(name);
     } catch (const json::exception& e) {
       throw PluginError(fmt::format("a Python variant's description {}: {}", v.dump(), e.what()));
     } catch (const PluginError& e) {

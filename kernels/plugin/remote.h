@@ -32,10 +32,6 @@ void probePlugin(const std::string& path);
 /// What `ulpcheck worker --probe` prints on its stdout once its plugins loaded.
 inline constexpr const char* kProbeLoaded = "loaded\n";
 
-/// The longest one call into the worker may take before it counts as hung:
-/// the worker is killed and the call fails (a campaign sets its --case-timeout).
-void setCallTimeout(double seconds);
-double callTimeout();
 
 /// The first call of each shape of a variant that compiles per shape
 /// (KernelInfo::compiles_per_shape: quack's CuTe DSL kernels, JIT-compiled
@@ -45,7 +41,10 @@ inline constexpr double kCompileSeconds = 900;
 
 /// Moves a registered variant's entry points into the worker: its forward
 /// and backward become calls into it (KernelInfo::remote is set).
+/// Throws std::invalid_argument for an op without doors (kernels/door.h).
 void runInWorker(const std::string& op, const std::string& name);
+/// Whether `op`'s variants can run in a worker: it has doors (kernels/door.h).
+bool canRunInWorker(const std::string& op);
 
 /// The worker's loop, serving calls on socket `fd` until the coordinator
 /// closes it; the return value is the process's exit status.

@@ -128,7 +128,7 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   EXPECT_EQ(caseFromJson(toJson(nobias)), nobias);
   EXPECT_EQ(toCaseString(parseCaseString("op=layernorm kernel=k dtype=bf16 M=2 N=8 affine=full")).find("affine"),
             std::string::npos);
-  expectError(base + "affine=nobias", "LayerNorm spec");
+  expectError(base + "affine=nobias", "'affine' (which affine parameters there are) is not a spec field of op=rmsnorm");
   expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 affine=none wdtype=fp32", "no weights");
   expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 affine=bias", "'affine'");
   // Statistics saved in the activation dtype: rmsnorm and layernorm only, the
@@ -142,7 +142,8 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   EXPECT_TRUE(parseCaseString(base + "stats=fp32").spec.plain());
   expectError(base + "stats=fp16", "'stats' must be fp32 or the activation dtype (bf16)");
   expectError(base + "stats=bf16 rounding=llama", "not modelled");
-  expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=1 N=2 stats=bf16", "saves none");
+  expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=1 N=2 stats=bf16",
+              "'stats' (the dtype of saved statistics) is not a spec field of op=allreduce_rmsnorm");
   expectError(base + "stats=half", "'stats'");
   // RMSNorm's bias (quack): yes/no, RMSNorm only, not with llama.
   const CaseSpec biased = parseCaseString(base + "wdtype=fp32 bias=yes");
@@ -151,7 +152,9 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   EXPECT_EQ(parseCaseString(toCaseString(biased)), biased);
   EXPECT_EQ(caseFromJson(toJson(biased)), biased);
   EXPECT_TRUE(parseCaseString(base + "bias=no").spec.plain());
-  expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 bias=yes", "'bias' is RMSNorm's");
+  expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 bias=yes",
+              "'bias' (a bias added after the weight, y = xhat w + b) is not a spec field of op=layernorm; its spec "
+              "fields: wdtype, affine, stats");
   expectError(base + "bias=yes rounding=llama", "not modelled");
   expectError(base + "bias=1", "'bias': '1' is not one of yes, no");
   // allreduce_rmsnorm's residual dtype: fp32 or the activations' (the default, printing nothing).
@@ -163,7 +166,10 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   EXPECT_EQ(caseFromJson(toJson(fused)), fused);
   EXPECT_TRUE(parseCaseString("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 res=bf16").spec.plain());
   expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 res=fp16", "'res' must be fp32 or the activation dtype");
-  expectError(base + "res=fp32", "op=rmsnorm has none");
+  expectError(base + "res=fp32", "'res' (the residual's dtype) is not a spec field of op=rmsnorm");
+  // A field no op declares for itself: LayerNorm has no rounding point or offset, a made-up op no fields.
+  expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 rounding=llama", "not a spec field of op=layernorm");
+  expectError("op=nosuchop kernel=k dtype=bf16 M=1 N=2 offset=1", "not a spec field of op=nosuchop; it has none");
 }
 
 /// Counts, over generated cases of one kernel, the 16-bit ones and the specs drawn.

@@ -266,13 +266,6 @@ TEST(OracleAudit, LayerNormVerdictsAgreeAtTheBudgetEdgeAndAtRoundingTies) {
   EXPECT_GT(failing, 10);
 }
 
-/// The process's oracle mode for one scope (the allreduce oracle reads it).
-struct ModeScope {
-  explicit ModeScope(OracleMode m) : saved(oracleMode()) { setOracleMode(m); }
-  ~ModeScope() { setOracleMode(saved); }
-  OracleMode saved;
-};
-
 TEST(OracleAudit, AllreduceResidualSumsAreBitwiseTheMpfrOnes) {
   // Generated allreduce_rmsnorm cases of every distribution (zero rows and
   // signed zeros send their zero sums to MPFR), ranks 1 to 8, res=fp32 too:
@@ -286,17 +279,11 @@ TEST(OracleAudit, AllreduceResidualSumsAreBitwiseTheMpfrOnes) {
     const AllreduceRmsNormInputs in{d.x, d.residual, d.w, c.eps, c.spec};
     const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
     AllreduceRmsNormReference exact, fast;
-    {
-      const ModeScope mpfr(OracleMode::Mpfr);
-      exact = allreduceRmsNormReference(in, contract, pool);
-    }
-    fast = allreduceRmsNormReference(in, contract, pool);
+    exact = allreduceRmsNormReference(in, contract, pool, OracleMode::Mpfr);
+    fast = allreduceRmsNormReference(in, contract, pool, OracleMode::Fast);
     EXPECT_NO_THROW(auditReferences("allreduce_rmsnorm", {&exact.residual_out, &exact.y}, {&fast.residual_out, &fast.y}))
         << toCaseString(c);
-    {
-      const ModeScope audit(OracleMode::Audit);
-      EXPECT_NO_THROW(allreduceRmsNormReference(in, contract, pool)) << toCaseString(c);
-    }
+    EXPECT_NO_THROW(allreduceRmsNormReference(in, contract, pool, OracleMode::Audit)) << toCaseString(c);
     multi_rank += c.ranks > 1;
   }
   EXPECT_GT(multi_rank, 50);

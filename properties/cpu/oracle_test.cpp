@@ -60,7 +60,8 @@ Inputs makeInputs(const CaseSpec& c) { return generateRmsNormInputs(c, identityR
 
 RmsNormReference oracleOf(const CaseSpec& c, const Inputs& in, ThreadPool& pool) {
   const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
-  return rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr}, contract, pool);
+  return rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr}, contract, pool,
+                          OracleMode::Fast);
 }
 
 /// The plain spec only: weights in the activation dtype, no offset, one rounding.
@@ -1155,7 +1156,8 @@ TEST(AllreduceOracle, AnFp32ResidualIsOneFp32AddAndYNormalisesThatSum) {
     ASSERT_EQ(in.residual.dtype, DType::F32);
     const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
     const AllreduceRmsNormReference ref =
-        allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec}, contract, pool);
+        allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec}, contract, pool,
+                                  OracleMode::Fast);
     ASSERT_EQ(ref.residual_out.dtype, DType::F32);
     ASSERT_EQ(ref.y.dtype, DType::BF16);
     // The same inputs under the activation-dtype residual spec, for contrast.
@@ -1166,7 +1168,8 @@ TEST(AllreduceOracle, AnFp32ResidualIsOneFp32AddAndYNormalisesThatSum) {
     for (size_t e = 0; e < residual_t.bits.size(); ++e)
       residual_t.bits[e] = doubleToBits(DType::BF16, roundToFormat(DType::BF16, in.residual.value(0, int64_t(e))));
     const AllreduceRmsNormReference ref_t =
-        allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, residual_t, in.w, c.eps, in_t.spec}, contract, pool);
+        allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, residual_t, in.w, c.eps, in_t.spec}, contract, pool,
+                                  OracleMode::Fast);
     int64_t not_bf16 = 0, y_differs = 0;
     for (int64_t i = 0; i < c.M; ++i) {
       // residual_out = float(x) + float(residual): one fp32 add (IEEE: the

@@ -143,12 +143,10 @@ TEST(GpuJudge, ItsOwnRunOfADeterministicVariantAgreesWithTheHost) {
 
 /// The determinism outcome of case `text`, its repeats judged where `where` says.
 Outcome determinismJudgedOn(JudgeWhere where, const std::string& text) {
-  const JudgeWhere before = judgeWhere();
-  setJudgeWhere(where);
   ExecContext exec = testing::cudaContext();
+  exec.judge = where;
   exec.determinism_repeats = kThoroughDeterminismRepeats;
   const std::vector<ReplayResult> r = runCase(parseCaseString(text), {"determinism"}, exec, 1);
-  setJudgeWhere(before);
   return r.at(0).outcome;
 }
 

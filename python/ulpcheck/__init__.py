@@ -44,6 +44,8 @@ are not stored.
 import dataclasses
 from typing import Callable, List, Optional
 
+from . import ops
+
 DTYPES = ("fp32", "fp16", "bf16")
 
 
@@ -91,7 +93,14 @@ class Variant:
 _registry: List[Variant] = []
 
 
+# The spec options some ops have (ops/<op>.py, Op.spec_options), each with the
+# value that leaves it off; the others (fp32_weights, stats) every op has.
+_SPEC_OPTIONS = {"rounding": "plain", "weight_offset": 0.0, "affine_variants": False, "bias_variants": False}
+
+
 def _register(op: str, name: str, **kw) -> Variant:
+    if op not in ops.OPS:
+        raise ValueError(f"{name}: op {op!r} is not one of {', '.join(ops.OPS)}")
     v = Variant(op=op, name=name, **kw)
     if v.backend not in ("cuda", "host"):
         raise ValueError(f"{name}: backend must be 'cuda' or 'host', not {v.backend!r}")
@@ -101,12 +110,10 @@ def _register(op: str, name: str, **kw) -> Variant:
         raise ValueError(f"{name}: rounding must be 'plain' or 'llama', not {v.rounding!r}")
     if v.stats not in ("fp32", "activation"):
         raise ValueError(f"{name}: stats must be 'fp32' or 'activation', not {v.stats!r}")
-    if op != "rmsnorm" and (v.rounding != "plain" or v.weight_offset != 0.0):
-        raise ValueError(f"{name}: rounding and weight_offset are RMSNorm specs")
-    if v.affine_variants and op != "layernorm":
-        raise ValueError(f"{name}: affine_variants is a LayerNorm spec")
-    if v.bias_variants and op != "rmsnorm":
-        raise ValueError(f"{name}: bias_variants is an RMSNorm spec (LayerNorm's beta: affine_variants)")
+    own = ops.OPS[op].spec_options
+    for option, off in _SPEC_OPTIONS.items():
+        if getattr(v, option) != off and option not in own:
+            raise ValueError(f"{name}: {option} is not among {op}'s specs ({', '.join(own) or 'none'})")
     if v.bias_variants and v.rounding == "llama":
         raise ValueError(f"{name}: a bias with rounding='llama' is not modelled")
     if v.stats != "fp32" and not v.saves_stats:

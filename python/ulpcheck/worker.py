@@ -28,6 +28,7 @@ import sys
 import traceback
 
 import ulpcheck
+from ulpcheck import ops
 
 DTYPE_CODES = {0: "fp32", 1: "fp16", 2: "bf16"}  # harness/core/dtype.h's DType
 
@@ -221,87 +222,72 @@ def _store(name, got, out):
     out.copy_(got)
 
 
+class Call:
+    """One request's tensors, as torch tensors over ulpcheck's buffers, by the
+    names its op gives them; what an op's entry point (ulpcheck/ops) reads and
+    stores."""
+
+    def __init__(self, req, regions):
+        dtype_code, self.M, self.N, self.ld, self.eps = req["shape"]
+        self.dt = DTYPE_CODES[dtype_code]
+        # The spec's weight dtype (w, gamma, beta and their gradients); older coordinators send none.
+        self.wdt = DTYPE_CODES[req["spec"]["wdtype"]] if "spec" in req else self.dt
+        # The saved statistics' dtype: fp32, or x's (stats=T); ulpcheck keeps them in fp32 buffers either way.
+        self.sdt = DTYPE_CODES[req["spec"].get("stats", 0)] if "spec" in req else "fp32"
+        self.ptrs = req["ptrs"]
+        self.regions = regions
+
+    def has(self, name):
+        """Whether the call passes tensor `name` (the spec may lack it: a bias, LayerNorm's beta)."""
+        return self.ptrs.get(name) is not None
+
+    def act(self, name):
+        """An activation (x, dy, y, dx): M x N with row stride ld."""
+        return self.regions.tensor(self.ptrs[name], self.dt, self.M, self.N, self.ld)
+
+    def vec(self, name):
+        """A weight or its gradient; None where the spec has none (LayerNorm's affine=nobias|none)."""
+        return self.regions.tensor(self.ptrs[name], self.wdt, 1, self.N, self.N)[0] if self.has(name) else None
+
+    def store(self, name, got, out):
+        _store(name, got, out)
+
+    def store_vec(self, name, got):
+        if self.has(name):
+            _store(name, got, self.vec(name))
+
+    def stat(self, name):
+        return self.regions.tensor(self.ptrs[name], "fp32", self.M, 1, 1)[:, 0]
+
+    def store_stat(self, name, got):
+        """A statistic saved in x's dtype (stats=T) widens exactly into the fp32 buffer."""
+        if self.sdt != "fp32" and got is not None and got.dtype == _torch_dtype(self.sdt):
+            got = got.float()
+        _store(name, got, self.stat(name))
+
+    def saved_stat(self, name):
+        """What the variant's backward is given: the saved values, in the dtype it saved them in."""
+        s = self.stat(name)
+        return s if self.sdt == "fp32" else s.to(_torch_dtype(self.sdt))
+
+
 def execute(req):
     import torch
     variant = ulpcheck.find(req["variant"])
     if variant is None:
         raise ValueError(f"this worker has no variant {req['variant']!r}")
-    dtype_code, M, N, ld, eps = req["shape"]
-    dt = DTYPE_CODES[dtype_code]
-    # The spec's weight dtype (w, gamma, beta and their gradients); older coordinators send none.
-    wdt = DTYPE_CODES[req["spec"]["wdtype"]] if "spec" in req else dt
-    # The saved statistics' dtype: fp32, or x's (stats=T); ulpcheck keeps them in fp32 buffers either way.
-    sdt = DTYPE_CODES[req["spec"].get("stats", 0)] if "spec" in req else "fp32"
+    run = ops.serving(req["entry"]).entries[req["entry"]]
     sm_count, ctas, perturb = req["env"]
-    entry, ptrs = req["entry"], req["ptrs"]
     regions = Regions(req["regions"])
     try:
-        def act(name, rows=M, cols=N, stride=ld):
-            return regions.tensor(ptrs[name], dt, rows, cols, stride)
-
-        def vec(name):
-            """A weight or its gradient; None where the spec has none (LayerNorm's affine=nobias|none)."""
-            return None if ptrs.get(name) is None else regions.tensor(ptrs[name], wdt, 1, N, N)[0]
-
-        def store_vec(name, got):
-            if ptrs.get(name) is not None:
-                _store(name, got, vec(name))
-
-        def stat(name):
-            return regions.tensor(ptrs[name], "fp32", M, 1, 1)[:, 0]
-
-        def store_stat(name, got):
-            """A statistic saved in x's dtype (stats=T) widens exactly into the fp32 buffer."""
-            if sdt != "fp32" and got is not None and got.dtype == _torch_dtype(sdt):
-                got = got.float()
-            _store(name, got, stat(name))
-
-        def saved_stat(name):
-            """What the variant's backward is given: the saved values, in the dtype it saved them in."""
-            s = stat(name)
-            return s if sdt == "fp32" else s.to(_torch_dtype(sdt))
-
+        call = Call(req, regions)
         cuda = variant.backend == "cuda"
         device = next((t.device for t in regions.bytes.values() if t.is_cuda), None)
         if cuda:
             _poison_allocator(device, 4 * sum(t.numel() for t in regions.bytes.values()))
         side = _perturb_schedule(device) if cuda and perturb else None
         with torch.no_grad():
-            # A bias (RMSNorm's, bias=yes) is passed only to a variant that declares bias_variants.
-            bias = {"bias": vec("b")} if ptrs.get("b") is not None else {}
-            if entry == "rmsnorm_forward":
-                out = variant.forward(act("x"), vec("w"), eps, **bias)
-                y, rstd = (out if variant.saves_stats else (out, None))
-                _store("y", y, act("y"))
-                if variant.saves_stats:
-                    store_stat("rstd", rstd)
-            elif entry == "rmsnorm_backward":
-                rstd = saved_stat("rstd") if variant.saves_stats else None
-                bias = {"has_bias": True} if ptrs.get("db") is not None else {}
-                with torch.enable_grad():
-                    grads = variant.backward(act("x"), vec("w"), act("dy"), rstd, eps, **bias)
-                if len(grads) != 2 + len(bias):
-                    raise ValueError(f"returned {len(grads)} gradients, expected {'dx, dw, db' if bias else 'dx, dw'}")
-                _store("dx", grads[0], act("dx"))
-                store_vec("dw", grads[1])
-                if bias:
-                    store_vec("db", grads[2])
-            elif entry == "layernorm_forward":
-                out = variant.forward(act("x"), vec("gamma"), vec("beta"), eps)
-                y, mean, rstd = (out if variant.saves_stats else (out, None, None))
-                _store("y", y, act("y"))
-                if variant.saves_stats:
-                    store_stat("mean", mean)
-                    store_stat("rstd", rstd)
-            elif entry == "layernorm_backward":
-                mean, rstd = (saved_stat("mean"), saved_stat("rstd")) if variant.saves_stats else (None, None)
-                with torch.enable_grad():
-                    dx, dgamma, dbeta = variant.backward(act("x"), vec("gamma"), act("dy"), mean, rstd, eps)
-                _store("dx", dx, act("dx"))
-                store_vec("dgamma", dgamma)
-                store_vec("dbeta", dbeta)
-            else:
-                raise ValueError(f"unknown entry point {entry!r}")
+            run(variant, call)
         if cuda:
             torch.cuda.synchronize()
             del side
@@ -367,7 +353,8 @@ def load_all(paths):
         added = [v for v in ulpcheck.variants() if v.name not in before]
         if not added:
             raise KernelsFileError(
-                f"{path} registers no variant: a kernels file calls ulpcheck.rmsnorm(...) or ulpcheck.layernorm(...) "
+                f"{path} registers no variant: a kernels file calls "
+                f"{' or '.join(f'ulpcheck.{op}(...)' for op in ops.OPS)} "
                 f"(see python/ulpcheck/__init__.py)")
         for v in added:
             origin[v.name] = provenance(path, v)

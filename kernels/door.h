@@ -1,0 +1,124 @@
+// An op's doors: how its variants cross into a worker process (the Python
+// door and `ulpcheck worker`, kernels/plugin/remote.h) and in from a C
+// plugin (include/ulpcheck/plugin.h, kernels/plugin/plugin_loader.h). Each
+// op with doors registers one OpDoor from its own folder
+// (kernels/<op>/<op>_door.cpp); the plugin loader and the worker protocol
+// meet ops only through it, never by name. An op without one (a multi-rank
+// op: its ranks share a process) has no plugin or Python variants and runs
+// its own variants in the campaign's process.
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "harness/core/accuracy.h"
+#include "include/ulpcheck/plugin.h"
+#include "kernels/common/row_launch.h"
+#include "kernels/registry.h"
+
+namespace ulpcheck {
+
+class PluginVariant;  // kernels/plugin/plugin_variant.h
+
+/// One call's tensors by the names its op gives them ("x", "w", "rstd", ...);
+/// null where the case's spec has none (LayerNorm's beta under affine=nobias).
+using NamedTensors = std::vector<std::pair<const char*, const void*>>;
+
+/// Calls entry point `entry` ("rmsnorm_forward", ...) of a variant that runs
+/// in a worker process, with the call's tensors; throws KernelFailure when the
+/// worker fails it, dies or hangs.
+using RemoteEntry = std::function<void(const char* entry, const RowShape&, const LaunchEnv&, const NamedTensors&)>;
+
+/// In the worker: the address of the call's tensor `name` in this process
+/// (null where the coordinator passed none).
+using TensorAt = std::function<void*(const char* name)>;
+
+/// The call's fp32 tensor `name` (saved statistics).
+inline float* floatsAt(const TensorAt& at, const char* name) { return static_cast<float*>(at(name)); }
+
+/// The reduction depths of a black-box variant's launch (blackBoxDepths).
+using DepthsOf = std::function<ReductionDepths(const RowShape&, const LaunchEnv&)>;
+
+struct OpDoor {
+  std::string op;
+  /// The outputs a variant that does not save its statistics leaves out
+  /// (KernelInfo::unprovided_outputs of a Python variant without saves_stats).
+  std::vector<std::string> statistics;
+
+  // The coordinator's side.
+  /// Replaces registered variant `name`'s entry points with `call` (its
+  /// KernelInfo::remote set): how a built-in or plugin variant moves into a
+  /// worker process.
+  std::function<void(const std::string& name, RemoteEntry call)> forward_into;
+  /// Registers a variant that exists only in a worker (a Python variant).
+  std::function<void(KernelInfo info, RemoteEntry call, DepthsOf depths)> add_remote;
+
+  // The worker's side.
+  struct Entry {
+    std::string name;  // "rmsnorm_forward"
+    /// Runs registered variant `variant` on the call's tensors and returns
+    /// (synchronisation is the caller's).
+    std::function<void(const std::string& variant, const RowShape&, const TensorAt&, const LaunchEnv&)> run;
+  };
+  std::vector<Entry> entries;
+  /// Registered variant `name` of this op, or null.
+  std::function<const KernelInfo*(const std::string& name)> find;
+
+  // The C ABI's side (include/ulpcheck/plugin.h).
+  /// Why the plugin's variant cannot be this op's (an entry point it leaves
+  /// null); empty if it can.
+  std::function<std::string(const ulpcheck_variant&)> plugin_problem;
+  /// Registers the plugin's variant, its calls going through the ABI.
+  std::function<void(const KernelInfo& info, std::shared_ptr<const PluginVariant> v)> add_plugin;
+};
+
+/// Registered variant `name` of the op whose variants `Registry` holds;
+/// throws std::invalid_argument naming both where there is none.
+template <typename Kernel>
+const Kernel& registeredVariant(const std::string& op, const std::string& name) {
+  const Kernel* k = KernelRegistry<Kernel>::find(name);
+  if (!k) throw std::invalid_argument(fmt::format("no {} variant '{}' is registered here", op, name));
+  return *k;
+}
+
+/// `door` with the parts every op whose variants live in a
+/// KernelRegistry<Kernel> (with `info`, `workspace_bytes` and `depths`)
+/// shares: forward_into, add_remote and find, given how the op forwards a
+/// variant's entry points through a RemoteEntry (`forwarded`, which sets
+/// info.remote).
+template <typename Kernel>
+OpDoor withRegistry(OpDoor door, Kernel (*forwarded)(Kernel, RemoteEntry)) {
+  using Registry = KernelRegistry<Kernel>;
+  door.forward_into = [forwarded, op = door.op](const std::string& name, RemoteEntry call) {
+    Registry::replace(forwarded(registeredVariant<Kernel>(op, name), std::move(call)));
+  };
+  door.add_remote = [forwarded](KernelInfo info, RemoteEntry call, DepthsOf depths) {
+    Kernel k{};
+    k.info = std::move(info);
+    k.workspace_bytes = [](const RowShape&, const LaunchEnv&) { return size_t(0); };
+    k.depths = std::move(depths);
+    Registry::add(forwarded(std::move(k), std::move(call)));
+  };
+  door.find = [](const std::string& name) -> const KernelInfo* {
+    const Kernel* k = Registry::find(name);
+    return k ? &k->info : nullptr;
+  };
+  return door;
+}
+
+/// Registers an op's doors (from a static initialiser in its folder).
+bool registerDoor(OpDoor door);
+/// The doors of `op`, or null where it has none.
+const OpDoor* findDoor(const std::string& op);
+/// The ops with doors, sorted ("layernorm, rmsnorm"), for messages.
+std::string opsWithDoors();
+/// The door whose worker side serves entry point `entry`, or null.
+const OpDoor* doorServing(const std::string& entry);
+
+}  // namespace ulpcheck
