@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/buffer.h"
-#include "harness/core/cuda_ops.h"
-#include "harness/core/datagen.h"
-#include "harness/core/device.h"
+#include "core/buffer.h"
+#include "core/cuda_ops.h"
+#include "core/datagen.h"
+#include "core/device.h"
 #include "kernels/allreduce_rmsnorm/allreduce_rmsnorm.h"
 
 using namespace ulpcheck;

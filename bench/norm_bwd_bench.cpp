@@ -24,9 +24,9 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/buffer.h"
-#include "harness/core/cuda_check.h"
-#include "harness/core/datagen.h"
+#include "core/buffer.h"
+#include "core/cuda_check.h"
+#include "core/datagen.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 

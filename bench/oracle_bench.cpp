@@ -15,9 +15,9 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/buffer.h"  // poisonBits, used by layernorm_inputs.h
-#include "harness/core/case_spec.h"
-#include "harness/core/parallel.h"
+#include "core/buffer.h"  // poisonBits, used by layernorm_inputs.h
+#include "core/case_spec.h"
+#include "core/parallel.h"
 #include "oracles/layernorm.h"
 #include "oracles/rmsnorm.h"
 #include "properties/layernorm_inputs.h"

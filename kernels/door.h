@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/accuracy.h"
+#include "core/accuracy.h"
 #include "include/ulpcheck/plugin.h"
 #include "kernels/common/row_launch.h"
 #include "kernels/registry.h"

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/buffer.h"
-#include "harness/core/dtype.h"
+#include "core/buffer.h"
+#include "core/dtype.h"
 #include "kernels/common/row_launch.h"
 
 namespace ulpcheck {
@@ -44,7 +44,7 @@ struct LayoutPreconditions {
   }
 };
 
-/// The specs a variant implements (harness/core/norm_spec.h): a case asking
+/// The specs a variant implements (core/norm_spec.h): a case asking
 /// for another is neither generated for it nor run on it (skipped, saying
 /// why). The defaults are the plain spec; a variant may implement more
 /// (ulpcheck's own kernels take every rounding point and offset) or only

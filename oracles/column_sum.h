@@ -10,9 +10,9 @@
 #include <memory>
 #include <vector>
 
-#include "harness/core/accuracy.h"
-#include "harness/core/datagen.h"
-#include "harness/core/parallel.h"
+#include "core/accuracy.h"
+#include "core/datagen.h"
+#include "core/parallel.h"
 #include "oracles/double_word.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/oracle_mode.h"

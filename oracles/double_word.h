@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "harness/core/hd.h"
+#include "core/hd.h"
 
 namespace ulpcheck::dw {
 

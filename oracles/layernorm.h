@@ -5,10 +5,10 @@
 
 #include <vector>
 
-#include "harness/core/accuracy.h"
-#include "harness/core/datagen.h"
-#include "harness/core/norm_spec.h"
-#include "harness/core/parallel.h"
+#include "core/accuracy.h"
+#include "core/datagen.h"
+#include "core/norm_spec.h"
+#include "core/parallel.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/reference.h"
 

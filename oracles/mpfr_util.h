@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "harness/core/dtype.h"
+#include "core/dtype.h"
 
 namespace ulpcheck::mp {
 

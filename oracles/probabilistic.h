@@ -54,7 +54,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "harness/core/accuracy.h"
+#include "core/accuracy.h"
 #include "oracles/tolerances.h"
 
 namespace ulpcheck::probabilistic {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/core/dtype.h"
-#include "harness/core/hd.h"
+#include "core/dtype.h"
+#include "core/hd.h"
 #include "oracles/tolerances.h"
 
 namespace ulpcheck {

@@ -55,7 +55,7 @@
 //   orders a launch may take (pointer alignment picks one).
 //
 // ---------------------------------------------------------------------------
-// Specs (harness/core/norm_spec.h): weight dtype, offset, Llama rounding.
+// Specs (core/norm_spec.h): weight dtype, offset, Llama rounding.
 //
 // Weight dtype: w is read in its own dtype (an fp32 w beside 16-bit x, or
 // the same); dw is rounded to it. Every product above stays exact (24 x 24

@@ -11,8 +11,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "harness/core/dtype.h"
-#include "harness/core/hd.h"
+#include "core/dtype.h"
+#include "core/hd.h"
 #include "oracles/reference.h"
 
 namespace ulpcheck::rmsnorm_budget {

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "harness/core/cuda_check.h"
-#include "harness/core/device.h"
+#include "core/cuda_check.h"
+#include "core/device.h"
 #include "oracles/double_word.h"
 #include "oracles/rmsnorm_budgets.h"
 #include "oracles/tolerances.h"

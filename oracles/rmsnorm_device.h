@@ -12,7 +12,7 @@
 // (oracles/rmsnorm_budgets.h), in the same order, without contracted
 // multiply-adds (this file is built with -fmad=false); each element is
 // judged as properties/accuracy.cpp judges it, its buckets those of
-// properties/error_buckets.h. The sums whose order matters to a budget
+// core/error_buckets.h. The sums whose order matters to a budget
 // (m's sum |a x|, dW's magnitudes, the ordered bound's partial sums) run in
 // the host's order. What may differ: rms_ulp's sum of squares (added by
 // rows here), which no verdict reads.
@@ -22,9 +22,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/core/accuracy.h"
-#include "harness/core/dtype.h"
-#include "properties/error_buckets.h"
+#include "core/accuracy.h"
+#include "core/dtype.h"
+#include "core/error_buckets.h"
 
 namespace ulpcheck::gpu_oracle {
 

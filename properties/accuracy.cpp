@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/parallel.h"
-#include "harness/core/phase_timer.h"
+#include "core/parallel.h"
+#include "core/phase_timer.h"
 #include "oracles/oracle_mode.h"
 
 namespace ulpcheck {

@@ -7,9 +7,9 @@
 
 #include <vector>
 
-#include "harness/core/buffer.h"
-#include "harness/core/case_spec.h"
-#include "harness/core/datagen.h"
+#include "core/buffer.h"
+#include "core/case_spec.h"
+#include "core/datagen.h"
 #include "properties/rmsnorm_inputs.h"
 
 namespace ulpcheck {

@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/cuda_ops.h"
-#include "harness/core/device.h"
-#include "harness/core/schedule_noise.h"
+#include "core/cuda_ops.h"
+#include "core/device.h"
+#include "core/schedule_noise.h"
 #include "kernels/allreduce_rmsnorm/allreduce_rmsnorm.h"
 #include "oracles/allreduce_rmsnorm.h"
 #include "properties/allreduce_rmsnorm_inputs.h"

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/rng.h"
+#include "core/rng.h"
 #include "properties/bitwise.h"
 #include "properties/generators.h"
 #include "properties/property.h"

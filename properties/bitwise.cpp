@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/phase_timer.h"
+#include "core/phase_timer.h"
 
 namespace ulpcheck {
 

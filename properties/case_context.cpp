@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/datagen.h"
-#include "harness/core/phase_timer.h"
+#include "core/datagen.h"
+#include "core/phase_timer.h"
 
 namespace ulpcheck {
 

@@ -1,6 +1,6 @@
 // Linked into the GPU suites: before main (and before any test starts CUDA),
 // a test run under CTest resource allocation sees only the GPUs it was given.
-#include "harness/core/ctest_gpus.h"
+#include "core/ctest_gpus.h"
 
 namespace {
 const bool allocated = (ulpcheck::useCtestAllocatedGpus(), true);

@@ -15,8 +15,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/datagen.h"
-#include "harness/core/schedule_noise.h"
+#include "core/datagen.h"
+#include "core/schedule_noise.h"
 #include "properties/accuracy.h"
 #include "properties/bitwise.h"
 #include "properties/property.h"

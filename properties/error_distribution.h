@@ -22,12 +22,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "properties/error_buckets.h"
+#include "core/error_buckets.h"
 
 namespace ulpcheck {
 
 struct ErrorDistribution {
-  // The buckets: properties/error_buckets.h.
+  // The buckets: core/error_buckets.h.
   static constexpr int kPerOctave = error_buckets::kPerOctave;
   static constexpr int kRatioLow = error_buckets::kRatioLow, kRatioHigh = error_buckets::kRatioHigh;
   static constexpr int kUlpLow = error_buckets::kUlpLow, kUlpHigh = error_buckets::kUlpHigh;

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/datagen.h"
+#include "core/datagen.h"
 #include "properties/bitwise.h"
 #include "properties/property.h"
 

@@ -12,7 +12,7 @@
 
 #include <rapidcheck.h>
 
-#include "harness/core/case_spec.h"
+#include "core/case_spec.h"
 
 namespace ulpcheck {
 

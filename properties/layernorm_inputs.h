@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "harness/core/buffer.h"
-#include "harness/core/case_spec.h"
-#include "harness/core/datagen.h"
+#include "core/buffer.h"
+#include "core/case_spec.h"
+#include "core/datagen.h"
 
 namespace ulpcheck {
 

@@ -12,9 +12,9 @@
 
 #include <rapidcheck.h>
 
-#include "harness/core/buffer.h"
-#include "harness/core/case_spec.h"
-#include "harness/core/parallel.h"
+#include "core/buffer.h"
+#include "core/case_spec.h"
+#include "core/parallel.h"
 #include "kernels/registry.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/reference.h"
@@ -76,7 +76,7 @@ struct RunResult {
 /// invariance, fused vs unfused) on the same rows, and the oracle reads them
 /// too. Holds the case's own rows and the last other layout. Inputs are
 /// pure functions of the case's data fields and the rows' logical ids
-/// (harness/core/datagen.h), so a cached one is the generated one.
+/// (core/datagen.h), so a cached one is the generated one.
 class InputCache {
  public:
   /// The inputs of `layout`, made by `make` unless held already.
@@ -110,7 +110,7 @@ struct ExecContext {
   int sm_count = 132;  // device's, or the one the host port emulates (an H100's)
   ThreadPool* pool = nullptr;
   /// Every run launches its kernels beside a random load on another stream
-  /// (harness/core/schedule_noise.h), so repeated runs meet different CTA
+  /// (core/schedule_noise.h), so repeated runs meet different CTA
   /// schedules: what the determinism property needs to see order-dependent
   /// results. CUDA variants only.
   bool perturb_schedule = false;
@@ -151,7 +151,7 @@ class OpAdapter {
   virtual ~OpAdapter() = default;
   virtual std::string name() const = 0;
   virtual std::vector<KernelInfo> kernels() const = 0;
-  /// The spec fields (case-string keys, harness/core/norm_spec.h) the op
+  /// The spec fields (case-string keys, core/norm_spec.h) the op
   /// has; a case setting another is malformed (declareSpecFields).
   virtual std::vector<std::string> specFields() const = 0;
   /// Runs the case's variant on the rows of `layout` (positions 0..size-1).

@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/datagen.h"
-#include "harness/core/device.h"
-#include "harness/core/phase_timer.h"
-#include "harness/core/schedule_noise.h"
+#include "core/datagen.h"
+#include "core/device.h"
+#include "core/phase_timer.h"
+#include "core/schedule_noise.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/probabilistic.h"
 #include "oracles/rmsnorm.h"

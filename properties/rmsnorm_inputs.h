@@ -5,9 +5,9 @@
 
 #include <optional>
 
-#include "harness/core/buffer.h"
-#include "harness/core/case_spec.h"
-#include "harness/core/datagen.h"
+#include "core/buffer.h"
+#include "core/case_spec.h"
+#include "core/datagen.h"
 
 namespace ulpcheck {
 

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/datagen.h"
-#include "harness/core/device.h"
-#include "harness/core/schedule_noise.h"
+#include "core/datagen.h"
+#include "core/device.h"
+#include "core/schedule_noise.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "oracles/rmsnorm.h"
 #include "properties/accuracy.h"

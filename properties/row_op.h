@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/case_spec.h"
+#include "core/case_spec.h"
 #include "kernels/common/row_launch.h"
 #include "properties/op.h"
 

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/cuda_ops.h"
-#include "harness/core/phase_timer.h"
+#include "core/cuda_ops.h"
+#include "core/phase_timer.h"
 
 namespace ulpcheck {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/core/buffer.h"
-#include "harness/core/datagen.h"
+#include "core/buffer.h"
+#include "core/datagen.h"
 #include "properties/op.h"
 
 namespace ulpcheck {

@@ -21,10 +21,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "harness/core/ctest_gpus.h"
-#include "harness/core/device.h"
-#include "harness/core/memory_limit.h"
-#include "harness/core/parallel.h"
+#include "core/ctest_gpus.h"
+#include "core/device.h"
+#include "core/memory_limit.h"
+#include "core/parallel.h"
 #include "harness/report/html.h"
 #include "harness/report/junit.h"
 #include "harness/report/progress.h"

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/phase_timer.h"
+#include "core/phase_timer.h"
 #include "harness/runner/campaign.h"
 #include "harness/runner/campaign_json.h"
 

@@ -7,7 +7,7 @@
 
 #include <array>
 
-#include "harness/core/phase_timer.h"
+#include "core/phase_timer.h"
 #include "harness/runner/campaign.h"
 
 namespace ulpcheck {
@@ -23,7 +23,7 @@ std::string formatCoverage(const CampaignResult& r);
 std::string formatFindings(const Outcome& o);
 std::string formatStats(const Outcome& o);
 nlohmann::json campaignSummaryJson(const CampaignResult& r);
-/// Where `seconds` of wall time went (seconds per Phase, harness/core/
+/// Where `seconds` of wall time went (seconds per Phase, core/
 /// phase_timer.h), one line; seconds < 0: the phases only.
 std::string formatPhaseTimes(const std::array<double, size_t(Phase::kCount)>& phases, double seconds);
 

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/datagen.h"
-#include "harness/core/device.h"
+#include "core/datagen.h"
+#include "core/device.h"
 
 namespace ulpcheck {
 

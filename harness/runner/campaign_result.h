@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/core/case_spec.h"
+#include "core/case_spec.h"
 #include "harness/runner/plan.h"
 #include "properties/error_distribution.h"
 #include "properties/property.h"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/device.h"
+#include "core/device.h"
 #include "harness/runner/campaign_json.h"
 #include "harness/runner/exit_codes.h"
 #include "harness/runner/workers.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/core/phase_timer.h"
+#include "core/phase_timer.h"
 #include "harness/runner/campaign.h"
 
 namespace ulpcheck {

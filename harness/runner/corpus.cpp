@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/rng.h"
+#include "core/rng.h"
 
 namespace ulpcheck {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/core/case_spec.h"
+#include "core/case_spec.h"
 
 namespace ulpcheck {
 

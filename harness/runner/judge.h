@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "harness/core/distribution.h"
+#include "core/distribution.h"
 #include "harness/runner/campaign_result.h"
 
 namespace ulpcheck {

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/buffer.h"
-#include "harness/core/memory_limit.h"
+#include "core/buffer.h"
+#include "core/memory_limit.h"
 #include "kernels/plugin/remote.h"
 
 namespace ulpcheck {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/core/device.h"
-#include "harness/core/parallel.h"
+#include "core/device.h"
+#include "core/parallel.h"
 #include "properties/case_context.h"
 #include "properties/property.h"
 

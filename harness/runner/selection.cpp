@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/device.h"
+#include "core/device.h"
 #include "harness/runner/run_case.h"
 
 namespace ulpcheck {

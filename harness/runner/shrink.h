@@ -8,7 +8,7 @@
 
 #include <rapidcheck.h>
 
-#include "harness/core/case_spec.h"
+#include "core/case_spec.h"
 #include "properties/property.h"
 
 namespace ulpcheck {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "harness/core/rng.h"
+#include "core/rng.h"
 
 namespace ulpcheck {
 

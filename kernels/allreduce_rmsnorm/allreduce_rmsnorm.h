@@ -6,7 +6,7 @@
 //   residual_out = round_T(s + residual)
 //   y            = round_T(RMSNorm(residual_out) * w)   (kernels/rmsnorm/rmsnorm.h's forward)
 //
-// Under res=fp32 (harness/core/norm_spec.h) the residual and residual_out
+// Under res=fp32 (core/norm_spec.h) the residual and residual_out
 // are fp32: residual_out = round_fp32(s + residual), and y normalises that
 // fp32 value (quack's rmsnorm(residual=..., residual_dtype=torch.float32):
 // the residual stream kept in fp32 beside 16-bit activations). With R = 1
@@ -29,7 +29,7 @@
 #include <cstddef>
 #include <functional>
 
-#include "harness/core/accuracy.h"
+#include "core/accuracy.h"
 #include "kernels/common/row_launch.h"
 #include "kernels/registry.h"
 

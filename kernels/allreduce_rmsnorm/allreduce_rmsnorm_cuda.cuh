@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "harness/core/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/allreduce_rmsnorm/allreduce_rmsnorm.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rmsnorm/rmsnorm_forward.cuh"

@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/cuda_ops.h"
-#include "harness/core/device.h"
+#include "core/cuda_ops.h"
+#include "core/device.h"
 #include "kernels/allreduce_rmsnorm/allreduce_rmsnorm_cuda.cuh"
 
 namespace ulpcheck::allreduce_rmsnorm_cuda {

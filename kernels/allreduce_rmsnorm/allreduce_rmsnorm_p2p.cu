@@ -11,7 +11,7 @@
 //                       every peer, all-gather of the rows the peers own
 #include <vector>
 
-#include "harness/core/cuda_ops.h"
+#include "core/cuda_ops.h"
 #include "kernels/allreduce_rmsnorm/allreduce_rmsnorm_cuda.cuh"
 
 namespace ulpcheck::allreduce_rmsnorm_cuda {

@@ -12,7 +12,7 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "harness/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/common/cuda_defects.h"
 #include "kernels/common/row_launch.h"
 #include "kernels/common/row_plan.h"
@@ -169,7 +169,7 @@ inline RowPlan planFor(const RowShape& s, std::initializer_list<const void*> ptr
   return planRow(s.dtype, s.N, s.ld, aligned, max_threads);
 }
 
-/// stats=T (harness/core/norm_spec.h): the saved statistics rounded to the
+/// stats=T (core/norm_spec.h): the saved statistics rounded to the
 /// activation dtype T, as a kernel that stores them in a T tensor does (the
 /// forward's y used the fp32 values); they stay fp32 arrays in the ABI.
 template <typename T>

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "harness/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/common/row_launch.h"
 #include "kernels/common/row_plan.h"
 
@@ -29,7 +29,7 @@ inline void store(void* base, DType t, int64_t i, float v) {
 }
 
 /// A statistic as the forward saves it: fp32, or rounded to the activation
-/// dtype under stats=T (harness/core/norm_spec.h), as a kernel storing it in a
+/// dtype under stats=T (core/norm_spec.h), as a kernel storing it in a
 /// T tensor does; the forward's own y uses the fp32 value.
 inline float savedStat(const RowShape& s, float v) {
   return s.spec.stats ? static_cast<float>(roundToFormat(s.dtype, v)) : v;

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "harness/core/dtype.h"
-#include "harness/core/norm_spec.h"
+#include "core/dtype.h"
+#include "core/norm_spec.h"
 
 namespace ulpcheck {
 
@@ -25,7 +25,7 @@ struct LaunchEnv {
   int sm_count = 132;
   int ctas_override = 0;
   void* stream = nullptr;  // cudaStream_t for CUDA variants
-  // Run beside a schedule-perturbing load (harness/core/schedule_noise.h):
+  // Run beside a schedule-perturbing load (core/schedule_noise.h):
   // the op adapter starts it for in-process variants, a worker for remote ones.
   bool perturb_schedule = false;
   // The longest one call of a variant that runs in a worker process

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/core/accuracy.h"
-#include "harness/core/dtype.h"
-#include "harness/core/hd.h"
+#include "core/accuracy.h"
+#include "core/dtype.h"
+#include "core/hd.h"
 #include "kernels/common/row_launch.h"
 #include "kernels/registry.h"
 

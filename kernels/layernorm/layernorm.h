@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <functional>
 
-#include "harness/core/accuracy.h"
+#include "core/accuracy.h"
 #include "kernels/common/row_launch.h"
 #include "kernels/registry.h"
 

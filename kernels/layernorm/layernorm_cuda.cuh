@@ -20,7 +20,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "harness/core/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/common/row_cuda.cuh"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/layernorm/layernorm_plan.h"

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/cuda_ops.h"
-#include "harness/core/sha256.h"
+#include "core/cuda_ops.h"
+#include "core/sha256.h"
 #include "include/ulpcheck/plugin.h"
 #include "kernels/door.h"
 #include "kernels/plugin/plugin_variant.h"

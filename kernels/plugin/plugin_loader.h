@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/core/accuracy.h"
+#include "core/accuracy.h"
 #include "kernels/common/row_launch.h"
 
 namespace ulpcheck {

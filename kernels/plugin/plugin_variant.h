@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "harness/core/accuracy.h"
+#include "core/accuracy.h"
 #include "include/ulpcheck/plugin.h"
 #include "kernels/common/row_launch.h"
 

@@ -28,10 +28,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/core/cuda_ops.h"
-#include "harness/core/device.h"
-#include "harness/core/schedule_noise.h"
-#include "harness/core/shared_memory.h"
+#include "core/cuda_ops.h"
+#include "core/device.h"
+#include "core/schedule_noise.h"
+#include "core/shared_memory.h"
 #include "kernels/door.h"
 #include "kernels/plugin/plugin_loader.h"
 

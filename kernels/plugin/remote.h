@@ -5,7 +5,7 @@
 //
 // The coordinator keeps everything but the kernel call: inputs, poison,
 // canaries, oracle, judgment. Every Buffer is a shared region
-// (harness/core/shared_memory.h), so a call names its tensors as (region,
+// (core/shared_memory.h), so a call names its tensors as (region,
 // offset) and the worker maps the same bytes: a memfd on the host, a CUDA
 // IPC handle on the GPU. Protocol: over a Unix socket pair, each message a
 // 4-byte little-endian length and a JSON object; a request names the

@@ -14,7 +14,7 @@
 #include <functional>
 #include <optional>
 
-#include "harness/core/accuracy.h"
+#include "core/accuracy.h"
 #include "kernels/common/row_launch.h"
 #include "kernels/registry.h"
 

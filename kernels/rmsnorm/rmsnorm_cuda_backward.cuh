@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "harness/core/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/common/row_cuda.cuh"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rmsnorm/rmsnorm_forward.cuh"

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "harness/core/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/common/row_cuda.cuh"
 #include "kernels/rmsnorm/rmsnorm.h"
 
@@ -25,7 +25,7 @@ __device__ __forceinline__ float accumulateSquare(float x, float acc) {
   return __fmaf_rn(x, x, acc);
 }
 
-/// The spec's weight handling (harness/core/norm_spec.h): offset + w formed
+/// The spec's weight handling (core/norm_spec.h): offset + w formed
 /// in fp32, and x-hat rounded to the activation dtype before the weight
 /// multiplies it under rounding=llama.
 struct WeightSpec {

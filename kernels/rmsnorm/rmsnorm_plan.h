@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "harness/core/accuracy.h"
+#include "core/accuracy.h"
 #include "kernels/common/row_launch.h"
 #include "kernels/common/row_plan.h"
 

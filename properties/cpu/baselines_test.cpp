@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/runner/baselines.h"
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/core/buffer.h"
+#include "core/buffer.h"
 #include "harness/runner/corpus.h"
 
 namespace ulpcheck {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "properties/cpu/cli_support.h"
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

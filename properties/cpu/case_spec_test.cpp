@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <rapidcheck.h>
 
-#include "harness/core/case_spec.h"
+#include "core/case_spec.h"
 #include "properties/allreduce_rmsnorm_inputs.h"
 #include "properties/generators.h"
 #include "properties/op.h"

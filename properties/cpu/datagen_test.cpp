@@ -2,7 +2,7 @@
 // values exactly representable, each distribution in the regime it names.
 #include <gtest/gtest.h>
 
-#include "harness/core/datagen.h"
+#include "core/datagen.h"
 
 namespace ulpcheck {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "harness/core/dtype.h"
+#include "core/dtype.h"
 
 namespace ulpcheck {
 namespace {

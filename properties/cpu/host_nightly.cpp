@@ -1,7 +1,7 @@
 // Nightly CPU tier: many more default-size cases on the host port.
 #include <gtest/gtest.h>
 
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

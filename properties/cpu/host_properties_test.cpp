@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -37,10 +37,10 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/buffer.h"  // poisonBits, used by layernorm_inputs.h without including it
-#include "harness/core/case_spec.h"
-#include "harness/core/datagen.h"
-#include "harness/core/parallel.h"
+#include "core/buffer.h"  // poisonBits, used by layernorm_inputs.h without including it
+#include "core/case_spec.h"
+#include "core/datagen.h"
+#include "core/parallel.h"
 #include "oracles/layernorm.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/tolerances.h"

@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 #include <rapidcheck.h>
 
-#include "harness/core/case_spec.h"
-#include "harness/core/datagen.h"
-#include "harness/core/parallel.h"
+#include "core/case_spec.h"
+#include "core/datagen.h"
+#include "core/parallel.h"
 #include "oracles/allreduce_rmsnorm.h"
 #include "oracles/layernorm.h"
 #include "oracles/oracle_mode.h"

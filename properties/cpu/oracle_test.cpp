@@ -7,7 +7,7 @@
 //   OracleThreads           bitwise the same result on 1, 3 and 4 threads
 //   OracleRoundToOdd        round-to-odd then roundToFormat == direct rounding
 //   OracleBudget            budgets finite, positive and not absurdly loose
-// Each runs over the spec variants of harness/core/norm_spec.h too (weight
+// Each runs over the spec variants of core/norm_spec.h too (weight
 // dtype, Gemma's offset, Llama's rounding point), with the spec's formulas
 // written here from its definition, not from the oracle's code.
 #include <gtest/gtest.h>
@@ -28,10 +28,10 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/buffer.h"
-#include "harness/core/case_spec.h"
-#include "harness/core/datagen.h"
-#include "harness/core/parallel.h"
+#include "core/buffer.h"
+#include "core/case_spec.h"
+#include "core/datagen.h"
+#include "core/parallel.h"
 #include "oracles/allreduce_rmsnorm.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/rmsnorm.h"
@@ -159,7 +159,7 @@ struct SpecCoverage {
 
 /// RMSNorm forward and backward of the case's spec written the textbook way
 /// in Boost (plain left-to-right sums, 1/sqrt, the r^3 form of dx), from the
-/// spec's definition (harness/core/norm_spec.h), independent of the oracle's
+/// spec's definition (core/norm_spec.h), independent of the oracle's
 /// mpfr_sum / rec_sqrt / r (a - xhat c) formulation. With v = offset + w (the
 /// weight decoded here from its storage bits in the spec's weight dtype):
 ///   plain  y = x r v                  dw_j = sum_i dy_ij x_ij r_i

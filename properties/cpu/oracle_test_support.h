@@ -18,8 +18,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/core/dtype.h"
-#include "harness/core/parallel.h"
+#include "core/dtype.h"
+#include "core/parallel.h"
 #include "oracles/double_word.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/reference.h"

@@ -3,13 +3,13 @@
 // caught or the case is reported inconclusive, never passed.
 #include <gtest/gtest.h>
 
-#include "harness/core/datagen.h"
+#include "core/datagen.h"
 #include "kernels/common/row_plan.h"
 #include "oracles/rmsnorm.h"
 #include "properties/accuracy.h"
 #include "properties/layernorm_inputs.h"
 #include "properties/rmsnorm_inputs.h"
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

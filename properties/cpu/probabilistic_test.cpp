@@ -4,14 +4,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "harness/core/datagen.h"
+#include "core/datagen.h"
 #include "kernels/plugin/plugin_loader.h"
 #include "oracles/layernorm.h"
 #include "oracles/rmsnorm.h"
 #include "properties/accuracy.h"
 #include "properties/layernorm_inputs.h"
 #include "properties/rmsnorm_inputs.h"
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/core/ctest_gpus.h"
+#include "core/ctest_gpus.h"
 #include "harness/report/table.h"
 #include "harness/runner/campaign_json.h"
 #include "harness/runner/exit_codes.h"

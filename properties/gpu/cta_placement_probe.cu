@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "harness/core/cuda_check.h"
+#include "core/cuda_check.h"
 
 namespace ulpcheck::testing {
 

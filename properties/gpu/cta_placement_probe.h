@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "harness/core/buffer.h"
+#include "core/buffer.h"
 
 namespace ulpcheck::testing {
 

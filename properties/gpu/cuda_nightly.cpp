@@ -1,7 +1,7 @@
 // Nightly GPU tier: the largest shapes (M up to 131072, N up to 131072).
 #include <gtest/gtest.h>
 
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

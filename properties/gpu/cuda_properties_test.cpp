@@ -6,14 +6,14 @@
 #include <iostream>
 #include <set>
 
-#include "harness/core/datagen.h"
-#include "harness/core/schedule_noise.h"
+#include "core/datagen.h"
+#include "core/schedule_noise.h"
 #if defined(ULPCHECK_HAVE_CUDA)
 #include <cuda_runtime.h>
 
 #include "properties/gpu/cta_placement_probe.h"
 #endif
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -15,7 +15,7 @@
 
 #include <rapidcheck.h>
 
-#include "harness/core/case_spec.h"
+#include "core/case_spec.h"
 #include "harness/runner/campaign.h"
 #include "kernels/plugin/plugin_loader.h"
 #include "kernels/rmsnorm/rmsnorm.h"
@@ -24,7 +24,7 @@
 #include "properties/case_context.h"
 #include "properties/generators.h"
 #include "properties/rmsnorm_gpu_judge.h"
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "harness/runner/exit_codes.h"
 #include "properties/cpu/cli_support.h"
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/runner/exit_codes.h"
-#include "properties/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -1,5 +1,5 @@
 """Python variants for the Python door's spec declarations (rounding,
-weight_offset, stats, bias_variants): each implements one spec of harness/core/norm_spec.h
+weight_offset, stats, bias_variants): each implements one spec of core/norm_spec.h
 in fp32 torch on the CPU, the way the libraries that ship it do (Liger's
 llama and gemma casting modes, Liger's LayerNorm up to at least 0.8.2 saving
 Mean and RSTD in x's dtype, quack's RMSNorm bias), and two get theirs

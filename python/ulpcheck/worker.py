@@ -30,7 +30,7 @@ import traceback
 import ulpcheck
 from ulpcheck import ops
 
-DTYPE_CODES = {0: "fp32", 1: "fp16", 2: "bf16"}  # harness/core/dtype.h's DType
+DTYPE_CODES = {0: "fp32", 1: "fp16", 2: "bf16"}  # core/dtype.h's DType
 
 
 def _torch_dtype(name):

@@ -1,0 +1,58 @@
+// The vocabulary of the accuracy contract shared by kernels (which declare
+// it) and oracles (which turn it into per-element error budgets).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace ulpcheck {
+
+/// The longest chain of additions from any term to the result in a kernel's
+/// summation tree: a blocked sum with serial chains of length L per thread,
+/// then a butterfly of depth 5 and a serial pass over W warp totals, has depth
+/// L + 5 + W. Worst-case rounding error of the sum is depth * u * sum|terms|
+/// (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., 4.2).
+/// The order in which a variant sums a column (dW, dgamma) over the M rows,
+/// when it fixes one: row i goes to CTA i % ctas, each CTA adds its rows
+/// serially in row order (an fma chain from 0), then the CTA partials are
+/// added serially in CTA order (groups == 1), or in `groups` interleaved
+/// serial chains (CTA c into chain c % groups) whose results are added
+/// serially in chain order. Knowing it, the oracle bounds the sum's rounding
+/// error by the exact partial sums of that very tree (oracles/column_sum.h),
+/// far below depth * u * sum|terms| when the terms cancel as random signs do.
+struct ColumnOrder {
+  int64_t ctas = 1;
+  int groups = 1;
+  bool operator==(const ColumnOrder& o) const { return ctas == o.ctas && groups == o.groups; }
+};
+
+struct ReductionDepths {
+  int64_t row = 1;  // reductions along a row (over N)
+  int64_t col = 1;  // reductions down a column (over M), e.g. dW
+  // Where the variant fixes the order of its column sums, the orders a
+  // launch of this shape may take (the plan depends on pointer alignment);
+  // empty where it does not (atomics: arrival order).
+  std::vector<ColumnOrder> col_orders;
+  // The row mean is one correctly rounded division of a plain fp32 sum by
+  // N, so a row whose every partial sum is exact has a mean off by that one
+  // rounding only. ulpcheck's own kernels declare it; a black box need not
+  // (sum * (1/N) rounds twice, Triton's `/` is an approximate divide,
+  // Welford rounds at every step).
+  bool mean_is_rounded_quotient = false;
+  // The statistics are two-pass: one mean, then the sum of (x - mean)^2 with
+  // that same mean subtracted from every x. Without it the LayerNorm budget
+  // allows running means (Welford, Chan's merges: oracles/layernorm.cpp).
+  bool two_pass_statistics = false;
+};
+
+/// What a kernel promises about its arithmetic: the precision it accumulates
+/// in (u_acc of the budget) and the shape of its reductions.
+struct AccuracyContract {
+  DType accumulation = DType::F32;
+  ReductionDepths depths;
+  bool column_reduction_ftz = false;  // see Contracts::column_reduction_ftz
+};
+
+}  // namespace ulpcheck
