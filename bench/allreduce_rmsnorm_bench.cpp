@@ -62,8 +62,8 @@ double medianMicros(const AllreduceRmsNormKernel& k, int ranks, DType t, int64_t
     void* x = make(bytes, "x");
     void* residual = make(bytes, "residual");
     void* w = make(size_t(N) * storageBytes(t), "w");
-    generateDevice(x, DistParams{Dist::Normal, 1.0, 0.0}, t, 1, TensorStream(uint64_t(TensorStream::RankPartial) + r), 0,
-                   M, N, N);
+    generateDevice(x, DistParams{Dist::Normal, 1.0, 0.0}, t, 1, TensorStream(uint64_t(TensorStream::RankPartial) + r),
+                   0, M, N, N);
     generateDevice(residual, DistParams{Dist::Normal, 1.0, 0.0}, t, 1, TensorStream::Residual, 0, M, N, N);
     generateDevice(w, DistParams{Dist::Normal, 0.5, 1.0}, t, 1, TensorStream::Weight, 0, 1, N, N);
     a.x[r] = x;
@@ -138,8 +138,9 @@ int main(int argc, char** argv) {
     return 4;
   }
   try {
-    fmt::print("# allreduce + residual + RMSNorm, {} ranks on {} x {}, hidden {}, {}, host-timed median of {} reps (us)\n",
-               ranks, ranks, dev.name, hidden, dtype_name, reps);
+    fmt::print(
+        "# allreduce + residual + RMSNorm, {} ranks on {} x {}, hidden {}, {}, host-timed median of {} reps (us)\n",
+        ranks, ranks, dev.name, hidden, dtype_name, reps);
     fmt::print("#{:>7}", "M");
     for (const auto* k : selected) fmt::print(" {:>20}", k->info.name);
     fmt::print("\n");

@@ -134,8 +134,7 @@ BenchCase setupLayerNorm(const std::string& kernel, const RowShape& s, const Lau
 const std::vector<NormOp>& normOps() {
   static const std::vector<NormOp> ops{
       {"rmsnorm", "cuda_separate", findInfo<RmsNormRegistry>, cudaKernelNames<RmsNormRegistry>, setupRmsNorm},
-      {"layernorm", "cuda_twopass", findInfo<LayerNormRegistry>, cudaKernelNames<LayerNormRegistry>,
-       setupLayerNorm},
+      {"layernorm", "cuda_twopass", findInfo<LayerNormRegistry>, cudaKernelNames<LayerNormRegistry>, setupLayerNorm},
   };
   return ops;
 }

@@ -64,7 +64,9 @@ Timing timeRmsNorm(const CaseSpec& c, ThreadPool& pool, bool fast_only) {
   Timing t = timeBoth(
       "rmsnorm", fast_only, [&](FastOracleCounts* n) { return rmsnormReferenceFast(inputs, contract, pool, n); },
       [&] { return rmsnormReferenceMpfr(inputs, contract, pool); },
-      [](const RmsNormReference& r) { return std::vector<const ReferenceTensor*>{&r.y, &r.rstd, &r.dx, &r.dw}; });
+      [](const RmsNormReference& r) {
+        return std::vector<const ReferenceTensor*>{&r.y, &r.rstd, &r.dx, &r.dw};
+      });
   t.elements = double(c.M) * double(2 * c.N + 1) + double(c.N);
   return t;
 }

@@ -18,9 +18,7 @@ enum class Backend : uint8_t { Host = 0, Cuda = 1 };
 const char* backendName(Backend b);
 
 /// Signalling-NaN poison with a recognisable payload, per element width.
-constexpr uint32_t poisonBits(DType t) {
-  return t == DType::F32 ? 0x7fbadbadu : t == DType::F16 ? 0x7dadu : 0x7fadu;
-}
+constexpr uint32_t poisonBits(DType t) { return t == DType::F32 ? 0x7fbadbadu : t == DType::F16 ? 0x7dadu : 0x7fadu; }
 constexpr uint32_t kPoisonF32 = 0x7fbadbadu;  // fp32 side buffers (rstd, partials)
 constexpr uint8_t kCanaryByte = 0xca;
 

@@ -1,8 +1,8 @@
 #include "core/case_spec.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -20,8 +20,8 @@ namespace {
 // Ranks of one allreduce case: a node's GPUs, and more virtual ranks than any node has.
 constexpr int64_t kMaxRanks = 64;
 
-const char* const kDistNames[] = {"normal",         "constant_rows", "zero_rows", "signed_zeros", "large_mean",
-                                  "outlier_channels", "subnormal",     "near_overflow"};
+const char* const kDistNames[] = {"normal",     "constant_rows",    "zero_rows", "signed_zeros",
+                                  "large_mean", "outlier_channels", "subnormal", "near_overflow"};
 static_assert(sizeof kDistNames / sizeof kDistNames[0] == static_cast<size_t>(Dist::kCount));
 
 int64_t parseInt(std::string_view key, const std::string& v) {
@@ -214,7 +214,7 @@ CaseSpec fromPairs(const std::vector<std::pair<std::string, std::string>>& pairs
   for (const Field& f : fields())
     if (f.required && !seen.count(f.key)) throw CaseParseError(fmt::format("missing required key '{}'", f.key));
   if (!ld_given) c.ld = c.N;
-  if (c.spec.weight == c.dtype) c.spec.weight.reset();  // one spelling per case: "same as the activations"
+  if (c.spec.weight == c.dtype) c.spec.weight.reset();   // one spelling per case: "same as the activations"
   if (c.spec.stats == DType::F32) c.spec.stats.reset();  // and "fp32", the default
   if (c.spec.residual == c.dtype) c.spec.residual.reset();
   validateCase(c);

@@ -19,18 +19,18 @@ namespace ulpcheck {
 
 struct CaseSpec {
   std::string op = "rmsnorm";
-  std::string kernel;             // registered variant name
-  DType dtype = DType::F32;       // activation / input / output dtype
-  int64_t M = 1;                  // rows (tokens)
-  int64_t N = 1;                  // columns (hidden size)
-  int64_t ld = 1;                 // row stride of the row-major inputs, in elements (>= N)
-  float eps = 1e-6f;              // added to the mean square (fp32, as kernels take it)
-  DistParams x;                   // distribution of the primary input
-  double dy_sigma = 1.0;          // scale of the incoming gradient
-  uint64_t seed = 0;              // data seed of the counter-based generator
-  int ranks = 1;                  // rank count R of allreduce ops
-  int ctas = 0;                   // launch override: CTA count of the reduction grid (0: kernel's choice)
-  NormSpec spec;                  // weight dtype, rounding points, weight offset (core/norm_spec.h)
+  std::string kernel;        // registered variant name
+  DType dtype = DType::F32;  // activation / input / output dtype
+  int64_t M = 1;             // rows (tokens)
+  int64_t N = 1;             // columns (hidden size)
+  int64_t ld = 1;            // row stride of the row-major inputs, in elements (>= N)
+  float eps = 1e-6f;         // added to the mean square (fp32, as kernels take it)
+  DistParams x;              // distribution of the primary input
+  double dy_sigma = 1.0;     // scale of the incoming gradient
+  uint64_t seed = 0;         // data seed of the counter-based generator
+  int ranks = 1;             // rank count R of allreduce ops
+  int ctas = 0;              // launch override: CTA count of the reduction grid (0: kernel's choice)
+  NormSpec spec;             // weight dtype, rounding points, weight offset (core/norm_spec.h)
 
   bool operator==(const CaseSpec& o) const;
   bool operator!=(const CaseSpec& o) const { return !(*this == o); }

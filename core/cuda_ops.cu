@@ -151,7 +151,6 @@ void inspectBlocks(const BlockView* blocks, size_t n, size_t red_zone, uint8_t c
   }
 }
 
-
 std::string ipcHandle(void* base) {
   cudaIpcMemHandle_t h;
   ULPCHECK_CUDA(cudaIpcGetMemHandle(&h, base));
@@ -212,10 +211,11 @@ const DeviceInfo& queryDevice() {
       // sends people looking for a driver upgrade: say what is missing.
       std::error_code ec;
       const bool driver = std::filesystem::exists("/proc/driver/nvidia/version", ec);
-      d.reason = driver ? fmt::format("no usable CUDA device ({}: {})", cudaGetErrorName(e), cudaGetErrorString(e))
-                        : fmt::format("no GPU: this machine has no NVIDIA driver loaded (no /proc/driver/nvidia), so no "
-                                      "CUDA device ({})",
-                                      cudaGetErrorName(e));
+      d.reason = driver
+                     ? fmt::format("no usable CUDA device ({}: {})", cudaGetErrorName(e), cudaGetErrorString(e))
+                     : fmt::format("no GPU: this machine has no NVIDIA driver loaded (no /proc/driver/nvidia), so no "
+                                   "CUDA device ({})",
+                                   cudaGetErrorName(e));
       return d;
     }
     if (count == 0) {

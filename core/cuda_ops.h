@@ -49,7 +49,10 @@ class DeviceScope {
     if (device >= 0) setDevice(device);
   }
   ~DeviceScope() {
-    if (previous_ >= 0) try { setDevice(previous_); } catch (...) {}
+    if (previous_ >= 0) try {
+        setDevice(previous_);
+      } catch (...) {
+      }
   }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;

@@ -9,8 +9,9 @@ namespace ulpcheck {
 
 namespace {
 [[noreturn]] void noCuda(const char* what) {
-  throw CudaError(std::string(what) + ": this build of ulpcheck has no CUDA support (nvcc was not found at configure time)",
-                  0, false);
+  throw CudaError(
+      std::string(what) + ": this build of ulpcheck has no CUDA support (nvcc was not found at configure time)", 0,
+      false);
 }
 }  // namespace
 

@@ -21,11 +21,11 @@ void generateDevice(void* dst, const DistParams& dist, DType t, uint64_t seed, T
   if (total == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65536));
   if (storageBytes(t) == 4)
-    generateKernel<uint32_t><<<blocks, 256>>>(static_cast<uint32_t*>(dst), dist, t, seed, stream, first_row, rows,
-                                              cols, ld);
+    generateKernel<uint32_t>
+        <<<blocks, 256>>>(static_cast<uint32_t*>(dst), dist, t, seed, stream, first_row, rows, cols, ld);
   else
-    generateKernel<uint16_t><<<blocks, 256>>>(static_cast<uint16_t*>(dst), dist, t, seed, stream, first_row, rows,
-                                              cols, ld);
+    generateKernel<uint16_t>
+        <<<blocks, 256>>>(static_cast<uint16_t*>(dst), dist, t, seed, stream, first_row, rows, cols, ld);
   ULPCHECK_CUDA_LAUNCH("generateKernel");
 }
 

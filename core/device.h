@@ -25,8 +25,7 @@ bool builtWithCuda();
 /// A failed CUDA call. `sticky` errors (illegal address, launch failure,
 /// timeouts) corrupt the context: nothing more can run in this process.
 struct CudaError : std::runtime_error {
-  CudaError(const std::string& what, int code, bool sticky)
-      : std::runtime_error(what), code(code), sticky(sticky) {}
+  CudaError(const std::string& what, int code, bool sticky) : std::runtime_error(what), code(code), sticky(sticky) {}
   int code;
   bool sticky;
 };

@@ -69,21 +69,24 @@ enum class TensorStream : uint64_t {
 };
 
 /// The value (already rounded to `t`) of element (row, col) of a tensor.
-ULPCHECK_HD inline double sampleValue(const DistParams& p, DType t, uint64_t seed, TensorStream stream,
-                                      uint64_t row, uint64_t col) {
+ULPCHECK_HD inline double sampleValue(const DistParams& p, DType t, uint64_t seed, TensorStream stream, uint64_t row,
+                                      uint64_t col) {
   const uint64_t s = static_cast<uint64_t>(stream);
   const uint64_t h1 = counterHash2(seed, 2 * s, row, col);
   const uint64_t h2 = counterHash2(seed, 2 * s + 1, row, col);
   const double z = detail::standardNormalish(h1, h2);
   const double normal = detail::addRn(p.mean, detail::mulRn(p.sigma, z));
   // Row and column features are hashed only by the regimes that use them.
-  const auto row_bits = [&] { return counterHash(seed, static_cast<uint64_t>(TensorStream::RowFeature) + 16 * s, row); };
-  const auto col_bits = [&] { return counterHash(seed, static_cast<uint64_t>(TensorStream::ColFeature) + 16 * s, col); };
+  const auto row_bits = [&] {
+    return counterHash(seed, static_cast<uint64_t>(TensorStream::RowFeature) + 16 * s, row);
+  };
+  const auto col_bits = [&] {
+    return counterHash(seed, static_cast<uint64_t>(TensorStream::ColFeature) + 16 * s, col);
+  };
   double raw = normal;
   switch (p.kind) {
     case Dist::Normal:
-    case Dist::LargeMean:
-      break;
+    case Dist::LargeMean: break;
     case Dist::ConstantRows: {
       const uint64_t r2 = counterHash(seed, 2 * s + 7, row);
       raw = detail::addRn(p.mean, detail::mulRn(p.sigma, detail::standardNormalish(row_bits(), r2)));
@@ -97,12 +100,8 @@ ULPCHECK_HD inline double sampleValue(const DistParams& p, DType t, uint64_t see
       raw = (row == 0 || (token_bits & 1)) ? normal : 0.0;
       break;
     }
-    case Dist::SignedZeros:
-      raw = (h1 & 1) ? normal : ((h2 & 1) ? -0.0 : 0.0);
-      break;
-    case Dist::OutlierChannels:
-      raw = (col_bits() % 32 == 0) ? detail::mulRn(normal, 256.0) : normal;
-      break;
+    case Dist::SignedZeros: raw = (h1 & 1) ? normal : ((h2 & 1) ? -0.0 : 0.0); break;
+    case Dist::OutlierChannels: raw = (col_bits() % 32 == 0) ? detail::mulRn(normal, 256.0) : normal; break;
     case Dist::Subnormal: {
       const int mant_bits = formatOf(t).precision - 1;
       const uint64_t fraction = 1 + (h1 % ((uint64_t{1} << mant_bits) - 1));  // nonzero
@@ -116,8 +115,7 @@ ULPCHECK_HD inline double sampleValue(const DistParams& p, DType t, uint64_t see
       raw = (h2 & 1) ? -v : v;
       break;
     }
-    default:
-      break;
+    default: break;
   }
   return roundToFormat(t, raw);
 }

@@ -174,7 +174,9 @@ ULPCHECK_HD inline double ulpOf(DType t, double x) {
   // The binade from the double's exponent field (a hot path of the oracles:
   // no frexp/ldexp): 0 for zero and double subnormals, which are below
   // every format's emin, and 0x7ff for Inf and NaN.
-  int exponent = biased == 0 ? f.emin : biased == 0x7ff ? (bits == uint64_t{0x7ff} << 52 ? f.emax : f.emin) : biased - 1023;
+  int exponent = biased == 0       ? f.emin
+                 : biased == 0x7ff ? (bits == uint64_t{0x7ff} << 52 ? f.emax : f.emin)
+                                   : biased - 1023;
   if (exponent < f.emin) exponent = f.emin;
   if (exponent > f.emax) exponent = f.emax;
   return pow2(exponent - (f.precision - 1));  // >= 2^-149 for every format here

@@ -124,7 +124,9 @@ const MemoryLimit& hostMemoryLimit() {
     rlimit as{};
     if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) tighten(as.rlim_cur, "RLIMIT_AS (ulimit -v)");
     if (!memoryHotPlugged()) tighten(memTotal(), "MemTotal + SwapTotal");
-    else tighten(kHotPlugGrowth * memTotal(), fmt::format("{} x MemTotal: memory hot-plugged as it is used", kHotPlugGrowth));
+    else
+      tighten(kHotPlugGrowth * memTotal(),
+              fmt::format("{} x MemTotal: memory hot-plugged as it is used", kHotPlugGrowth));
     return m;
   }();
   return limit;

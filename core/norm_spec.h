@@ -44,11 +44,11 @@ enum class Affine : uint8_t { Full = 0, NoBias = 1, None = 2 };
 struct NormSpec {
   std::optional<DType> weight;  // unset: the activation dtype
   Rounding rounding = Rounding::Plain;
-  float weight_offset = 0.f;  // y = xhat (offset + w); Gemma's 1
-  Affine affine = Affine::Full;  // LayerNorm only
-  std::optional<DType> stats;    // unset: saved in fp32; else the activation dtype
-  bool bias = false;             // RMSNorm only: y = xhat (offset + w) + b
-  std::optional<DType> residual; // allreduce_rmsnorm only: residual and residual_out; unset: the activation dtype
+  float weight_offset = 0.f;      // y = xhat (offset + w); Gemma's 1
+  Affine affine = Affine::Full;   // LayerNorm only
+  std::optional<DType> stats;     // unset: saved in fp32; else the activation dtype
+  bool bias = false;              // RMSNorm only: y = xhat (offset + w) + b
+  std::optional<DType> residual;  // allreduce_rmsnorm only: residual and residual_out; unset: the activation dtype
 
   bool operator==(const NormSpec& o) const {
     return weight == o.weight && rounding == o.rounding && weight_offset == o.weight_offset && affine == o.affine &&
@@ -78,9 +78,7 @@ inline std::optional<Rounding> parseRounding(std::string_view name) {
   return std::nullopt;
 }
 
-inline const char* affineName(Affine a) {
-  return a == Affine::NoBias ? "nobias" : a == Affine::None ? "none" : "full";
-}
+inline const char* affineName(Affine a) { return a == Affine::NoBias ? "nobias" : a == Affine::None ? "none" : "full"; }
 
 inline std::optional<Affine> parseAffine(std::string_view name) {
   if (name == "full") return Affine::Full;

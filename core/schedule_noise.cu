@@ -43,8 +43,8 @@ enum ShapeDraw : uint64_t { kDrawCtas, kDrawWarps, kDrawShared, kDrawSpin, kDraw
 /// is what occupies the SM.
 __global__ void scheduleLoad(uint64_t seed, long long min_cycles, unsigned long long spread_cycles,
                              unsigned* __restrict__ traffic) {
-  const long long spin = min_cycles + static_cast<long long>(counterHash(seed, kSpinStream, blockIdx.x) %
-                                                             (spread_cycles + 1));
+  const long long spin = min_cycles +
+                         static_cast<long long>(counterHash(seed, kSpinStream, blockIdx.x) % (spread_cycles + 1));
   const long long start = clock64();
   // Every thread stores one word per iteration; the starts (97 words apart)
   // and the stride scatter the stores over the whole buffer, hence over every
@@ -60,7 +60,7 @@ __global__ void scheduleLoad(uint64_t seed, long long min_cycles, unsigned long 
 
 struct NoiseDevice {
   unsigned* traffic = nullptr;  // kTrafficWords, never read (cases running at once share it)
-  int max_shared_bytes = 0;  // the opt-in maximum of dynamic shared memory per CTA
+  int max_shared_bytes = 0;     // the opt-in maximum of dynamic shared memory per CTA
   double cycles_per_microsecond = 0;
 };
 
@@ -118,14 +118,16 @@ ScheduleNoise::ScheduleNoise(bool enabled, Backend backend, int sm_count) {
   if (!applies(enabled, backend)) return;
   const NoiseDevice& dev = noiseDevice();
   const uint64_t seed = freshSeed();
-  const auto draw = [seed](ShapeDraw what, uint64_t choices) { return counterHash(seed, kShapeStream, what) % choices; };
+  const auto draw = [seed](ShapeDraw what, uint64_t choices) {
+    return counterHash(seed, kShapeStream, what) % choices;
+  };
 
   const auto ctas = static_cast<unsigned>(1 + draw(kDrawCtas, uint64_t(kMaxCtasPerSm) * std::max(sm_count, 1)));
   const auto threads = static_cast<unsigned>(32 * (1 + draw(kDrawWarps, kMaxWarpsPerCta)));
   const auto shared_bytes = static_cast<size_t>(draw(kDrawShared, uint64_t(dev.max_shared_bytes) + 1));
   // The longest spin of this launch; each CTA draws its own below it.
-  const double longest_us =
-      kMinSpinMicroseconds + draw(kDrawSpin, uint64_t(kMaxSpinMicroseconds - kMinSpinMicroseconds) + 1);
+  const double longest_us = kMinSpinMicroseconds +
+                            draw(kDrawSpin, uint64_t(kMaxSpinMicroseconds - kMinSpinMicroseconds) + 1);
   const auto min_cycles = static_cast<long long>(kMinSpinMicroseconds * dev.cycles_per_microsecond);
   const auto spread_cycles =
       static_cast<unsigned long long>((longest_us - kMinSpinMicroseconds) * dev.cycles_per_microsecond);

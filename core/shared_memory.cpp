@@ -51,14 +51,14 @@ void* allocateSharedHost(size_t bytes, const std::string& name) {
   if (fd < 0) throw OutOfMemory(fmt::format("memfd_create for '{}': {}", name, std::strerror(errno)));
   if (ftruncate(fd, off_t(bytes)) != 0) {
     close(fd);
-    throw OutOfMemory(fmt::format("cannot allocate {} bytes of shared host memory for '{}': {}", bytes, name,
-                                  std::strerror(errno)));
+    throw OutOfMemory(
+        fmt::format("cannot allocate {} bytes of shared host memory for '{}': {}", bytes, name, std::strerror(errno)));
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     close(fd);
-    throw OutOfMemory(fmt::format("cannot map {} bytes of shared host memory for '{}': {}", bytes, name,
-                                  std::strerror(errno)));
+    throw OutOfMemory(
+        fmt::format("cannot map {} bytes of shared host memory for '{}': {}", bytes, name, std::strerror(errno)));
   }
   add(SharedRegion{0, Backend::Host, fd, 0, static_cast<char*>(p), bytes});
   return p;

@@ -9,8 +9,8 @@
 #pragma once
 
 #include <functional>
-#include <stdexcept>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>

@@ -52,29 +52,30 @@ struct LayoutPreconditions {
 /// implementing the plain spec in 16 bits). Shrinking goes toward the first
 /// rounding and offset listed.
 struct SpecSupport {
-  bool fp32_weights = false;                          // w (and dw) in fp32 beside 16-bit activations, too
-  std::vector<Rounding> roundings{Rounding::Plain};   // the rounding points it implements
-  std::vector<float> offsets{0.f};                    // the weight offsets it implements
-  bool affine_variants = false;  // LayerNorm without beta (affine=nobias) and without either (affine=none), too
-  bool fp32_stats = true;        // saves its statistics in fp32
-  bool activation_stats = false; // saves them rounded to the activation dtype (stats=T)
-  bool rms_bias = false;         // RMSNorm with a bias too (bias=yes): y = xhat (offset + w) + b, and db
-  bool fp32_residual = false;    // allreduce_rmsnorm's residual and residual_out in fp32 too (res=fp32)
+  bool fp32_weights = false;                         // w (and dw) in fp32 beside 16-bit activations, too
+  std::vector<Rounding> roundings{Rounding::Plain};  // the rounding points it implements
+  std::vector<float> offsets{0.f};                   // the weight offsets it implements
+  bool affine_variants = false;   // LayerNorm without beta (affine=nobias) and without either (affine=none), too
+  bool fp32_stats = true;         // saves its statistics in fp32
+  bool activation_stats = false;  // saves them rounded to the activation dtype (stats=T)
+  bool rms_bias = false;          // RMSNorm with a bias too (bias=yes): y = xhat (offset + w) + b, and db
+  bool fp32_residual = false;     // allreduce_rmsnorm's residual and residual_out in fp32 too (res=fp32)
 
   bool implements(Rounding r) const { return std::find(roundings.begin(), roundings.end(), r) != roundings.end(); }
   bool implementsOffset(float o) const { return std::find(offsets.begin(), offsets.end(), o) != offsets.end(); }
   /// Why a case's spec is not one of these; empty if it is.
   std::string violation(DType activations, const NormSpec& s) const {
     if (s.weight && *s.weight != activations && !(*s.weight == DType::F32 && fp32_weights))
-      return fp32_weights ? "takes weights in fp32 or in the activation dtype" : "takes weights in the activation dtype only";
+      return fp32_weights ? "takes weights in fp32 or in the activation dtype"
+                          : "takes weights in the activation dtype only";
     if (!implements(s.rounding))
       return roundings.size() == 1 ? fmt::format("implements rounding={} only", roundingName(roundings[0]))
                                    : fmt::format("does not implement rounding={}", roundingName(s.rounding));
-    if (!implementsOffset(s.weight_offset)) return fmt::format("does not implement weight offset {:g}", s.weight_offset);
+    if (!implementsOffset(s.weight_offset))
+      return fmt::format("does not implement weight offset {:g}", s.weight_offset);
     if (s.affine != Affine::Full && !affine_variants) return "implements LayerNorm with gamma and beta only";
     // In fp32 both are the same spec.
-    if (activations != DType::F32 && s.stats && !activation_stats)
-      return "saves its statistics in fp32 only";
+    if (activations != DType::F32 && s.stats && !activation_stats) return "saves its statistics in fp32 only";
     if (activations != DType::F32 && !s.stats && !fp32_stats)
       return fmt::format("saves its statistics in the activation dtype ({}) only", dtypeName(activations));
     if (s.bias && !rms_bias) return "implements RMSNorm without a bias only";
@@ -85,8 +86,8 @@ struct SpecSupport {
 
 /// The bitwise and structural promises a variant makes; properties enforce them.
 struct Contracts {
-  bool deterministic = true;     // repeated runs give identical bits
-  bool batch_invariant = true;   // a row's outputs do not depend on M or its position
+  bool deterministic = true;    // repeated runs give identical bits
+  bool batch_invariant = true;  // a row's outputs do not depend on M or its position
   DType accumulation = DType::F32;
   // The column reduction (dW) flushes subnormal operands and results to zero,
   // as fp32 global atomics do (PTX red/atom.add.f32); each add may then lose
@@ -105,15 +106,15 @@ struct Contracts {
 };
 
 struct KernelInfo {
-  std::string op;           // e.g. "rmsnorm"
-  std::string name;         // e.g. "cuda_separate"
+  std::string op;    // e.g. "rmsnorm"
+  std::string name;  // e.g. "cuda_separate"
   Backend backend = Backend::Host;
   std::vector<DType> dtypes;
   Contracts contracts;
   std::string description;
   // Mutants: deliberately buggy variants reproducing a documented real bug.
-  std::string bug;          // citation of the bug it reproduces; empty for correct kernels
-  std::string caught_by;    // the property that must catch it
+  std::string bug;        // citation of the bug it reproduces; empty for correct kernels
+  std::string caught_by;  // the property that must catch it
   // Multi-rank ops: rank r runs on GPU r (real ranks), so a case needs as
   // many GPUs as ranks; otherwise every rank shares one device (virtual ranks).
   bool one_rank_per_gpu = false;

@@ -124,7 +124,8 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   const int64_t M = r0.rows, N = r0.cols;
   const DType T = r0.dtype;
   const DType Rd = in.residual.dtype;  // residual and residual_out: T, or fp32 (res=fp32)
-  if (Rd != residualDtype(T, in.spec)) throw std::invalid_argument("allreduce_rmsnorm oracle: the residual's dtype is not the spec's");
+  if (Rd != residualDtype(T, in.spec))
+    throw std::invalid_argument("allreduce_rmsnorm oracle: the residual's dtype is not the spec's");
   const int R = static_cast<int>(in.x.size());
   const double K = tolerance::kBudgetSafety, u32 = unitRoundoff(DType::F32);
   if (in.spec.rounding != Rounding::Plain)
@@ -163,16 +164,16 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
           const double exact_out = std::isinf(exact_s) ? exact_s : roundToT(Rd, sum);
           if (fast && !(dw::bitsOf(exact_s) == dw::bitsOf(s) && dw::bitsOf(exact_out) == dw::bitsOf(fast_out)))
             throw OracleDisagreement(fmt::format(
-                "oracle audit, allreduce_rmsnorm: residual_out[{},{}]: MPFR s {:a} out {:a}, fast s {:a} out {:a}", i, j,
-                exact_s, exact_out, s, fast_out));
+                "oracle audit, allreduce_rmsnorm: residual_out[{},{}]: MPFR s {:a} out {:a}, fast s {:a} out {:a}", i,
+                j, exact_s, exact_out, s, fast_out));
           if (!fast) ++fell_back[size_t(i)];
           s = exact_s, fast_out = exact_out;
         }
         // Every fp32 partial sum exact in every order: A / q < 2^24 (with a
         // margin for abs_sum's own rounding in double)
         // (and no partial sum that could overflow fp32 in some order).
-        const bool exact_any_order =
-            abs_sum == 0.0 || (abs_sum * (1.0 + 0x1p-40) / q < 0x1p24 && abs_sum <= maxFinite(DType::F32));
+        const bool exact_any_order = abs_sum == 0.0 ||
+                                     (abs_sum * (1.0 + 0x1p-40) / q < 0x1p24 && abs_sum <= maxFinite(DType::F32));
         const double e_s = exact_any_order ? 0.0 : K * double(R - 1) * u32 * abs_sum;
         const double d_s = exact_any_order ? 0.0 : e_s + ulpOf(T, std::fabs(s) + e_s);
         const double out = fast_out;
@@ -194,8 +195,8 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   const HostMatrix no_grad{T, M, N, N, std::vector<uint32_t>(size_t(M * N), 0u)};
   NormSpec norm_spec = in.spec;
   norm_spec.residual.reset();  // the RMSNorm's own spec; its x is residual_out, whatever its dtype
-  RmsNormReference norm =
-      rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps, norm_spec, nullptr, T}, contract, pool, mode);
+  RmsNormReference norm = rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps, norm_spec, nullptr, T}, contract,
+                                           pool, mode);
   ref.y.exact = std::move(norm.y.exact);
   ref.y.budget = std::move(norm.y.budget);
 

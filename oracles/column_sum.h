@@ -263,7 +263,8 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
   const double K = tolerance::kBudgetSafety, u = unitRoundoff(contract.accumulation);
   const double Dc = double(contract.depths.col);
   const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(contract.accumulation);
-  const double ftz = contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(contract.accumulation).emin) : 0.0;
+  const double ftz = contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(contract.accumulation).emin)
+                                                   : 0.0;
   ReferenceTensor ref = ReferenceTensor::zeros(std::move(name), out, 1, N, false);
   ref.withMagnitudes();  // sqrt(sum_i v^2)
 
@@ -305,7 +306,12 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
   std::vector<OrderedColumnBound> ordered;
   if (!contract.column_reduction_ftz)
     for (const ColumnOrder& order : contract.depths.col_orders)
-      ordered.push_back(orderedColumnBound(M, N, order, [&](int64_t i, int64_t j) { return Leaf{v.value(i, j), 0.0}; }, pool));
+      ordered.push_back(orderedColumnBound(
+          M, N, order,
+          [&](int64_t i, int64_t j) {
+            return Leaf{v.value(i, j), 0.0};
+          },
+          pool));
 
   std::vector<ColumnTotal> totals(static_cast<size_t>(N));
   Real total(tolerance::kOracleAccumulatorBits);

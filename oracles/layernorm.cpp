@@ -186,9 +186,9 @@ struct Setup {
 /// reference), and the bounds made of them.
 struct RowDoubles {
   explicit RowDoubles(int64_t N) : d(size_t(N)), dd(size_t(N)), dxh(size_t(N)), xhat(size_t(N)) {}
-  std::vector<double> d, dd, dxh, xhat;  // per column: d_j, Dd_j, Dx_j, xhat_j
+  std::vector<double> d, dd, dxh, xhat;                 // per column: d_j, Dd_j, Dx_j, xhat_j
   double abs_x = 0, sq_x = 0, max_x = 0, q = INFINITY;  // of the row's inputs; q: their smallest ulp in T
-  double r = 0, r_hi = 0, Dr = 0, Dm = 0;             // r: the rstd the budgets read (the backward's)
+  double r = 0, r_hi = 0, Dr = 0, Dm = 0;               // r: the rstd the budgets read (the backward's)
   double c1 = 0, c2 = 0, Dc1 = 0, Dc2 = 0;
 };
 
@@ -260,8 +260,8 @@ void setY(const Setup& s, LayerNormReference& ref, int64_t i, int64_t j, double 
   const int64_t e = i * s.N + j;
   const double g = s.gamma[size_t(j)], ag = std::fabs(g), dxh = rd.dxh[size_t(j)];
   ref.y.exact[e] = exact;
-  ref.y.budget[e] =
-      budgetFromError(s.T, exact, ag * dxh + s.K * (s.u * (std::fabs(exact) + ag * dxh) + s.eta * (1.0 + rd.r)));
+  ref.y.budget[e] = budgetFromError(s.T, exact,
+                                    ag * dxh + s.K * (s.u * (std::fabs(exact) + ag * dxh) + s.eta * (1.0 + rd.r)));
   ref.y.magnitude[e] = std::fabs(rd.xhat[size_t(j)] * g) + std::fabs(s.beta[size_t(j)]);
 }
 
@@ -312,8 +312,18 @@ void addDgammaMagnitudes(const Setup& s, mp::ColumnMagnitudes& c, int64_t i, int
 /// Scratch of one MPFR worker, reused across its rows.
 struct RowScratch {
   explicit RowScratch(int64_t N)
-      : values(N, 53), dev(N, kPrec), squares(N, kPrec), products(N, kPrec), mean(kPrec), r(kPrec), c1(kPrec),
-        c2(kPrec), t(kPrec), out(kPrec), acc_term(kAccPrec), rd(N) {}
+      : values(N, 53),
+        dev(N, kPrec),
+        squares(N, kPrec),
+        products(N, kPrec),
+        mean(kPrec),
+        r(kPrec),
+        c1(kPrec),
+        c2(kPrec),
+        t(kPrec),
+        out(kPrec),
+        acc_term(kAccPrec),
+        rd(N) {}
   RealArray values;    // x_j (exact), then a_j = g_j dy_j (exact: 48-bit products)
   RealArray dev;       // d_j = x_j - mean
   RealArray squares;   // d_j^2
@@ -468,8 +478,8 @@ void finishDgamma(const Setup& s, const std::vector<mp::ColumnTotal>& totals, co
     if (dgamma_ordered.empty()) return depth_error;
     double worst = 0;
     for (const mp::OrderedColumnBound& b : dgamma_ordered)
-      worst = std::max(worst, K * b.factor(u) * (b.partial_abs[size_t(j)] + double(b.depth) * tau) + tau +
-                                  K * double(b.adds) * eta);
+      worst = std::max(
+          worst, K * b.factor(u) * (b.partial_abs[size_t(j)] + double(b.depth) * tau) + tau + K * double(b.adds) * eta);
     return std::min(worst, depth_error);
   };
   for (int64_t j = 0; j < N; ++j) {
@@ -567,8 +577,8 @@ using rmsnorm_budget::kMpfrSlack;
 struct FastScratch {
   explicit FastScratch(int64_t N) : rd(N), d(size_t(N)), xh(size_t(N)), b_d(size_t(N)), b_xh(size_t(N)) {}
   RowDoubles rd;
-  std::vector<dw::DW> d, xh;        // d_j and x-hat_j as double words
-  std::vector<double> b_d, b_xh;    // and their bounds
+  std::vector<dw::DW> d, xh;         // d_j and x-hat_j as double words
+  std::vector<double> b_d, b_xh;     // and their bounds
   std::unique_ptr<RowScratch> mpfr;  // for rows (or statistics) the double words do not decide
   bool mpfr_statistics = false;      // the last row's statistics came from MPFR
 };
@@ -707,8 +717,7 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
   const dw::DW c1 = dw::divide(c1_sum, n_word), c2 = dw::divide(c2_sum, n_word);
   const double b_c1 =
       dw::up(2.0 * kU2 * partials_c1 / n + (9.8 * kU2 + kMpfrSlack) * std::fabs(c1.h) + kMpfrSlack * p1 / n);
-  const double b_c2 =
-      dw::up(b_c2_sum / n + (9.8 * kU2 + kMpfrSlack) * std::fabs(c2.h) + kMpfrSlack * p2 / n);
+  const double b_c2 = dw::up(b_c2_sum / n + (9.8 * kU2 + kMpfrSlack) * std::fabs(c2.h) + kMpfrSlack * p2 / n);
   decide(nearest, c1, b_c1, rd.c1);
   decide(nearest, c2, b_c2, rd.c2);
   if (!decided) return false;
@@ -750,8 +759,8 @@ int64_t referenceElements(const LayerNormInputs& in) { return in.x.rows * (2 * i
 
 bool layernormFastPathApplies(const LayerNormInputs& in) { return statsDtype(in.spec) == DType::F32; }
 
-LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const AccuracyContract& contract,
-                                          ThreadPool& pool, FastOracleCounts* counts, double widen) {
+LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                          FastOracleCounts* counts, double widen) {
   const Setup s(in, contract);
   if (!layernormFastPathApplies(in)) {
     if (counts) counts->mpfr_only += referenceElements(in);
@@ -824,8 +833,7 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
       return exact;
     }
     case OracleMode::Fast:
-    default:
-      return layernormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
+    default: return layernormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
   }
 }
 

@@ -20,7 +20,7 @@ struct LayerNormInputs {
   const HostMatrix& beta;   // 1 x N, gamma's dtype
   const HostMatrix& dy;     // M x N, row stride ld
   float eps;
-  NormSpec spec{};          // its stats: the dtype of the saved mean and rstd (the weight dtype is gamma's)
+  NormSpec spec{};  // its stats: the dtype of the saved mean and rstd (the weight dtype is gamma's)
 };
 
 struct LayerNormReference {
@@ -35,7 +35,8 @@ LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyC
                                       OracleMode mode);
 
 /// Every value at 160 bits (256 for dgamma and dbeta) in MPFR.
-LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);
+LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const AccuracyContract& contract,
+                                          ThreadPool& pool);
 
 /// Double-word arithmetic with error bounds, MPFR where they do not decide
 /// an element: bitwise layernormReferenceMpfr's result (layernorm.cpp, "The

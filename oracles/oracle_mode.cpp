@@ -27,7 +27,6 @@ std::optional<OracleMode> parseOracleMode(std::string_view name) {
   return std::nullopt;
 }
 
-
 const char* judgeWhereName(JudgeWhere w) {
   switch (w) {
     case JudgeWhere::Auto: return "auto";
@@ -42,7 +41,6 @@ std::optional<JudgeWhere> parseJudgeWhere(std::string_view name) {
     if (name == judgeWhereName(w)) return w;
   return std::nullopt;
 }
-
 
 FastOracleCounts& oracleCounts() {
   static FastOracleCounts counts;
@@ -63,8 +61,8 @@ void auditReferences(const char* op, const std::vector<const ReferenceTensor*>& 
       const int64_t r = int64_t(e) / a.cols, c = int64_t(e) % a.cols;
       throw OracleDisagreement(fmt::format(
           "oracle audit, {}: {}[{},{}]: MPFR exact {:a} budget {:a}{}, fast exact {:a} budget {:a}{}", op, a.name, r, c,
-          a.exact[e], a.budget[e], a.magnitude.empty() ? "" : fmt::format(" magnitude {:a}", a.magnitude[e]), b.exact[e],
-          b.budget[e], b.magnitude.empty() ? "" : fmt::format(" magnitude {:a}", b.magnitude[e])));
+          a.exact[e], a.budget[e], a.magnitude.empty() ? "" : fmt::format(" magnitude {:a}", a.magnitude[e]),
+          b.exact[e], b.budget[e], b.magnitude.empty() ? "" : fmt::format(" magnitude {:a}", b.magnitude[e])));
     }
   }
 }

@@ -22,7 +22,6 @@ enum class OracleMode { Fast, Mpfr, Audit };
 const char* oracleModeName(OracleMode m);
 std::optional<OracleMode> parseOracleMode(std::string_view name);
 
-
 /// Where accuracy is judged: on the host (the oracle's references, then the
 /// judge over downloaded outputs), or on the GPU (oracles/rmsnorm_device.h:
 /// inputs generated, oracle and judge run where the outputs are; the same
@@ -45,9 +44,9 @@ struct OracleSettings {
 
 /// How many reference elements each path produced.
 struct FastOracleCounts {
-  std::atomic<int64_t> fast{0};       // decided by the double words
-  std::atomic<int64_t> fell_back{0};  // recomputed by MPFR: the double words did not decide them
-  std::atomic<int64_t> mpfr_only{0};  // a spec the fast path does not model (e.g. rounding=llama)
+  std::atomic<int64_t> fast{0};               // decided by the double words
+  std::atomic<int64_t> fell_back{0};          // recomputed by MPFR: the double words did not decide them
+  std::atomic<int64_t> mpfr_only{0};          // a spec the fast path does not model (e.g. rounding=llama)
   std::atomic<int64_t> gpu_judge_audited{0};  // cases the audit judged on the host and the GPU alike
 };
 FastOracleCounts& oracleCounts();

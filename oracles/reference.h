@@ -19,9 +19,9 @@ struct ReferenceTensor {
   std::string name;
   DType dtype = DType::F32;
   int64_t rows = 0, cols = 0;
-  bool per_row = true;          // row i depends only on row i of the inputs (batch invariance applies)
-  std::vector<double> exact;    // dense rows x cols
-  std::vector<double> budget;   // absolute bound on |got - exact|
+  bool per_row = true;         // row i depends only on row i of the inputs (batch invariance applies)
+  std::vector<double> exact;   // dense rows x cols
+  std::vector<double> budget;  // absolute bound on |got - exact|
   // The size of the terms the element is made of, where it can exceed
   // |exact| (empty: |exact|): what a gross error compares with. dx cancels
   // to near zero at some elements while its terms r|a|, r|xhat c| stay
@@ -35,7 +35,8 @@ struct ReferenceTensor {
   std::vector<double> statistical_budget;
 
   double magnitudeAt(int64_t i) const {
-    return magnitude.empty() ? std::fabs(exact[size_t(i)]) : std::max(std::fabs(exact[size_t(i)]), magnitude[size_t(i)]);
+    return magnitude.empty() ? std::fabs(exact[size_t(i)])
+                             : std::max(std::fabs(exact[size_t(i)]), magnitude[size_t(i)]);
   }
 
   double correctlyRounded(int64_t i) const { return roundToFormat(dtype, exact[i]); }
@@ -73,7 +74,9 @@ inline void anyNonFiniteWhereNotFinite(ReferenceTensor& t) {
 /// to the output dtype, is within e of the exact value: e plus half an ulp,
 /// taken at |exact| + e so that a value across a binade boundary from the
 /// exact one is still allowed its final rounding.
-ULPCHECK_HD inline double budgetFromError(DType out, double exact, double e) { return e + 0.5 * ulpOf(out, std::fabs(exact) + e); }
+ULPCHECK_HD inline double budgetFromError(DType out, double exact, double e) {
+  return e + 0.5 * ulpOf(out, std::fabs(exact) + e);
+}
 
 /// The budget of one element:
 ///   e = K * (u_acc * S + eta_acc * G),   budget = e + 0.5 ulp_T(|exact| + e)
@@ -81,7 +84,7 @@ ULPCHECK_HD inline double budgetFromError(DType out, double exact, double e) { r
 /// the op), G its gain on underflowed products.
 /// `absolute`: an error known as it is (a rounding point's spread), added without the safety factor.
 ULPCHECK_HD inline double elementBudget(DType out, DType accumulation, double exact, double scale_units, double gain,
-                            double absolute = 0.0) {
+                                        double absolute = 0.0) {
   const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(accumulation);
   const double e = tolerance::kBudgetSafety * (unitRoundoff(accumulation) * scale_units + eta * gain) + absolute;
   return budgetFromError(out, exact, e);

@@ -244,7 +244,8 @@ RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract
                                 FastOracleCounts* counts = nullptr, double widen = 1.0) {
   RmsNormReference ref{ReferenceTensor::zeros("y", s.T, s.M, s.N, true),
                        ReferenceTensor::zeros("rstd", statsDtype(s.in.spec), s.M, 1, true),
-                       ReferenceTensor::zeros("dx", s.T, s.M, s.N, true), ReferenceTensor::zeros("dw", s.W, 1, s.N, false)};
+                       ReferenceTensor::zeros("dx", s.T, s.M, s.N, true),
+                       ReferenceTensor::zeros("dw", s.W, 1, s.N, false)};
   ref.dx.withMagnitudes();  // r (|a| + |xhat c|): dx = r (a - xhat c) cancels
   ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
   if (s.in.b) {
@@ -279,7 +280,9 @@ void addPlainDwMagnitudes(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, doub
   dwc.spread[j] += spread_r * std::fabs(dyv * xv);
 }
 
-void addDwGain(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, double rb) { dwc.gain[j] += 1.0 + std::fabs(dyv) + rb; }
+void addDwGain(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, double rb) {
+  dwc.gain[j] += 1.0 + std::fabs(dyv) + rb;
+}
 
 /// sum_j |(offset + w_j) dy_j x_j| of row i, in the order the GPU oracle sums it.
 double rowAbsSum(const Setup& s, int64_t i) {
@@ -360,16 +363,16 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
     if (s.llama) {
       // y = round_T(x r) (offset + w): the kernel's x r~ is within
       // |x| rstd_budget + one fp32 rounding of x r.
-      const RoundingPoint q =
-          roundingPoint(T, sc.t, std::fabs(xv) * rstd_budget + s.u * std::fabs(xv) * (r + rstd_budget));
+      const RoundingPoint q = roundingPoint(T, sc.t,
+                                            std::fabs(xv) * rstd_budget + s.u * std::fabs(xv) * (r + rstd_budget));
 
       mpfr_mul_d(sc.out, s.w_exact[j], q.spec, MPFR_RNDN);
       ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
       // q (offset + w) in fp32: one rounding, one more for offset + w;
       // the rounding point adds its spread times the weight.
-      const double err = tolerance::kBudgetSafety * (s.u * (1.0 + s.w_units) * std::fabs(q.spec * w[j]) +
-                                                     tolerance::kUnderflowHalfUlps * minSubnormal(s.acc) *
-                                                         (1.0 + std::fabs(w[j]) + r)) +
+      const double err = tolerance::kBudgetSafety *
+                             (s.u * (1.0 + s.w_units) * std::fabs(q.spec * w[j]) +
+                              tolerance::kUnderflowHalfUlps * minSubnormal(s.acc) * (1.0 + std::fabs(w[j]) + r)) +
                          q.spread * std::fabs(w[j]);
       ref.y.budget[e] = budgetFromError(T, ref.y.exact[e], err);
       if (dwc) {
@@ -386,7 +389,7 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
       }
     } else {
       if (s.offset == 0.0) mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
-      else mpfr_mul(sc.out, sc.t, s.w_exact[j], MPFR_RNDN);               // y = (x r) (offset + w)
+      else mpfr_mul(sc.out, sc.t, s.w_exact[j], MPFR_RNDN);                 // y = (x r) (offset + w)
       const double bias = s.in.b ? s.in.b->value(0, j) : 0.0;
       if (s.in.b) mpfr_add_d(sc.out, sc.out, bias, MPFR_RNDN);
       setPlainY(s, ref, e, j, toDoubleRoundToOdd(sc.out), xhat, bias, r);
@@ -401,7 +404,7 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
     }
 
     if (s.stats_in_T) mpfr_mul_d(sc.t, sc.rb, xv, MPFR_RNDN);  // the backward's x rb
-    mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);  // t = x rb c
+    mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);                     // t = x rb c
     if (s.offset == 0.0) {
       mpfr_d_sub(sc.s, a, sc.t, MPFR_RNDN);  // a - t
     } else {
@@ -488,7 +491,8 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
     RowScratch sc(s.N, s.offset != 0.0);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       auto dwc = std::make_unique<mp::ColumnSumChunk>(s.N);
-      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) mpfrRow(s, ref, i, sc, dwc.get(), rows);
+      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i)
+        mpfrRow(s, ref, i, sc, dwc.get(), rows);
       dw_chunks[chunk] = std::move(dwc);
     }
   });
@@ -727,8 +731,8 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
     }
   });
 
-  const std::vector<int64_t> undecided =
-      finishFastDw(s, contract, dw_chunks, orderedBounds(s, contract, rows, pool), widen, [&] { return &s; }, ref);
+  const std::vector<int64_t> undecided = finishFastDw(
+      s, contract, dw_chunks, orderedBounds(s, contract, rows, pool), widen, [&] { return &s; }, ref);
   if (counts) {
     int64_t rows_back = 0;
     for (int64_t n : fallback_rows) rows_back += n;
@@ -748,12 +752,12 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
     case OracleMode::Audit: {
       RmsNormReference exact = rmsnormReferenceMpfr(in, contract, pool);
       const RmsNormReference fast = rmsnormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
-      auditReferences("rmsnorm", {&exact.y, &exact.rstd, &exact.dx, &exact.dw}, {&fast.y, &fast.rstd, &fast.dx, &fast.dw});
+      auditReferences("rmsnorm", {&exact.y, &exact.rstd, &exact.dx, &exact.dw},
+                      {&fast.y, &fast.rstd, &fast.dx, &fast.dw});
       return exact;
     }
     case OracleMode::Fast:
-    default:
-      return rmsnormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
+    default: return rmsnormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
   }
 }
 

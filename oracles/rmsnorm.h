@@ -23,7 +23,7 @@ struct RmsNormInputs {
   const HostMatrix& w;   // 1 x N, in the spec's weight dtype (dw's too)
   const HostMatrix& dy;  // M x N, row stride ld
   float eps;
-  NormSpec spec;         // rounding points and weight offset (the weight dtype is w's)
+  NormSpec spec;                  // rounding points and weight offset (the weight dtype is w's)
   const HostMatrix* b = nullptr;  // 1 x N in w's dtype under spec.bias: y = xhat (offset + w) + b
   // y's dtype where it is not x's: allreduce_rmsnorm normalises an fp32
   // residual_out (res=fp32) into activations of its own dtype.

@@ -66,11 +66,11 @@ ULPCHECK_HD inline double plainY(const Constants& s, double exact, double xhat, 
 ULPCHECK_HD inline double dx(const Constants& s, double exact, double a, double xv, double c, double m, double rb,
                              double spread_r) {
   const double xhat_b = xv * rb;
-  const double scale_dx =
-      rb * ((s.delta_b + 3.0 + s.w_units) * std::fabs(a) + (2.0 * s.delta_b + 4.0) * std::fabs(xhat_b * c) +
-            (s.d_row + s.delta_b + 4.0 + s.w_units) * std::fabs(xhat_b) * m);
-  const double spread_dx =
-      spread_r * (std::fabs(a) + std::fabs(xv * c) * (3.0 * rb + 3.0 * spread_r + spread_r * spread_r / rb));
+  const double scale_dx = rb * ((s.delta_b + 3.0 + s.w_units) * std::fabs(a) +
+                                (2.0 * s.delta_b + 4.0) * std::fabs(xhat_b * c) +
+                                (s.d_row + s.delta_b + 4.0 + s.w_units) * std::fabs(xhat_b) * m);
+  const double spread_dx = spread_r *
+                           (std::fabs(a) + std::fabs(xv * c) * (3.0 * rb + 3.0 * spread_r + spread_r * spread_r / rb));
   return elementBudget(s.T, s.acc, exact, scale_dx, rb * (2.0 + std::fabs(c) + std::fabs(xhat_b)) + 1.0, spread_dx);
 }
 

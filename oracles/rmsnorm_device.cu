@@ -225,8 +225,8 @@ struct RowOutputs {
   GlobalDistribution* distribution;  // kTensors of them
 };
 
-__global__ void __launch_bounds__(kThreads, 2) judgeRowsKernel(RmsNormDeviceCase c, rmsnorm_budget::Constants k,
-                                                            rmsnorm_budget::Constants ks, RowOutputs out) {
+__global__ void __launch_bounds__(kThreads, 2)
+    judgeRowsKernel(RmsNormDeviceCase c, rmsnorm_budget::Constants k, rmsnorm_budget::Constants ks, RowOutputs out) {
   __shared__ SharedDistribution dist[kTensors];
   // The row sums' and the figures' reductions take turns in one buffer.
   constexpr size_t kScratch = kThreads * (sizeof(RowSums) > sizeof(RowFigures) ? sizeof(RowSums) : sizeof(RowFigures));
@@ -317,8 +317,8 @@ __global__ void __launch_bounds__(kThreads, 2) judgeRowsKernel(RmsNormDeviceCase
       int mine_undecided = 0;
       ElementValues e;
       for (int64_t j = t; j < N && !mine_undecided; j += kThreads)
-        mine_undecided =
-            !certifyElement(c, k, ks, row, load(c.T, c.x, base + j), load(c.T, c.dy, base + j), load(c.W, c.w, j), e);
+        mine_undecided = !certifyElement(c, k, ks, row, load(c.T, c.x, base + j), load(c.T, c.dy, base + j),
+                                         load(c.W, c.w, j), e);
       if (mine_undecided) atomicOr(&undecided, 1);
     }
     __syncthreads();

@@ -76,7 +76,7 @@ inline constexpr int kTensors = 3;  // y, rstd, dx
 inline constexpr const char* kTensorNames[kTensors] = {"y", "rstd", "dx"};
 
 struct RowsJudged {
-  std::vector<uint8_t> undecided;  // per row: 1 where the host must compute the row
+  std::vector<uint8_t> undecided;                         // per row: 1 where the host must compute the row
   std::array<std::vector<RowFigures>, kTensors> figures;  // per tensor and row (zeros where undecided)
   std::array<Distribution, kTensors> distribution;        // over the decided rows
   // Per row, where decided: r as a double word with its relative error

@@ -15,7 +15,8 @@ DwChunkSums dwChunkSums(const RmsNormDeviceCase&, int64_t, const std::vector<dou
                         const std::vector<double>&, const std::vector<double>&) {
   unavailable();
 }
-std::vector<double> orderedPartialAbs(const RmsNormDeviceCase&, const ColumnOrder&, int64_t, const std::vector<double>&) {
+std::vector<double> orderedPartialAbs(const RmsNormDeviceCase&, const ColumnOrder&, int64_t,
+                                      const std::vector<double>&) {
   unavailable();
 }
 

@@ -162,7 +162,8 @@ Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& 
     std::vector<TensorJudgment> judged(static_cast<size_t>(blocks));
     ThreadPool::shared().forChunks(blocks, [&](unsigned, int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k)
-        judged[size_t(k)] = judgeTensorRows(ref, *out, k * rows_per_block, std::min(ref.rows, (k + 1) * rows_per_block));
+        judged[size_t(k)] = judgeTensorRows(ref, *out, k * rows_per_block,
+                                            std::min(ref.rows, (k + 1) * rows_per_block));
     });
     TensorJudgment whole;
     whole.st.tensor = ref.name;
@@ -208,15 +209,13 @@ Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInput
   if (wrong) {
     o.verdict = Verdict::Fail;
     const Finding& f = o.findings.front();
-    o.summary = fmt::format("{} elements over budget{}; worst {}[{},{}] = {} vs exact {} ({:.3g} ulp, {:.3g}x budget){}",
-                            wrong,
-                            statistical_flags
-                                ? fmt::format(" ({} over the probabilistic budget only: false-alarm probability "
-                                              "<= {:g} per case)",
-                                              statistical_flags, tolerance::kStatisticalFalseAlarm)
-                                : "",
-                            f.tensor, f.row, f.col, hexFloat(f.got), hexFloat(f.exact), f.ulp, f.ratio,
-                            f.note.empty() ? "" : " " + f.note);
+    o.summary = fmt::format(
+        "{} elements over budget{}; worst {}[{},{}] = {} vs exact {} ({:.3g} ulp, {:.3g}x budget){}", wrong,
+        statistical_flags ? fmt::format(" ({} over the probabilistic budget only: false-alarm probability "
+                                        "<= {:g} per case)",
+                                        statistical_flags, tolerance::kStatisticalFalseAlarm)
+                          : "",
+        f.tensor, f.row, f.col, hexFloat(f.got), hexFloat(f.exact), f.ulp, f.ratio, f.note.empty() ? "" : " " + f.note);
   } else if (!nontrivial) {
     // Never a vacuous pass: a reference of all zeros (all-zero inputs, say a
     // one-row case of zero or signed-zero partials) proves nothing about the
@@ -274,7 +273,7 @@ std::string outcomeDifference(const Outcome& a, const Outcome& b) {
         d.scale_worst != e.scale_worst)
       return where + "error distributions";
   }
-  const std::vector<Finding> &fa = a.findings, &fb = b.findings;
+  const std::vector<Finding>&fa = a.findings, &fb = b.findings;
   if (fa.size() != fb.size()) return fmt::format("{} vs {} findings", fa.size(), fb.size());
   for (size_t k = 0; k < fa.size(); ++k) {
     const Finding &f = fa[k], &g = fb[k];
@@ -303,9 +302,10 @@ Outcome checkAccuracy(CaseContext& ctx) {
   // the base run on both and compares.
   if (preferGpuJudge(ctx.spec(), ctx.exec()))
     if (std::optional<Outcome> o = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), nullptr)) return *o;
-  Outcome host = judgeAccuracy(ctx.baseRun(), ctx.reference(), [&](const std::string& tensor, int64_t row, int64_t col) {
-    return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
-  });
+  Outcome host = judgeAccuracy(ctx.baseRun(), ctx.reference(),
+                               [&](const std::string& tensor, int64_t row, int64_t col) {
+                                 return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
+                               });
   if (ctx.exec().oracle == OracleMode::Audit && ctx.kernel().backend == Backend::Cuda)
     if (const std::optional<Outcome> gpu = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), &ctx.baseRun())) {
       const std::string difference = outcomeDifference(host, *gpu);

@@ -44,7 +44,8 @@ struct AllreduceRmsNormInputData {
 inline AllreduceRmsNormInputData generateAllreduceRmsNormInputs(const CaseSpec& c, const std::vector<int64_t>& rows) {
   const uint32_t pad = poisonBits(c.dtype);
   AllreduceRmsNormInputData in;
-  for (int r = 0; r < c.ranks; ++r) in.x.push_back(generateHost(c.x, c.dtype, c.seed, rankPartialStream(r), rows, c.N, c.ld, pad));
+  for (int r = 0; r < c.ranks; ++r)
+    in.x.push_back(generateHost(c.x, c.dtype, c.seed, rankPartialStream(r), rows, c.N, c.ld, pad));
   // In its own dtype under res=fp32 (quack's residual_dtype), else the activations'.
   const DType rt = residualDtype(c.dtype, c.spec);
   in.residual = generateHost(c.x, rt, c.seed, TensorStream::Residual, rows, c.N, c.ld, poisonBits(rt));

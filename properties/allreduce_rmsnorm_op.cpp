@@ -35,8 +35,8 @@ const AllreduceRmsNormKernel& kernelOf(const CaseSpec& c) {
     throw CaseParseError(fmt::format("allreduce_rmsnorm needs 1 <= ranks <= {}, got ranks={}", kMaxRanks, c.ranks));
   const AllreduceRmsNormKernel& k = registeredKernel<AllreduceRmsNormRegistry>(c);
   if (k.info.one_rank_per_gpu && c.ranks > queryDevice().count)
-    throw CaseNotRunnableHere(fmt::format("{} puts one rank on each GPU: ranks={} needs {} GPUs, {} visible",
-                                          c.kernel, c.ranks, c.ranks, queryDevice().count));
+    throw CaseNotRunnableHere(fmt::format("{} puts one rank on each GPU: ranks={} needs {} GPUs, {} visible", c.kernel,
+                                          c.ranks, c.ranks, queryDevice().count));
   return k;
 }
 
@@ -58,9 +58,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
   std::vector<std::string> specFields() const override { return {"wdtype", "rounding", "offset", "res"}; }
   float testSuiteEps() const override { return 1e-6f; }
   // Allreduce fusions: TensorRT-LLM's and FlashInfer's tests.
-  std::vector<std::string> baselineSuites() const override {
-    return {"trtllm_check_accuracy", "flashinfer_ar_fusion"};
-  }
+  std::vector<std::string> baselineSuites() const override { return {"trtllm_check_accuracy", "flashinfer_ar_fusion"}; }
 
   uint64_t peakHostBytes(const CaseSpec& c) const override {
     return linearHostBytes(c, kPeakBytesPerElement + kPeakBytesPerRankElement * c.ranks, kPeakBytesPerRow,
@@ -75,7 +73,8 @@ class AllreduceRmsNormOp final : public OpAdapter {
     const RowShape shape{c.dtype, M, c.N, c.ld, c.eps, c.spec};
     const LaunchEnv env = launchEnv(c, ctx);
     AllreduceRmsNormInputData fresh;
-    const AllreduceRmsNormInputData& in = caseInputs(ctx, layout, fresh, [&] { return generateAllreduceRmsNormInputs(c, layout); });
+    const AllreduceRmsNormInputData& in = caseInputs(ctx, layout, fresh,
+                                                     [&] { return generateAllreduceRmsNormInputs(c, layout); });
 
     RunBuffers buf(k.info.backend, k.info.unprovided_outputs);
     AllreduceRmsNormArgs args;
@@ -88,7 +87,8 @@ class AllreduceRmsNormOp final : public OpAdapter {
       args.x[r] = buf.input(rankName("x", r), in.x[size_t(r)]);
       args.residual[r] = buf.input(rankName("residual", r), in.residual);
       args.w[r] = buf.input(rankName("w", r), in.w);
-      args.residual_out[r] = buf.output(rankName("residual_out", r), residualDtype(c.dtype, c.spec), M, c.N, c.ld, true);
+      args.residual_out[r] = buf.output(rankName("residual_out", r), residualDtype(c.dtype, c.spec), M, c.N, c.ld,
+                                        true);
       args.y[r] = buf.output(rankName("y", r), c.dtype, M, c.N, c.ld, true);
       args.workspace[r] = buf.scratch(rankName("workspace", r), workspace);
     }
@@ -130,11 +130,13 @@ class AllreduceRmsNormOp final : public OpAdapter {
     const AllreduceRmsNormKernel& k = kernelOf(c);
     const RowLayout rows = identityRows(c.M);
     AllreduceRmsNormInputData fresh;
-    const AllreduceRmsNormInputData& in = caseInputs(ctx, rows, fresh, [&] { return generateAllreduceRmsNormInputs(c, rows); });
+    const AllreduceRmsNormInputData& in = caseInputs(ctx, rows, fresh,
+                                                     [&] { return generateAllreduceRmsNormInputs(c, rows); });
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), false};
-    AllreduceRmsNormReference ref = allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec},
-                                                              contract, ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
+    AllreduceRmsNormReference ref = allreduceRmsNormReference(
+        AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec}, contract,
+        ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
     return {std::move(ref.residual_out), std::move(ref.y)};
   }
 
@@ -146,10 +148,11 @@ class AllreduceRmsNormOp final : public OpAdapter {
     std::string partials;
     for (int r = 0; r < c.ranks; ++r)
       partials += fmt::format("{}x{}={}", r ? " " : "", r, at(c.x, rankPartialStream(r), row, col));
-    return fmt::format("{} residual={} w={}", partials,
-                       hexFloat(sampleValue(c.x, residualDtype(c.dtype, c.spec), c.seed, TensorStream::Residual, row, col)),
-                       hexFloat(sampleValue(rmsNormWeightDist(c.spec), weightDtype(c.dtype, c.spec), c.seed,
-                                            TensorStream::Weight, 0, col)));
+    return fmt::format(
+        "{} residual={} w={}", partials,
+        hexFloat(sampleValue(c.x, residualDtype(c.dtype, c.spec), c.seed, TensorStream::Residual, row, col)),
+        hexFloat(sampleValue(rmsNormWeightDist(c.spec), weightDtype(c.dtype, c.spec), c.seed, TensorStream::Weight, 0,
+                             col)));
   }
 
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {

@@ -19,7 +19,9 @@ CaseContext::CaseContext(CaseSpec spec, const OpAdapter& op, const ExecContext& 
     : spec_(std::move(spec)), op_(op), exec_(exec) {
   exec_.inputs = inputs_.get();
   const KernelInfo* k = OpAdapter::findKernel(spec_.op, spec_.kernel);
-  if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec_.op, spec_.kernel));
+  if (!k)
+    throw CaseParseError(
+        fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec_.op, spec_.kernel));
   // A case the variant cannot run, as a precondition or spec it lacks (not a malformed case).
   if (!k->supports(spec_.dtype))
     throw CaseNotRunnableHere(fmt::format("{} does not take dtype {}", spec_.kernel, dtypeName(spec_.dtype)));

@@ -33,7 +33,7 @@ Outcome checkDeterminism(CaseContext& ctx) {
   // Says whether the runs met different CTA schedules on purpose, so a pass
   // is read for what it is.
   const bool gpu = ScheduleNoise::applies(true, ctx.kernel().backend);
-  const char* conditions = !gpu                        ? ""
+  const char* conditions = !gpu                          ? ""
                            : ctx.exec().perturb_schedule ? " (schedule perturbed)"
                                                          : " (runs from 2 on schedule perturbed)";
   Outcome o;
@@ -101,14 +101,13 @@ Outcome checkDeterminism(CaseContext& ctx) {
   }
   if (differing_runs)
     o.summary += fmt::format("; {} of {} repeats differ, each within its accuracy budget", differing_runs, repeats);
-  else
-    o.summary = fmt::format("{} runs bitwise identical{}", repeats + 1, conditions);
+  else o.summary = fmt::format("{} runs bitwise identical{}", repeats + 1, conditions);
   return o;
 }
 
-const bool registered = registerProperty(
-    {"determinism", "repeated runs of a case produce bitwise identical outputs", checkDeterminism,
-     /*intermittent_failures=*/true});
+const bool registered = registerProperty({"determinism", "repeated runs of a case produce bitwise identical outputs",
+                                          checkDeterminism,
+                                          /*intermittent_failures=*/true});
 
 }  // namespace
 }  // namespace ulpcheck

@@ -52,18 +52,19 @@ Outcome checkFusedVsUnfused(CaseContext& ctx) {
   std::string scope = "every row";
   if (!contract.bitwise_rows_where_exact.empty()) {
     const std::vector<ReferenceTensor>& oracle = ctx.reference();
-    const auto by = std::find_if(oracle.begin(), oracle.end(), [&](const ReferenceTensor& t) {
-      return t.name == contract.bitwise_rows_where_exact;
-    });
+    const auto by = std::find_if(oracle.begin(), oracle.end(),
+                                 [&](const ReferenceTensor& t) { return t.name == contract.bitwise_rows_where_exact; });
     if (by == oracle.end()) {
       o.verdict = Verdict::Fail;
-      o.summary = fmt::format("the oracle has no tensor '{}' to tell determined rows by", contract.bitwise_rows_where_exact);
+      o.summary = fmt::format("the oracle has no tensor '{}' to tell determined rows by",
+                              contract.bitwise_rows_where_exact);
       return o;
     }
     std::vector<bool> determined(size_t(by->rows), true);
     int64_t count = 0;
     for (int64_t r = 0; r < by->rows; ++r) {
-      for (int64_t c = 0; c < by->cols && determined[size_t(r)]; ++c) determined[size_t(r)] = by->budget[size_t(r * by->cols + c)] == 0.0;
+      for (int64_t c = 0; c < by->cols && determined[size_t(r)]; ++c)
+        determined[size_t(r)] = by->budget[size_t(r * by->cols + c)] == 0.0;
       count += determined[size_t(r)];
     }
     if (count == 0) {

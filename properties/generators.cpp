@@ -36,10 +36,9 @@ rc::Gen<T> just(T v) {
 
 /// 2^k (1 + f/16) with k shrinking toward 0 and f toward 0: exact, simple values first.
 rc::Gen<double> scale(std::vector<int> exponents) {
-  return rc::gen::map(rc::gen::tuple(shrinkingElementOf<int>(std::move(exponents)), rc::gen::inRange(0, 16)),
-                      [](const std::tuple<int, int>& t) {
-                        return std::ldexp(1.0 + std::get<1>(t) / 16.0, std::get<0>(t));
-                      });
+  return rc::gen::map(
+      rc::gen::tuple(shrinkingElementOf<int>(std::move(exponents)), rc::gen::inRange(0, 16)),
+      [](const std::tuple<int, int>& t) { return std::ldexp(1.0 + std::get<1>(t) / 16.0, std::get<0>(t)); });
 }
 
 std::vector<int> centredExponents(int lo, int hi) {  // 0, -1, 1, -2, 2, ... within [lo, hi]
@@ -71,11 +70,11 @@ rc::Gen<int64_t> columns(Tier tier) {
   // cannot see dx = 0 (the accuracy verdict is inconclusive by construction).
   std::vector<std::pair<size_t, rc::Gen<int64_t>>> alts = {
       {3, rc::gen::inRange<int64_t>(3, 18)},
-      {4, shrinkingElementOf<int64_t>({1,    2,    3,    4,    5,    7,    8,    9,    12,   15,   16,   17,   24,   31,
-                                       32,   33,   63,   64,   65,   127,  128,  129,  255,  256,  257,  511,  512,  513,
+      {4, shrinkingElementOf<int64_t>({1,    2,    3,    4,    5,    7,    8,    9,    12,   15,   16,   17,   24,  31,
+                                       32,   33,   63,   64,   65,   127,  128,  129,  255,  256,  257,  511,  512, 513,
                                        1000, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193})},
-      {2, shrinkingElementOf<int64_t>({2,   3,   5,   7,    11,   13,   19,   23,   29,   37,   61,   67,   97,   131,
-                                       251, 509, 521, 1021, 1031, 2039, 2053, 4093, 4099, 8209, 12289, 16381})},
+      {2, shrinkingElementOf<int64_t>({2,   3,   5,   7,   11,   13,   19,   23,   29,   37,   61,   67,    97,
+                                       131, 251, 509, 521, 1021, 1031, 2039, 2053, 4093, 4099, 8209, 12289, 16381})},
       {3, rc::gen::inRange<int64_t>(1, 4097)},
       {1, rc::gen::inRange<int64_t>(4097, 16385)},
       // Rows too wide for the CUDA kernels' registers (row_plan.h's
@@ -95,8 +94,9 @@ rc::Gen<int64_t> rows(Tier tier) {
   // 132 and 264 bracket one and two CTAs per SM of an H100's backward grid.
   std::vector<std::pair<size_t, rc::Gen<int64_t>>> alts = {
       {4, rc::gen::inRange<int64_t>(1, 10)},
-      {3, shrinkingElementOf<int64_t>({1,   2,   3,   4,   7,   8,   9,   15,  16,  17,  31,  32,  33,  63,  64,  65,
-                                       127, 128, 129, 131, 132, 133, 255, 256, 257, 263, 264, 265, 511, 512, 513, 1025})},
+      {3,
+       shrinkingElementOf<int64_t>({1,   2,   3,   4,   7,   8,   9,   15,  16,  17,  31,  32,  33,  63,  64,  65,
+                                    127, 128, 129, 131, 132, 133, 255, 256, 257, 263, 264, 265, 511, 512, 513, 1025})},
       {2, rc::gen::inRange<int64_t>(1, 1025)},
       {1, rc::gen::inRange<int64_t>(1, 65537)},
   };
@@ -116,12 +116,15 @@ rc::Gen<std::pair<int64_t, int64_t>> shape(Tier tier) {
   for (int64_t m : {int64_t{32768}, int64_t{32767}, int64_t{32769}, int64_t{65536}, int64_t{65537}})
     if (m <= cap) large_m.push_back(m);
   auto independent = rc::gen::tuple(rows(tier), columns(tier));
-  if (large_m.empty()) return rc::gen::map(independent, [](const std::tuple<int64_t, int64_t>& t) {
-    return std::pair{std::get<0>(t), std::get<1>(t)};
-  });
+  if (large_m.empty())
+    return rc::gen::map(independent, [](const std::tuple<int64_t, int64_t>& t) {
+      return std::pair{std::get<0>(t), std::get<1>(t)};
+    });
   auto large_batch = rc::gen::tuple(shrinkingElementOf(large_m), rc::gen::inRange<int64_t>(3, 9));
   return rc::gen::map(shrinkingWeightedOneOf<std::tuple<int64_t, int64_t>>({{9, independent}, {1, large_batch}}),
-                      [](const std::tuple<int64_t, int64_t>& t) { return std::pair{std::get<0>(t), std::get<1>(t)}; });
+                      [](const std::tuple<int64_t, int64_t>& t) {
+                        return std::pair{std::get<0>(t), std::get<1>(t)};
+                      });
 }
 
 rc::Gen<DistParams> distribution() {
@@ -130,7 +133,8 @@ rc::Gen<DistParams> distribution() {
   // |mean| / sigma = 2^k: 2^16 and 2^20 are rarer, since there no fp32
   // kernel knows a LayerNorm's statistics to 1/64 (the verdict is
   // inconclusive by construction) and 16-bit rows are constant.
-  auto ratio = shrinkingWeightedOneOf<int>({{2, shrinkingElementOf<int>({8, 4, 6, 10, 12})}, {1, shrinkingElementOf<int>({16, 20})}});
+  auto ratio = shrinkingWeightedOneOf<int>(
+      {{2, shrinkingElementOf<int>({8, 4, 6, 10, 12})}, {1, shrinkingElementOf<int>({16, 20})}});
   auto large_mean = rc::gen::map(
       rc::gen::tuple(scale({10, 6, 7, 8, 9, 11, 12}), ratio, shrinkingElementOf<bool>({false, true})),
       [](const std::tuple<double, int, bool>& t) {
@@ -207,7 +211,7 @@ rc::Gen<CaseSpec> withSpec(CaseSpec base) {
     c.spec = NormSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
                       std::get<4>(t), std::get<5>(t), std::get<6>(t)};
     if (c.spec.affine == Affine::None) c.spec.weight.reset();  // no weights to give a dtype
-    if (c.spec.rounding == Rounding::Llama) {  // not modelled together (case_spec.cpp)
+    if (c.spec.rounding == Rounding::Llama) {                  // not modelled together (case_spec.cpp)
       c.spec.stats.reset();
       c.spec.bias = false;
     }
@@ -231,9 +235,8 @@ rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
       {{6, just<int64_t>(0)}, {2, just(kAlignRows)}, {3, shrinkingElementOf<int64_t>({1, 3, 8, 64})}});
   auto ctas = shrinkingWeightedOneOf<int>({{1, just(0)}, {1, rc::gen::inRange(1, 6)}});
   auto base = rc::gen::map(
-      rc::gen::tuple(shape(o.tier), shrinkingElementOf(o.dtypes), distribution(),
-                     shrinkingElementOf(o.kernels), padding, shrinkingElementOf<double>({1.0, 0.5, 2.0, 0x1p-4, 0x1p4}),
-                     ctas, seed()),
+      rc::gen::tuple(shape(o.tier), shrinkingElementOf(o.dtypes), distribution(), shrinkingElementOf(o.kernels),
+                     padding, shrinkingElementOf<double>({1.0, 0.5, 2.0, 0x1p-4, 0x1p4}), ctas, seed()),
       [o, max_elements, kAlignRows](const auto& t) {
         CaseSpec c;
         c.op = o.op;

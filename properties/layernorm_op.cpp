@@ -75,7 +75,8 @@ class LayerNormOp final : public OpAdapter {
     const auto t0 = std::chrono::steady_clock::now();
     k.forward(LayerNormForwardArgs{shape, x, gamma, beta, y, mean, rstd}, env);
     k.backward(LayerNormBackwardArgs{shape, x, gamma, dy, mean, rstd, dx, dgamma, dbeta, workspace}, env);
-    const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("layernorm forward + backward") : "";
+    const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("layernorm forward + backward")
+                                                                  : "";
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     RunResult r = buf.collect(ctx.repeats);
@@ -107,7 +108,8 @@ class LayerNormOp final : public OpAdapter {
     auto at = [&](const DistParams& d, TensorStream s, int64_t r, int64_t j, DType t) {
       return hexFloat(sampleValue(d, t, c.seed, s, r, j));
     };
-    const std::string gamma = c.spec.hasGamma() ? at(kLayerNormGammaDist, TensorStream::Weight, 0, col, wt) : "1 (none)";
+    const std::string gamma = c.spec.hasGamma() ? at(kLayerNormGammaDist, TensorStream::Weight, 0, col, wt)
+                                                : "1 (none)";
     const std::string beta = c.spec.hasBeta() ? at(kLayerNormBetaDist, TensorStream::Bias, 0, col, wt) : "0 (none)";
     if (tensor == "dgamma" || tensor == "dbeta") return fmt::format("gamma[{}]={} (sum over {} rows)", col, gamma, c.M);
     if (tensor == "mean" || tensor == "rstd") return fmt::format("row {} of x ({} columns)", row, c.N);

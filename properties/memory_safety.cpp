@@ -17,8 +17,9 @@ Outcome checkMemorySafety(CaseContext& ctx) {
     return o;
   }
   o.verdict = Verdict::Fail;
-  o.summary = fmt::format("{} unwritten, {} padding elements written, {} input elements modified, {} canary bytes damaged",
-                          m.unwritten, m.padding_written, m.inputs_modified, m.canary_bytes_damaged);
+  o.summary = fmt::format(
+      "{} unwritten, {} padding elements written, {} input elements modified, {} canary bytes damaged", m.unwritten,
+      m.padding_written, m.inputs_modified, m.canary_bytes_damaged);
   if (!m.unchecked_launch.empty()) {
     o.summary += "; unchecked launch failure";
     Finding f;
@@ -34,7 +35,8 @@ Outcome checkMemorySafety(CaseContext& ctx) {
 }
 
 const bool registered = registerProperty(
-    {"memory_safety", "every output element written; no write outside outputs; inputs unchanged; no unchecked failed launch",
+    {"memory_safety",
+     "every output element written; no write outside outputs; inputs unchanged; no unchecked failed launch",
      checkMemorySafety});
 
 }  // namespace

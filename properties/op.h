@@ -46,11 +46,11 @@ struct OutputTensor {
 
 /// What the memory checks found in one run.
 struct MemoryReport {
-  int64_t unwritten = 0;         // output elements still holding the poison pattern
-  int64_t padding_written = 0;   // padding elements (columns N..ld) that changed
-  int64_t inputs_modified = 0;   // input elements that changed
+  int64_t unwritten = 0;        // output elements still holding the poison pattern
+  int64_t padding_written = 0;  // padding elements (columns N..ld) that changed
+  int64_t inputs_modified = 0;  // input elements that changed
   size_t canary_bytes_damaged = 0;
-  std::string unchecked_launch;   // a launch that failed with nobody checking (synchronizeVariant)
+  std::string unchecked_launch;      // a launch that failed with nobody checking (synchronizeVariant)
   std::vector<std::string> details;  // first few findings, human readable
   bool clean() const {
     return !unwritten && !padding_written && !inputs_modified && !canary_bytes_damaged && unchecked_launch.empty();
@@ -201,8 +201,7 @@ class OpAdapter {
 /// `per_row` for each row, `per_col` for each column (the column sums'
 /// oracle), and a fixed `base`; saturates instead of wrapping.
 inline uint64_t linearHostBytes(const CaseSpec& c, double per_element, double per_row, double per_col, double base) {
-  const double bytes =
-      per_element * double(c.M) * double(c.ld) + per_row * double(c.M) + per_col * double(c.N) + base;
+  const double bytes = per_element * double(c.M) * double(c.ld) + per_row * double(c.M) + per_col * double(c.N) + base;
   return bytes >= 1.8e19 ? UINT64_MAX : uint64_t(bytes);
 }
 

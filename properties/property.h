@@ -28,11 +28,11 @@ struct Finding {
   std::string tensor;
   int64_t row = 0, col = 0;
   double got = 0, exact = 0, correctly_rounded = 0;
-  double ulp = 0;           // |got - exact| in ulps of the exact value's binade
-  double budget_ulp = 0;    // the budget in the same ulps
-  double ratio = 0;         // |got - exact| / budget
-  std::string note;         // e.g. "unwritten (poison)", "differs from run 2: 0x3f80 vs 0x3f81"
-  std::string inputs;       // hex of the inputs it depends on
+  double ulp = 0;         // |got - exact| in ulps of the exact value's binade
+  double budget_ulp = 0;  // the budget in the same ulps
+  double ratio = 0;       // |got - exact| / budget
+  std::string note;       // e.g. "unwritten (poison)", "differs from run 2: 0x3f80 vs 0x3f81"
+  std::string inputs;     // hex of the inputs it depends on
   // A bitwise property's finding: `got` is one run's (rank's, pipeline's)
   // value and `exact` the reference run's, compared bit for bit; no
   // correctly rounded value, ulp or budget applies.
@@ -57,7 +57,7 @@ struct TensorStats {
 struct Outcome {
   Verdict verdict = Verdict::Pass;
   std::string summary;
-  std::vector<Finding> findings;   // worst first
+  std::vector<Finding> findings;  // worst first
   std::vector<TensorStats> stats;
   // The kernel itself failed to run: it crashed, aborted, hung, hit a sticky
   // CUDA error in its worker, or returned an error. A failure, but one that
@@ -85,7 +85,9 @@ struct Property {
   std::function<bool(const OpAdapter&, const KernelInfo&)> applies_to_kernel;
   std::function<bool(const CaseSpec&)> applies_to_case;
 
-  bool appliesTo(const OpAdapter& op, const KernelInfo& k) const { return !applies_to_kernel || applies_to_kernel(op, k); }
+  bool appliesTo(const OpAdapter& op, const KernelInfo& k) const {
+    return !applies_to_kernel || applies_to_kernel(op, k);
+  }
   bool appliesTo(const CaseSpec& c) const { return !applies_to_case || applies_to_case(c); }
 };
 

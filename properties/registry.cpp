@@ -42,7 +42,8 @@ const KernelInfo* OpAdapter::findKernel(const std::string& op, const std::string
 
 const KernelInfo& OpAdapter::requireKernel(const std::string& op, const std::string& kernel) {
   const KernelInfo* k = findKernel(op, kernel);
-  if (!k) throw std::invalid_argument(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", op, kernel));
+  if (!k)
+    throw std::invalid_argument(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", op, kernel));
   return *k;
 }
 
@@ -80,20 +81,31 @@ const char* verdictName(Verdict v) {
 
 nlohmann::json toJson(const Finding& f) {
   if (f.bitwise)
-    return {{"tensor", f.tensor}, {"row", f.row},       {"col", f.col},       {"got", hexFloat(f.got)},
-            {"reference", hexFloat(f.exact)}, {"note", f.note}, {"inputs", f.inputs}, {"bitwise", true}};
-  return {{"tensor", f.tensor},       {"row", f.row},       {"col", f.col},
-          {"got", hexFloat(f.got)},   {"exact", hexFloat(f.exact)},
+    return {{"tensor", f.tensor},
+            {"row", f.row},
+            {"col", f.col},
+            {"got", hexFloat(f.got)},
+            {"reference", hexFloat(f.exact)},
+            {"note", f.note},
+            {"inputs", f.inputs},
+            {"bitwise", true}};
+  return {{"tensor", f.tensor},
+          {"row", f.row},
+          {"col", f.col},
+          {"got", hexFloat(f.got)},
+          {"exact", hexFloat(f.exact)},
           {"correctly_rounded", hexFloat(f.correctly_rounded)},
-          {"ulp", f.ulp},             {"budget_ulp", f.budget_ulp},
-          {"ratio", f.ratio},         {"note", f.note},     {"inputs", f.inputs}};
+          {"ulp", f.ulp},
+          {"budget_ulp", f.budget_ulp},
+          {"ratio", f.ratio},
+          {"note", f.note},
+          {"inputs", f.inputs}};
 }
 
 nlohmann::json toJson(const TensorStats& s) {
-  return {{"tensor", s.tensor},   {"elements", s.elements}, {"wrong", s.wrong},
-          {"max_ulp", s.max_ulp}, {"rms_ulp", s.rms_ulp},   {"max_ratio", s.max_ratio},
-          {"nonzero", s.nonzero}, {"sharp", s.sharp},       {"power", s.power()},
-          {"errors", s.errors.toJson()}};
+  return {{"tensor", s.tensor},   {"elements", s.elements},     {"wrong", s.wrong},     {"max_ulp", s.max_ulp},
+          {"rms_ulp", s.rms_ulp}, {"max_ratio", s.max_ratio},   {"nonzero", s.nonzero}, {"sharp", s.sharp},
+          {"power", s.power()},   {"errors", s.errors.toJson()}};
 }
 
 nlohmann::json toJson(const Outcome& o) {

@@ -35,7 +35,8 @@ OutputTensor downloadRows(const Buffer& b, const std::string& name, DType t, con
 /// The rows whose worst element is among the kReportedFindings worst of the
 /// tensor, of the rows the GPU decided (ties: the lower row): the tensor's
 /// worst elements lie in them.
-std::vector<int64_t> worstRows(const std::vector<gpu_oracle::RowFigures>& figures, const std::vector<uint8_t>& undecided) {
+std::vector<int64_t> worstRows(const std::vector<gpu_oracle::RowFigures>& figures,
+                               const std::vector<uint8_t>& undecided) {
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < int64_t(figures.size()); ++i)
     if (!undecided[size_t(i)]) rows.push_back(i);
@@ -118,7 +119,8 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
     for (const char* name : {"y", "rstd", "dx", "dw"}) {
       if (!k.info.provides(name)) continue;
       const OutputTensor* o = outputs->find(name);
-      if (!o || !o->downloaded) throw std::logic_error(fmt::format("GPU judge: no downloaded output '{}' to judge", name));
+      if (!o || !o->downloaded)
+        throw std::logic_error(fmt::format("GPU judge: no downloaded output '{}' to judge", name));
       const std::vector<uint8_t> bytes = packBits(o->bits, o->dtype);
       buf.find(name)->upload(bytes.data(), bytes.size());
     }
@@ -176,14 +178,16 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
   }
   const std::array<const ReferenceTensor*, gpu_oracle::kTensors> sub_refs{&sub_ref.y, &sub_ref.rstd, &sub_ref.dx};
   const std::array<OutputTensor, gpu_oracle::kTensors> sub_out{
-      downloadRows(*buf.find("y"), "y", c.dtype, rows, N, c.ld), downloadRows(*buf.find("rstd"), "rstd", DType::F32, rows, 1, 1),
+      downloadRows(*buf.find("y"), "y", c.dtype, rows, N, c.ld),
+      downloadRows(*buf.find("rstd"), "rstd", DType::F32, rows, 1, 1),
       downloadRows(*buf.find("dx"), "dx", c.dtype, rows, N, c.ld)};
   std::vector<TensorJudgment> tensors;
   for (int t = 0; t < gpu_oracle::kTensors; ++t) {
     TensorJudgment j = fromDevice(gpu_oracle::kTensorNames[t], judged.figures[size_t(t)], judged.undecided,
                                   judged.distribution[size_t(t)]);
     for (size_t r = 0; r < rows.size(); ++r) {
-      TensorJudgment row = judgeTensorRows(*sub_refs[size_t(t)], sub_out[size_t(t)], int64_t(r), int64_t(r) + 1, &rows, M);
+      TensorJudgment row = judgeTensorRows(*sub_refs[size_t(t)], sub_out[size_t(t)], int64_t(r), int64_t(r) + 1, &rows,
+                                           M);
       if (judged.undecided[size_t(rows[r])]) {
         j.merge(std::move(row));
       } else {  // the GPU counted it: only its findings
@@ -251,7 +255,8 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
   const RmsNormInputs shape_only{x_shape, sub.w, dy_shape, c.eps, c.spec};
   ReferenceTensor dw_ref = rmsnormDwFromPass(shape_only, contract, dw_chunks, ordered, widen, whole, &oracleCounts());
   if (statistical)
-    dw_ref.statistical_budget = rmsnormDwFromPass(shape_only, probable, dw_chunks, ordered, widen, whole, nullptr).budget;
+    dw_ref.statistical_budget =
+        rmsnormDwFromPass(shape_only, probable, dw_chunks, ordered, widen, whole, nullptr).budget;
   const OutputTensor dw_out = downloadRows(*buf.find("dw"), "dw", wt, {0}, N, N);
   tensors.push_back(judgeTensorRows(dw_ref, dw_out, 0, 1));
   // Only the outputs the variant produces are judged (CaseContext::reference's rule).

@@ -31,10 +31,10 @@ struct RmsNormInputData {
 inline RmsNormInputData generateRmsNormInputs(const CaseSpec& c, const std::vector<int64_t>& rows) {
   const uint32_t pad = poisonBits(c.dtype);
   const DType wt = weightDtype(c.dtype, c.spec);
-  RmsNormInputData in{generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
-                      generateHost(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, {0}, c.N, c.N, poisonBits(wt)),
-                      generateHost(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad),
-                      std::nullopt};
+  RmsNormInputData in{
+      generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
+      generateHost(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, {0}, c.N, c.N, poisonBits(wt)),
+      generateHost(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad), std::nullopt};
   if (c.spec.bias) in.b = generateHost(kRmsNormBiasDist, wt, c.seed, TensorStream::Bias, {0}, c.N, c.N, poisonBits(wt));
   return in;
 }

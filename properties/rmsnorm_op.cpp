@@ -72,7 +72,8 @@ class RmsNormOp final : public OpAdapter {
     const auto t0 = std::chrono::steady_clock::now();
     k.forward(RmsNormForwardArgs{shape, x, w, y, rstd, b}, env);
     k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, db}, env);
-    const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("rmsnorm forward + backward") : "";
+    const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("rmsnorm forward + backward")
+                                                                  : "";
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     RunResult r = buf.collect(ctx.repeats);
@@ -103,7 +104,8 @@ class RmsNormOp final : public OpAdapter {
     const RmsNormKernel& k = kernelOf(c);
     if (!rmsnormGpuJudgeApplies(c, k.info)) return std::nullopt;
     return rmsnormAccuracyOnGpu(
-        c, k, ctx, [&](const std::string& tensor, int64_t row, int64_t col) { return describeInputs(c, tensor, row, col); },
+        c, k, ctx,
+        [&](const std::string& tensor, int64_t row, int64_t col) { return describeInputs(c, tensor, row, col); },
         outputs, 1.0, digests);
   }
 
@@ -115,8 +117,8 @@ class RmsNormOp final : public OpAdapter {
         sampleValue(rmsNormWeightDist(c.spec), weightDtype(c.dtype, c.spec), c.seed, TensorStream::Weight, 0, col));
     if (tensor == "dw") return fmt::format("w[{}]={} (sum over {} rows)", col, w, c.M);
     if (tensor == "db") return fmt::format("dy of column {} (sum over {} rows)", col, c.M);
-    const std::string b = c.spec.bias ? " b=" + hexFloat(sampleValue(kRmsNormBiasDist, weightDtype(c.dtype, c.spec), c.seed,
-                                                                     TensorStream::Bias, 0, col))
+    const std::string b = c.spec.bias ? " b=" + hexFloat(sampleValue(kRmsNormBiasDist, weightDtype(c.dtype, c.spec),
+                                                                     c.seed, TensorStream::Bias, 0, col))
                                       : "";
     if (tensor == "rstd") return fmt::format("row {} of x ({} columns)", row, c.N);
     return fmt::format("x={} w={}{} dy={}", at(c.x, TensorStream::X, row, col), w, b,

@@ -36,7 +36,8 @@ void* RunBuffers::generated(const std::string& name, const DistParams& dist, DTy
   Entry e{std::make_unique<Buffer>(where_, size_t(rows * ld) * storageBytes(t), name),
           OutputTensor{name, t, rows, cols, ld, true, {}}, Entry::kInput, nullptr};
   e.buffer->fillPattern(poisonBits(t), storageBytes(t));
-  if (where_ != Backend::Cuda) throw std::logic_error("RunBuffers::generated: inputs are generated in place on the GPU only");
+  if (where_ != Backend::Cuda)
+    throw std::logic_error("RunBuffers::generated: inputs are generated in place on the GPU only");
   {
     cudaops::DeviceScope on(e.buffer->device());
     generateDevice(e.buffer->data(), dist, t, seed, stream, 0, rows, cols, ld);
@@ -123,7 +124,8 @@ RunResult RunBuffers::collect(const RunResult* expected) const {
       for (size_t i = 0; i * w < bytes.size(); ++i)
         if (std::memcmp(&bytes[i * w], &uploaded[i * w], w) != 0) {
           if (mem.inputs_modified++ == 0)
-            note(mem, fmt::format("input '{}' modified at row {} col {}", g.name, int64_t(i) / g.ld, int64_t(i) % g.ld));
+            note(mem,
+                 fmt::format("input '{}' modified at row {} col {}", g.name, int64_t(i) / g.ld, int64_t(i) % g.ld));
         }
       continue;
     }

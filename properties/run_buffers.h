@@ -44,10 +44,10 @@ class RunBuffers {
  private:
   struct Entry {
     std::unique_ptr<Buffer> buffer;
-    OutputTensor shape;             // geometry
+    OutputTensor shape;  // geometry
     enum Kind { kInput, kOutput, kScratch } kind;
     const HostMatrix* uploaded = nullptr;  // inputs: what was uploaded, which must come back unchanged
-    uint64_t generated_digest = 0;          // inputs generated in place (uploaded null): their digest
+    uint64_t generated_digest = 0;         // inputs generated in place (uploaded null): their digest
   };
   Backend where_;
   std::vector<std::string> unprovided_;

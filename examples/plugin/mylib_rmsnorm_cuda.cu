@@ -25,11 +25,17 @@ __device__ float toF(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <typename T>
 __device__ T fromF(float v);
 template <>
-__device__ float fromF<float>(float v) { return v; }
+__device__ float fromF<float>(float v) {
+  return v;
+}
 template <>
-__device__ __half fromF<__half>(float v) { return __float2half_rn(v); }
+__device__ __half fromF<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
-__device__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 
 using BlockReduce = cub::BlockReduce<float, kThreads>;
 
@@ -126,11 +132,11 @@ int rmsnormBackwardCuda(const RmsNormShape& s, const void* x, const void* w, con
         partial, s.rows, s.cols, s.stride);
     const unsigned grid = unsigned((s.cols + 255) / 256);
     if (sum_partials_in_bf16)
-      sumPartialsKernel<T, true><<<grid, 256, 0, cudaStream_t(stream)>>>(partial, blocksFor(s), s.cols,
-                                                                          static_cast<T*>(dw));
+      sumPartialsKernel<T, true>
+          <<<grid, 256, 0, cudaStream_t(stream)>>>(partial, blocksFor(s), s.cols, static_cast<T*>(dw));
     else
-      sumPartialsKernel<T, false><<<grid, 256, 0, cudaStream_t(stream)>>>(partial, blocksFor(s), s.cols,
-                                                                           static_cast<T*>(dw));
+      sumPartialsKernel<T, false>
+          <<<grid, 256, 0, cudaStream_t(stream)>>>(partial, blocksFor(s), s.cols, static_cast<T*>(dw));
   });
 }
 

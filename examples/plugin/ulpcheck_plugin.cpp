@@ -91,8 +91,12 @@ const ulpcheck_variant kVariants[] = {
 
 const char* lastError() { return last_error.c_str(); }
 
-const ulpcheck_plugin kPlugin{ULPCHECK_ABI_VERSION, sizeof(ulpcheck_variant), "mylib 1.0 (ulpcheck example plugin)",
-                              int32_t(sizeof kVariants / sizeof kVariants[0]), kVariants, lastError};
+const ulpcheck_plugin kPlugin{ULPCHECK_ABI_VERSION,
+                              sizeof(ulpcheck_variant),
+                              "mylib 1.0 (ulpcheck example plugin)",
+                              int32_t(sizeof kVariants / sizeof kVariants[0]),
+                              kVariants,
+                              lastError};
 
 }  // namespace
 

@@ -140,9 +140,8 @@ ExecContext execContext(const std::string& backend, bool perturb_schedule, const
   ctx.perturb_schedule = perturb_schedule;
   if (perturb_schedule && !quiet)
     fmt::print("# schedule perturbation: {}\n",
-               ctx.backend == Backend::Cuda
-                   ? "every run launches beside a random load on another stream"
-                   : "has no effect on the host backend (host ports run in program order)");
+               ctx.backend == Backend::Cuda ? "every run launches beside a random load on another stream"
+                                            : "has no effect on the host backend (host ports run in program order)");
   return ctx;
 }
 
@@ -163,8 +162,7 @@ int cmdList() {
     if (k.origin != "built-in") fmt::print("  {:<17} {:<29} from {}\n", "", "", k.origin);
     if (const auto& p = k.preconditions; p.contiguous_rows || p.aligned_rows || p.max_cols)
       fmt::print("  {:<17} {:<29} preconditions:{}{}{}\n", "", "", p.contiguous_rows ? " contiguous rows" : "",
-                 p.aligned_rows ? " 16-byte aligned rows" : "",
-                 p.max_cols ? fmt::format(" N <= {}", p.max_cols) : "");
+                 p.aligned_rows ? " 16-byte aligned rows" : "", p.max_cols ? fmt::format(" N <= {}", p.max_cols) : "");
   }
   fmt::print("\nproperties:\n");
   for (const Property& p : propertyRegistry()) fmt::print("  {:<18} {}\n", p.name, p.description);
@@ -182,7 +180,7 @@ struct RunArgs {
   std::string junit;  // JUnit XML of the run
   std::string html;   // HTML report of the run
   std::vector<std::string> kernels, properties, dtypes;
-  int64_t per_cell = 0;  // 0: the backend's default (with --cases auto)
+  int64_t per_cell = 0;        // 0: the backend's default (with --cases auto)
   int workers = kAutoWorkers;  // kAutoWorkers: the default layout (workerLayout)
   std::string concurrent_cases = "auto";
   double time_budget = 0, shrink_budget = 60, case_timeout = 300;
@@ -301,19 +299,22 @@ CampaignOptions campaignOptions(const RunArgs& a, const std::string& op, const E
 }
 
 /// The first line of an op's campaign.
-void printCampaignHeader(const RunArgs& a, const CampaignOptions& o, const ExecContext& exec, const std::string& workers) {
+void printCampaignHeader(const RunArgs& a, const CampaignOptions& o, const ExecContext& exec,
+                         const std::string& workers) {
   const std::vector<std::string> kernels = o.kernels.empty() ? defaultKernels(o.op, exec.backend) : o.kernels;
-  if (kernels.empty()) throw UsageError(fmt::format("no {} kernel variant of '{}' is registered", backendName(exec.backend), o.op));
-  const std::string cases = o.per_cell > 0 ? fmt::format("{} per kernel x property x dtype (at most {})", o.per_cell, o.cases)
-                                           : std::to_string(o.cases);
-  fmt::print("# op {} | kernels {} | tier {} | cases {}{}{}{} | seed {:#x} | corpus {}\n", o.op, fmt::join(kernels, ","),
-             a.tier, cases, o.time_budget_s > 0 ? fmt::format(" (time budget {:g} s)", o.time_budget_s) : "",
+  if (kernels.empty())
+    throw UsageError(fmt::format("no {} kernel variant of '{}' is registered", backendName(exec.backend), o.op));
+  const std::string cases = o.per_cell > 0
+                                ? fmt::format("{} per kernel x property x dtype (at most {})", o.per_cell, o.cases)
+                                : std::to_string(o.cases);
+  fmt::print("# op {} | kernels {} | tier {} | cases {}{}{}{} | seed {:#x} | corpus {}\n", o.op,
+             fmt::join(kernels, ","), a.tier, cases,
+             o.time_budget_s > 0 ? fmt::format(" (time budget {:g} s)", o.time_budget_s) : "",
              o.shard_count > 1 ? fmt::format(" | shard {}/{}", o.shard_index + 1, o.shard_count) : "",
-             !workers.empty()           ? workers
+             !workers.empty()         ? workers
              : o.concurrent_cases > 1 ? fmt::format(" | {} cases at once", o.concurrent_cases)
                                       : "",
-             o.seed,
-             o.corpus_dir.empty() ? defaultCorpusDir() : o.corpus_dir);
+             o.seed, o.corpus_dir.empty() ? defaultCorpusDir() : o.corpus_dir);
   std::fflush(stdout);
 }
 
@@ -331,17 +332,17 @@ int reportCampaign(const std::string& op, const CampaignResult& r, JsonlWriter* 
   int64_t failing = 0;
   for (const auto& [key, c] : r.cells) failing += c.failed;
   const int64_t recorded = int64_t(r.failures.size());
-  fmt::print("# {} generated cases{}{} + {} regression cases in {:.1f} s: {}\n", r.cases_run,
-             r.topped_up_cases
-                 ? fmt::format(" ({} of them topping up cells short of judged cases: inconclusive or skipped)",
-                               r.topped_up_cases)
-                 : "",
-             r.stopped_by_time ? " (time budget reached)" : "", r.regression_cases, r.seconds,
-             failing == 0 && recorded == 0 && r.fatal_error.empty() ? std::string("no failures")
-             : failing == recorded ? fmt::format("{} failures", failing)
-                                   : fmt::format("{} failing cases ({} recorded above; a kernel's faults past its first "
-                                                 "five are counted, not recorded)",
-                                                 failing, recorded));
+  fmt::print(
+      "# {} generated cases{}{} + {} regression cases in {:.1f} s: {}\n", r.cases_run,
+      r.topped_up_cases ? fmt::format(" ({} of them topping up cells short of judged cases: inconclusive or skipped)",
+                                      r.topped_up_cases)
+                        : "",
+      r.stopped_by_time ? " (time budget reached)" : "", r.regression_cases, r.seconds,
+      failing == 0 && recorded == 0 && r.fatal_error.empty() ? std::string("no failures")
+      : failing == recorded                                  ? fmt::format("{} failures", failing)
+                            : fmt::format("{} failing cases ({} recorded above; a kernel's faults past its first "
+                                          "five are counted, not recorded)",
+                                          failing, recorded));
   if (!r.fatal_error.empty()) fmt::print("# FATAL: {}\n", r.fatal_error);
   if (json) json->write(campaignSummaryJson(r));
   for (const auto& p : r.inapplicable_properties) ++inapplicable[p];
@@ -390,7 +391,8 @@ std::string opNames() {
 /// The ops a `run` covers: the one named, or with `--op all` every op (only
 /// the op of the named kernels when --kernel is given).
 std::vector<std::string> opsToRun(const RunArgs& a) {
-  if (a.op != "all" && !findOp(a.op)) throw UsageError(fmt::format("--op {}: no such op (ops: {}, or all)", a.op, opNames()));
+  if (a.op != "all" && !findOp(a.op))
+    throw UsageError(fmt::format("--op {}: no such op (ops: {}, or all)", a.op, opNames()));
   if (a.op != "all") return {a.op};
   std::vector<std::string> ops;
   for (const OpAdapter* op : opRegistry()) {
@@ -455,9 +457,10 @@ int runOpOnWorkers(const RunArgs& a, const std::string& op, const ExecContext& e
   c.json = json;
   const int n = layout.workers;
   printCampaignHeader(a, c.options, exec,
-                      layout.gpus.empty() ? fmt::format(" | {} workers", n)
-                                          : fmt::format(" | {} workers on GPU{} {}", n,
-                                                        layout.gpus.size() == 1 ? "" : "s", fmt::join(layout.gpus, ",")));
+                      layout.gpus.empty()
+                          ? fmt::format(" | {} workers", n)
+                          : fmt::format(" | {} workers on GPU{} {}", n, layout.gpus.size() == 1 ? "" : "s",
+                                        fmt::join(layout.gpus, ",")));
   ProgressReporter progress(fmt::format("{} ({} workers)", op, n), !a.quiet && ProgressReporter::stderrIsTerminal());
   c.log = [&](const std::string& worker, const std::string& line, bool warning) {
     if (a.quiet && !warning) return;
@@ -506,9 +509,9 @@ int cmdRun(const RunArgs& a) {
   const ExecContext exec = execContext(a.backend, a.perturb_schedule, a.oracle, a.report_to_coordinator);
   const WorkerLayout layout = runLayout(a, exec);
   std::unique_ptr<JsonlWriter> json;
-  if (a.report_to_coordinator) json = std::make_unique<JsonlWriter>([](const std::string& line) {
-    workers::say(workers::kJson, nlohmann::json::parse(line));
-  });
+  if (a.report_to_coordinator)
+    json = std::make_unique<JsonlWriter>(
+        [](const std::string& line) { workers::say(workers::kJson, nlohmann::json::parse(line)); });
   else json = openJsonLines(a.json);
   std::vector<nlohmann::json> kept;  // the records, for --html
   if (!a.html.empty() && !a.report_to_coordinator) {
@@ -519,7 +522,7 @@ int cmdRun(const RunArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   int worst = exit_code::kNothingRan;
   std::map<std::string, int> inapplicable;  // --property name -> ops it applies to nothing of
-  std::array<int64_t, 4> oracle{};            // summed over workers
+  std::array<int64_t, 4> oracle{};          // summed over workers
   std::array<double, size_t(Phase::kCount)> phases{};
   OpResults results;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -558,8 +561,7 @@ int cmdRun(const RunArgs& a) {
     if (const int at_once = concurrentCases(a); at_once > 1)
       fmt::print("# wall {:.1f} s; summed over the {} cases checked at once: {}\n", seconds, at_once,
                  formatPhaseTimes(phaseSeconds(), -1));
-    else
-      fmt::print("# {}\n", formatPhaseTimes(phaseSeconds(), seconds));
+    else fmt::print("# {}\n", formatPhaseTimes(phaseSeconds(), seconds));
   }
   for (const auto& [property, ops_without] : inapplicable)
     if (size_t(ops_without) == ops.size()) {
@@ -604,7 +606,8 @@ int cmdRepro(const ReproArgs& args) {
   if (!findOp(spec.op)) throw CaseParseError(fmt::format("unknown op '{}' (ops: {})", spec.op, opNames()));
   if (!a.kernel.empty()) spec.kernel = a.kernel;
   const KernelInfo* k = OpAdapter::findKernel(spec.op, spec.kernel);
-  if (!k) throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec.op, spec.kernel));
+  if (!k)
+    throw CaseParseError(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", spec.op, spec.kernel));
   std::unique_ptr<JsonlWriter> json = openJsonLines(a.json);
   ExecContext exec = execContext(backendName(k->backend), a.perturb_schedule, a.oracle);
   exec.determinism_repeats = kThoroughDeterminismRepeats;  // one case: afford the runs a race needs to show
@@ -626,11 +629,17 @@ int cmdRepro(const ReproArgs& args) {
     hung |= r.hung > 0;
     if (!r.failed && !o.judged()) unjudged.push_back(r.property);
     if (json)
-      json->write({{"type", "repro"}, {"case", toJson(spec)}, {"property", r.property}, {"runs", r.runs},
-                   {"failed_runs", r.failed}, {"outcome", toJson(o)}});
+      json->write({{"type", "repro"},
+                   {"case", toJson(spec)},
+                   {"property", r.property},
+                   {"runs", r.runs},
+                   {"failed_runs", r.failed},
+                   {"outcome", toJson(o)}});
     std::fflush(stdout);
   });
-  fmt::print("\n# {}\n", formatPhaseTimes(phaseSeconds(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+  fmt::print(
+      "\n# {}\n",
+      formatPhaseTimes(phaseSeconds(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   if (reportJsonError(json.get())) return exit_code::kRuntimeError;
   if (hung) return exit_code::kHang;
   if (failed) return exit_code::kPropertyFailed;
@@ -655,8 +664,10 @@ struct MutantsArgs {
 int cmdMutants(const MutantsArgs& a, bool in_process) {
   if (!(a.time_per_mutant > 0))
     throw UsageError(fmt::format("--time-per-mutant {:g}: give seconds > 0", a.time_per_mutant));
-  if (a.cases_per_mutant < 0) throw UsageError(fmt::format("--cases-per-mutant {}: give 1 or more", a.cases_per_mutant));
-  if (!(a.shrink_budget >= 0)) throw UsageError(fmt::format("--shrink-budget {:g}: give seconds >= 0", a.shrink_budget));
+  if (a.cases_per_mutant < 0)
+    throw UsageError(fmt::format("--cases-per-mutant {}: give 1 or more", a.cases_per_mutant));
+  if (!(a.shrink_budget >= 0))
+    throw UsageError(fmt::format("--shrink-budget {:g}: give seconds >= 0", a.shrink_budget));
   const ExecContext exec = execContext(a.backend, a.perturb_schedule, a.oracle);
   // The matrix's variants run in a worker process where their op has doors
   // (kernels/door.h), as plugins do (kernels/plugin/remote.h): a mutant that
@@ -697,11 +708,11 @@ int cmdMutants(const MutantsArgs& a, bool in_process) {
     fmt::print("# {}\n", line);
     std::fflush(stdout);
   };
-  const std::string bound =
-      o.seconds_per_mutant > 0 && a.cases_per_mutant > 0
-          ? fmt::format("{} generated cases or {:g} s each", o.max_cases, o.seconds_per_mutant)
-      : o.seconds_per_mutant > 0 ? fmt::format("{:g} s of generated cases each", o.seconds_per_mutant)
-                                 : fmt::format("{} generated cases each", o.max_cases);
+  const std::string bound = o.seconds_per_mutant > 0 && a.cases_per_mutant > 0
+                                ? fmt::format("{} generated cases or {:g} s each", o.max_cases, o.seconds_per_mutant)
+                            : o.seconds_per_mutant > 0
+                                ? fmt::format("{:g} s of generated cases each", o.seconds_per_mutant)
+                                : fmt::format("{} generated cases each", o.max_cases);
   fmt::print("# kill matrix: {} mutants{}, {}, seed {:#x}, tier {}{}; {}\n", backendName(exec.backend),
              o.controls ? " and correct variants" : "", bound, o.seed, a.tier,
              a.perturb_schedule ? ", schedule perturbed" : "",
@@ -811,7 +822,8 @@ int main(int argc, char** argv) {
   run->add_option("--junit", ra.junit,
                   "write JUnit XML (a testcase per kernel x property x dtype, failures with their repro) for CI");
   run->add_option("--corpus", ra.corpus, "corpus root (default: the repository's corpora/)");
-  run->add_option("--shrink-budget", ra.shrink_budget, "seconds to spend shrinking each failure")->capture_default_str();
+  run->add_option("--shrink-budget", ra.shrink_budget, "seconds to spend shrinking each failure")
+      ->capture_default_str();
   run->add_option("--case-timeout", ra.case_timeout, "seconds before a case counts as hung")->capture_default_str();
   run->add_flag("--no-shrink", ra.no_shrink, "report failures unshrunk");
   run->add_flag("--no-corpus", ra.no_corpus, "do not replay the regression corpus");
@@ -830,18 +842,20 @@ int main(int argc, char** argv) {
   repro->add_option("--property", pa.properties, "propert(y|ies) to check; default: all");
   repro->add_option("--kernel", pa.kernel, "run the case on this variant instead of the one it names");
   repro->add_option("--json", pa.json, "write the results to this JSON-lines file");
-  repro->add_option("--repeat", pa.repeat,
-                    "run the case this many times, each afresh, and count the failing runs (for races: a failure "
-                    "that shows on some runs only); exit 1 if any run failed (default: 1, or a corpus file's "
-                    "`# repeat:`)")
+  repro
+      ->add_option("--repeat", pa.repeat,
+                   "run the case this many times, each afresh, and count the failing runs (for races: a failure "
+                   "that shows on some runs only); exit 1 if any run failed (default: 1, or a corpus file's "
+                   "`# repeat:`)")
       ->check(CLI::Validator([](std::string& v) { return std::atoi(v.c_str()) >= 1 ? "" : "give 1 or more runs"; },
                              "RUNS >= 1"));
   repro->add_flag("--perturb-schedule", pa.perturb_schedule, kPerturbHelp);
   repro->add_option("--plugin", plugin_paths, kPluginHelp);
   repro->add_option("--python", python_files, kPythonHelp);
   repro->add_flag("--in-process", in_process, kInProcessHelp);
-  repro->add_option("--case-timeout", pa.case_timeout,
-                    "seconds a kernel call in a worker may take before it counts as hung (the case fails)")
+  repro
+      ->add_option("--case-timeout", pa.case_timeout,
+                   "seconds a kernel call in a worker may take before it counts as hung (the case fails)")
       ->capture_default_str();
 
   MutantsArgs ma;
@@ -857,7 +871,8 @@ int main(int argc, char** argv) {
   mutants->add_option("--seed", ma.seed, "generation seed (decimal or 0x hex)")->capture_default_str();
   mutants->add_option("--tier", ma.tier, "smoke | default | nightly")->capture_default_str();
   mutants->add_option("--backend", ma.backend, "auto | host | cuda")->capture_default_str();
-  mutants->add_option("--shrink-budget", ma.shrink_budget, "seconds to spend shrinking each kill")->capture_default_str();
+  mutants->add_option("--shrink-budget", ma.shrink_budget, "seconds to spend shrinking each kill")
+      ->capture_default_str();
   mutants->add_option("--json", ma.json, "write the matrix to this JSON-lines file");
   mutants->add_option("--html", ma.html, "write the matrix as an HTML page (one self-contained file)");
   mutants->add_flag("--no-controls", ma.no_controls,
@@ -913,7 +928,8 @@ int main(int argc, char** argv) {
                                    limit));
     ra.oracle = pa.oracle = ma.oracle = oracleSettings(oracle_text, judge_text);
     if (app.got_subcommand("worker")) {  // a worker process: the plugins' kernels run here, in-process
-      if (worker_probe) {  // the coordinator learns from the exit status and kProbeLoaded; its own load says what is wrong
+      if (worker_probe) {  // the coordinator learns from the exit status and kProbeLoaded; its own load says what is
+                           // wrong
         try {
           for (const auto& path : plugin_paths) loadPlugin(path);
         } catch (const PluginError&) {
@@ -952,8 +968,8 @@ int main(int argc, char** argv) {
       for (const auto& input : report_inputs) {
         std::error_code ec;
         if (std::filesystem::equivalent(input, report_output, ec))
-          throw UsageError(fmt::format("-o {}: is one of the JSON-lines files to report (it would be overwritten)",
-                                       report_output));
+          throw UsageError(
+              fmt::format("-o {}: is one of the JSON-lines files to report (it would be overwritten)", report_output));
       }
       std::vector<nlohmann::json> records;
       for (const auto& path : report_inputs) {

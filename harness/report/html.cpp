@@ -39,7 +39,8 @@ std::vector<json> readJsonLines(const std::string& path) {
     try {
       json j = json::parse(line);
       if (!j.is_object() || !j.contains("type"))
-        throw ReportInputError(fmt::format("{}:{}: not a ulpcheck record (an object with a \"type\")", path, line_number));
+        throw ReportInputError(
+            fmt::format("{}:{}: not a ulpcheck record (an object with a \"type\")", path, line_number));
       out.push_back(std::move(j));
     } catch (const json::exception& e) {
       // A run killed (or out of disk) while writing its last record leaves it
@@ -103,22 +104,23 @@ std::string svgHistogram(const std::string& title, const int64_t* counts, int bu
     const bool over = mark > 0 && lo >= mark;
     s += fmt::format("<rect class=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\"><title>{} to {}: "
                      "{} elements</title></rect>",
-                     over ? "bar over" : "bar", kLeft + (b - first) * w, kTop + h - height, std::max(w - 1, 1.0), height,
-                     figure(lo), figure(hi), counts[b]);
+                     over ? "bar over" : "bar", kLeft + (b - first) * w, kTop + h - height, std::max(w - 1, 1.0),
+                     height, figure(lo), figure(hi), counts[b]);
     if (mark > 0 && lo < mark && mark <= hi) {
       const double x = kLeft + (b - first + 1) * w;
-      s += fmt::format("<line class=\"mark\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2:.1f}\"/>", x, kTop, kTop + h);
+      s += fmt::format("<line class=\"mark\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2:.1f}\"/>", x, kTop,
+                       kTop + h);
     }
   }
   // The open top bucket ends at the largest value where it is known, else "beyond" its lower edge.
   const double top = ErrorDistribution::upperEdge(last, low_octave, buckets);
-  const std::string end = std::isfinite(top)        ? figure(top)
+  const std::string end = std::isfinite(top)       ? figure(top)
                           : std::isfinite(largest) ? figure(largest)
                                                    : "beyond " + figure(ErrorDistribution::lowerEdge(last, low_octave));
   s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"axis\">{}</text>", kLeft, kPlotHeight - 16,
                    htmlEscape(fmt::format("{} .. {}", figure(ErrorDistribution::lowerEdge(first, low_octave)), end)));
-  s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"axis\">{}, log heights (tallest {})</text>", kLeft,
-                   kPlotHeight - 4, htmlEscape(axis), most);
+  s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"axis\">{}, log heights (tallest {})</text>", kLeft, kPlotHeight - 4,
+                   htmlEscape(axis), most);
   return s + "</svg>";
 }
 
@@ -155,9 +157,12 @@ std::string svgScale(const std::string& title, const ErrorDistribution& d) {
   for (size_t i = 0; i < d.scale_count.size(); ++i)
     if (d.scale_count[i]) first = first < 0 ? int(i) : first, last = int(i);
   if (first < 0) return s + "<text x=\"60\" y=\"90\">no elements</text></svg>";
-  const double w = double(kPlotWidth - kLeft - kRight) / std::max(1, last - first + 1), h = kPlotHeight - kTop - kBottom;
+  const double w = double(kPlotWidth - kLeft - kRight) / std::max(1, last - first + 1),
+               h = kPlotHeight - kTop - kBottom;
   // y: log2 of err/budget from 2^-24 (bottom) to 2^4 (top); 1 marked.
-  auto y = [&](double v) { return kTop + h * (1.0 - std::clamp((std::log2(std::max(v, 0x1p-24)) + 24.0) / 28.0, 0.0, 1.0)); };
+  auto y = [&](double v) {
+    return kTop + h * (1.0 - std::clamp((std::log2(std::max(v, 0x1p-24)) + 24.0) / 28.0, 0.0, 1.0));
+  };
   s += fmt::format("<line class=\"mark\" x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\"/>", kLeft, kPlotWidth - kRight,
                    y(1.0), y(1.0));
   for (int i = first; i <= last; ++i) {
@@ -165,11 +170,11 @@ std::string svgScale(const std::string& title, const ErrorDistribution& d) {
     const double v = d.scale_worst[size_t(i)];
     s += fmt::format("<circle class=\"{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\"><title>scale 2^{}: {} elements, worst "
                      "err/budget {}</title></circle>",
-                     v > 1 ? "dot over" : "dot", kLeft + (i - first + 0.5) * w, y(v),
-                     i + ErrorDistribution::kScaleLow, d.scale_count[size_t(i)], figure(v));
+                     v > 1 ? "dot over" : "dot", kLeft + (i - first + 0.5) * w, y(v), i + ErrorDistribution::kScaleLow,
+                     d.scale_count[size_t(i)], figure(v));
   }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"axis\">scale 2^{} .. 2^{}; y: log, line at 1</text>",
-                   kLeft, kPlotHeight - 4, first + ErrorDistribution::kScaleLow, last + ErrorDistribution::kScaleLow);
+  s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"axis\">scale 2^{} .. 2^{}; y: log, line at 1</text>", kLeft,
+                   kPlotHeight - 4, first + ErrorDistribution::kScaleLow, last + ErrorDistribution::kScaleLow);
   return s + "</svg>";
 }
 
@@ -197,25 +202,29 @@ std::string findingsTable(const json& outcome) {
   // A bitwise property's findings compare two runs' bits: no exact value or budget.
   for (const json& f : member(outcome, "findings", true))
     if (f.value("bitwise", false))
-      s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                       htmlEscape(f.value("tensor", "")), f.value("row", 0), f.value("col", 0),
-                       htmlEscape(f.value("got", "")), htmlEscape(f.value("reference", "")),
-                       htmlEscape(f.value("note", "") + (f.value("inputs", "").empty() ? "" : " " + f.value("inputs", ""))));
+      s += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+          htmlEscape(f.value("tensor", "")), f.value("row", 0), f.value("col", 0), htmlEscape(f.value("got", "")),
+          htmlEscape(f.value("reference", "")),
+          htmlEscape(f.value("note", "") + (f.value("inputs", "").empty() ? "" : " " + f.value("inputs", ""))));
   if (!s.empty())
     s = "<table class=\"findings\"><tr><th>tensor</th><th>row</th><th>col</th><th>got</th><th>reference run</th>"
-        "<th>bits / inputs</th></tr>" + s + "</table>";
+        "<th>bits / inputs</th></tr>" +
+        s + "</table>";
   bool accuracy = false;
   for (const json& f : member(outcome, "findings", true)) accuracy |= !f.value("bitwise", false);
   if (!accuracy) return s;
   s += "<table class=\"findings\"><tr><th>tensor</th><th>row</th><th>col</th><th>got</th><th>exact</th><th>ulp</th>"
        "<th>budget (ulp)</th><th>err/budget</th><th>inputs / note</th></tr>";
   for (const json& f : member(outcome, "findings", true))
-    if (!f.value("bitwise", false)) s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                     "<td>{}</td></tr>",
-                     htmlEscape(f.value("tensor", "")), f.value("row", 0), f.value("col", 0),
-                     htmlEscape(f.value("got", "")), htmlEscape(f.value("exact", "")), figure(number(f, "ulp")),
-                     figure(number(f, "budget_ulp")), figure(number(f, "ratio")),
-                     htmlEscape(f.value("inputs", "") + (f.value("note", "").empty() ? "" : " " + f.value("note", ""))));
+    if (!f.value("bitwise", false))
+      s += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}</td></tr>",
+          htmlEscape(f.value("tensor", "")), f.value("row", 0), f.value("col", 0), htmlEscape(f.value("got", "")),
+          htmlEscape(f.value("exact", "")), figure(number(f, "ulp")), figure(number(f, "budget_ulp")),
+          figure(number(f, "ratio")),
+          htmlEscape(f.value("inputs", "") + (f.value("note", "").empty() ? "" : " " + f.value("note", ""))));
   return s + "</table>";
 }
 
@@ -228,9 +237,9 @@ std::string summarySection(const Op& op, int& failure_number) {
   s += fmt::format("<p>{} generated cases + {} regression cases in {:.1f} s{}{}{}.</p>", sum.value("cases", 0),
                    sum.value("regression_cases", 0), sum.value("seconds", 0.0),
                    sum.contains("seed") ? fmt::format(", seed {}", htmlEscape(sum.value("seed", ""))) : std::string(),
-                   sum.value("per_cell", 0) > 0 ? fmt::format("; plan: {} per kernel x property x dtype",
-                                                              sum.value("per_cell", 0))
-                                                : std::string(),
+                   sum.value("per_cell", 0) > 0
+                       ? fmt::format("; plan: {} per kernel x property x dtype", sum.value("per_cell", 0))
+                       : std::string(),
                    sum.value("stopped_by_time", false) ? " (time budget reached)" : "");
   // The plan's target, as the text report states it.
   if (const int per_cell = sum.value("per_cell", 0); per_cell > 0 && !sum.value("cut_short", false)) {
@@ -271,12 +280,14 @@ std::string summarySection(const Op& op, int& failure_number) {
     s += fmt::format(
         "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td></tr>",
-        r == 0 ? "fail" : r == 1 ? "short" : "pass", htmlEscape(c.value("kernel", "")),
-        htmlEscape(c.value("property", "")), htmlEscape(c.value("dtype", "")), c.value("cases", 0), c.value("wrong", 0),
-        c.value("expected", 0), c.value("inconclusive", 0), c.value("skipped", 0),
-        have ? figure(all.ratioQuantile(0.5)) : "-", have ? figure(all.ratioQuantile(0.99)) : "-",
-        have ? figure(number(c, "max_ratio")) : "-", have ? figure(all.max_ulp_at_scale) : "-",
-        c.value("seconds", 0.0));
+        r == 0   ? "fail"
+        : r == 1 ? "short"
+                 : "pass",
+        htmlEscape(c.value("kernel", "")), htmlEscape(c.value("property", "")), htmlEscape(c.value("dtype", "")),
+        c.value("cases", 0), c.value("wrong", 0), c.value("expected", 0), c.value("inconclusive", 0),
+        c.value("skipped", 0), have ? figure(all.ratioQuantile(0.5)) : "-",
+        have ? figure(all.ratioQuantile(0.99)) : "-", have ? figure(number(c, "max_ratio")) : "-",
+        have ? figure(all.max_ulp_at_scale) : "-", c.value("seconds", 0.0));
   }
   s += "</tbody></table>";
   if (!below.empty())
@@ -365,8 +376,7 @@ std::string killMatrixSection(const std::vector<json>& mutants, const std::vecto
       if (cell.value("killed", false))
         text = fmt::format("#{}/{:.2f}s{}", cell.value("cases_to_detect", 0), cell.value("seconds_to_detect", 0.0),
                            declared ? "*" : "");
-      else if (cell.value("applies", true) && !cell.empty())
-        text = "-";
+      else if (cell.value("applies", true) && !cell.empty()) text = "-";
       s += fmt::format("<td class=\"{}\"{}>{}</td>", declared ? "declared" : "",
                        cell.contains("repro") ? " title=\"" + htmlEscape(cell.value("repro", "")) + "\"" : "",
                        htmlEscape(text));
@@ -392,7 +402,9 @@ std::string killMatrixSection(const std::vector<json>& mutants, const std::vecto
       s += alarmed.count(p) ? "<td class=\"missed\">FALSE ALARM</td>" : applies(p) ? "<td>pass</td>" : "<td>n/a</td>";
     for (const auto& b : baselines) {
       const json v = member(c, "baselines").value(b, json::object());
-      const std::string text = !v.value("applies", false) ? "n/a" : v.value("false_alarm", false) ? "FALSE ALARM" : "pass";
+      const std::string text = !v.value("applies", false)      ? "n/a"
+                               : v.value("false_alarm", false) ? "FALSE ALARM"
+                                                               : "pass";
       s += fmt::format("<td class=\"baseline\">{}</td>", text);
     }
     s += fmt::format("<td>{}</td></tr>", alarms ? fmt::format("{} false alarms", alarms)
@@ -415,9 +427,11 @@ std::string killMatrixSection(const std::vector<json>& mutants, const std::vecto
   }
   if (!missing.empty()) s += "<ul>" + missing + "</ul>";
   int64_t control_cases = 0, alarms = 0;
-  for (const json& c : controls) control_cases += c.value("cases", int64_t{0}), alarms += c.value("false_alarms", int64_t{0});
+  for (const json& c : controls)
+    control_cases += c.value("cases", int64_t{0}), alarms += c.value("false_alarms", int64_t{0});
   if (!controls.empty())
-    s += fmt::format("<p>{} false alarms on {} correct variants ({} cases).</p>", alarms, controls.size(), control_cases);
+    s += fmt::format("<p>{} false alarms on {} correct variants ({} cases).</p>", alarms, controls.size(),
+                     control_cases);
   s += "</section>";
   return s;
 }
@@ -495,16 +509,29 @@ json summaryFromCases(const std::string& op, const std::vector<const json*>& cas
     if (seen_cases.insert(spec.value("case", "") + r->value("type", "")).second)
       (r->value("type", "") == "regression" ? regression : generated) += 1;
   }
-  json sum = {{"type", "summary"}, {"op", op}, {"cases", generated}, {"regression_cases", regression},
-              {"cut_short", true}, {"cells", json::array()}, {"failure_list", json::array()}};
+  json sum = {{"type", "summary"},
+              {"op", op},
+              {"cases", generated},
+              {"regression_cases", regression},
+              {"cut_short", true},
+              {"cells", json::array()},
+              {"failure_list", json::array()}};
   double seconds = 0;
   for (const auto& [key, c] : cells) {
     json errors = json::object();
     for (const auto& [tensor, d] : c.errors) errors[tensor] = d.toJson();
-    sum["cells"].push_back({{"kernel", std::get<0>(key)}, {"property", std::get<1>(key)}, {"dtype", std::get<2>(key)},
-                            {"cases", c.cases}, {"wrong", c.wrong}, {"expected", c.expected}, {"skipped", c.skipped},
-                            {"inconclusive", c.inconclusive}, {"judged", c.cases - c.skipped - c.inconclusive},
-                            {"max_ratio", c.max_ratio}, {"seconds", c.seconds}, {"errors", errors}});
+    sum["cells"].push_back({{"kernel", std::get<0>(key)},
+                            {"property", std::get<1>(key)},
+                            {"dtype", std::get<2>(key)},
+                            {"cases", c.cases},
+                            {"wrong", c.wrong},
+                            {"expected", c.expected},
+                            {"skipped", c.skipped},
+                            {"inconclusive", c.inconclusive},
+                            {"judged", c.cases - c.skipped - c.inconclusive},
+                            {"max_ratio", c.max_ratio},
+                            {"seconds", c.seconds},
+                            {"errors", errors}});
     seconds += c.seconds;
   }
   sum["seconds"] = seconds;
@@ -588,10 +615,9 @@ std::string htmlReport(const std::vector<json>& records, const std::string& titl
   body += killMatrixSection(mutants, controls);
   int64_t killed = 0;
   for (const json& m : mutants) killed += m.value("killed_as_declared", false);
-  const std::string what =
-      ops.empty() ? fmt::format("{} of {} mutants killed as declared, {} correct variants", killed, mutants.size(),
-                                controls.size())
-                  : fmt::format("{} cases", cases);
+  const std::string what = ops.empty() ? fmt::format("{} of {} mutants killed as declared, {} correct variants", killed,
+                                                     mutants.size(), controls.size())
+                                       : fmt::format("{} cases", cases);
   const std::string cut = cut_short ? fmt::format("; CUT SHORT: {} of the ops did not finish", cut_short) : "";
   const std::string verdict =
       failing     ? fmt::format("<p class=\"verdict fail\">{} failing ({}{})</p>", failing, what, cut)

@@ -36,7 +36,8 @@ std::vector<const FailureRecord*> failuresOf(const CampaignResult& r, const std:
                                              const std::string& property, const std::string& dtype) {
   std::vector<const FailureRecord*> out;
   for (const FailureRecord& f : r.failures)
-    if (f.original.kernel == kernel && f.property == property && dtypeName(f.original.dtype) == dtype) out.push_back(&f);
+    if (f.original.kernel == kernel && f.property == property && dtypeName(f.original.dtype) == dtype)
+      out.push_back(&f);
   return out;
 }
 
@@ -58,8 +59,8 @@ std::string junitXml(const std::vector<std::pair<std::string, CampaignResult>>& 
       const auto failing = failuresOf(r, kernel, property, dtype);
       if (c.failed > 0) {
         ++failures;
-        const std::string message =
-            failing.empty() ? fmt::format("{} of {} cases failed", c.failed, c.cases) : failing.front()->outcome.summary;
+        const std::string message = failing.empty() ? fmt::format("{} of {} cases failed", c.failed, c.cases)
+                                                    : failing.front()->outcome.summary;
         std::string body = fmt::format("{} of {} cases failed\n", c.failed, c.cases);
         for (const FailureRecord* f : failing) body += fmt::format("\n{}", formatFailure(*f));
         cases += fmt::format("      <failure message=\"{}\" type=\"{}\">{}</failure>\n", xmlEscape(message),
@@ -82,11 +83,10 @@ std::string junitXml(const std::vector<std::pair<std::string, CampaignResult>>& 
     if (!r.fatal_error.empty()) {  // the campaign ended early: an error of its own
       ++tests;
       ++errors;
-      cases += fmt::format(
-          "    <testcase classname=\"ulpcheck.{}\" name=\"campaign\" time=\"{}\">\n"
-          "      <error message=\"{}\" type=\"fatal\">{}</error>\n    </testcase>\n",
-          xmlEscape(op), seconds(r.seconds), xmlEscape(r.fatal_error.substr(0, r.fatal_error.find('\n'))),
-          xmlEscape(r.fatal_error));
+      cases += fmt::format("    <testcase classname=\"ulpcheck.{}\" name=\"campaign\" time=\"{}\">\n"
+                           "      <error message=\"{}\" type=\"fatal\">{}</error>\n    </testcase>\n",
+                           xmlEscape(op), seconds(r.seconds),
+                           xmlEscape(r.fatal_error.substr(0, r.fatal_error.find('\n'))), xmlEscape(r.fatal_error));
     }
     suites += fmt::format(
         "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{}\">\n{}  "

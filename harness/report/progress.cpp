@@ -13,7 +13,7 @@
 namespace ulpcheck {
 
 namespace {
-constexpr double kRedrawSeconds = 0.1;     // a terminal bar at most ten times a second
+constexpr double kRedrawSeconds = 0.1;    // a terminal bar at most ten times a second
 constexpr double kQuietLineSeconds = 30;  // plain lines: at least one this often
 
 int terminalColumns() {
@@ -39,9 +39,9 @@ std::string formatDuration(double seconds) {
 
 std::string formatProgressBar(const std::string& label, const CampaignProgress& p, int width) {
   const double eta = etaSeconds(p);
-  const std::string tail =
-      fmt::format(" {}/{} cases, {} failure{}, {}, ETA {}", p.done, p.total, p.failures, p.failures == 1 ? "" : "s",
-                  formatDuration(p.seconds), eta < 0 ? std::string("?") : formatDuration(eta));
+  const std::string tail = fmt::format(" {}/{} cases, {} failure{}, {}, ETA {}", p.done, p.total, p.failures,
+                                       p.failures == 1 ? "" : "s", formatDuration(p.seconds),
+                                       eta < 0 ? std::string("?") : formatDuration(eta));
   // The bar's width does not follow the figures' (it would jitter as they grow).
   constexpr int kTailRoom = 60;
   const int bar = std::clamp(width - int(label.size()) - kTailRoom, 0, 40);

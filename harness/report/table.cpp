@@ -37,8 +37,8 @@ std::string formatCampaignTable(const CampaignResult& r) {
     const bool have = e.count > 0;
     out += fmt::format(fmt::runtime(row), " ", kernel, kernel_width, property, dtype, c.cases, c.failed, c.expected,
                        c.inconclusive, c.skipped, figure(e.ratioQuantile(0.5), have),
-                       figure(e.ratioQuantile(0.99), have), figure(c.max_ratio, have),
-                       figure(e.max_ulp_at_scale, have), fmt::format("{:.2f}", c.seconds));
+                       figure(e.ratioQuantile(0.99), have), figure(c.max_ratio, have), figure(e.max_ulp_at_scale, have),
+                       fmt::format("{:.2f}", c.seconds));
   }
   return out;
 }
@@ -56,12 +56,12 @@ std::string formatJudgedSummary(const CampaignResult& r) {
   // A fault (the kernel crashed, hung or returned an error) fails its case
   // but judges nothing: it is not counted among the judged cases.
   for (const auto& [property, s] : by_property)
-    out += fmt::format("# {:<18} {} of {} cases judged{}{}{}{}\n", property, s.judged() - s.faulted, s.cases,
-                       property == "accuracy" ? " with full power" : "",
-                       s.faulted ? fmt::format(", {} faulted (the kernel crashed, hung or returned an error)", s.faulted)
-                                 : "",
-                       s.inconclusive ? fmt::format(", {} inconclusive", s.inconclusive) : "",
-                       s.skipped ? fmt::format(", {} skipped", s.skipped) : "");
+    out += fmt::format(
+        "# {:<18} {} of {} cases judged{}{}{}{}\n", property, s.judged() - s.faulted, s.cases,
+        property == "accuracy" ? " with full power" : "",
+        s.faulted ? fmt::format(", {} faulted (the kernel crashed, hung or returned an error)", s.faulted) : "",
+        s.inconclusive ? fmt::format(", {} inconclusive", s.inconclusive) : "",
+        s.skipped ? fmt::format(", {} skipped", s.skipped) : "");
   if (r.per_cell > 0 && r.shard_count == 1) {
     const auto below = r.belowTarget();
     if (below.empty()) {
@@ -189,17 +189,27 @@ nlohmann::json campaignSummaryJson(const CampaignResult& r) {
                       {"fatal_error", r.fatal_error}};
   for (const auto& [key, c] : r.cells) {
     const auto& [kernel, property, dtype] = key;
-    j["cells"].push_back({{"kernel", kernel},       {"property", property}, {"dtype", dtype},
-                          {"cases", c.cases},       {"wrong", c.failed},    {"expected", c.expected},
-                          {"skipped", c.skipped},   {"inconclusive", c.inconclusive},
-                          {"judged", c.judged()},   {"max_ulp", c.max_ulp}, {"max_ratio", c.max_ratio},
-                          {"seconds", c.seconds},   {"errors", errorsJson(c)}});
+    j["cells"].push_back({{"kernel", kernel},
+                          {"property", property},
+                          {"dtype", dtype},
+                          {"cases", c.cases},
+                          {"wrong", c.failed},
+                          {"expected", c.expected},
+                          {"skipped", c.skipped},
+                          {"inconclusive", c.inconclusive},
+                          {"judged", c.judged()},
+                          {"max_ulp", c.max_ulp},
+                          {"max_ratio", c.max_ratio},
+                          {"seconds", c.seconds},
+                          {"errors", errorsJson(c)}});
   }
   for (const auto& [kernel, property] : r.unjudged())
     j["unjudged"].push_back({{"kernel", kernel}, {"property", property}});
   for (const auto& [cell, judged] : r.belowTarget())
-    j["below_target"].push_back(
-        {{"kernel", std::get<0>(cell)}, {"property", std::get<1>(cell)}, {"dtype", std::get<2>(cell)}, {"judged", judged}});
+    j["below_target"].push_back({{"kernel", std::get<0>(cell)},
+                                 {"property", std::get<1>(cell)},
+                                 {"dtype", std::get<2>(cell)},
+                                 {"judged", judged}});
   for (const auto& property : r.inapplicable_properties) j["inapplicable_properties"].push_back(property);
   for (const auto& [kernel, paths] : r.paths)
     for (const auto& [path, cases] : paths) j["paths"][kernel][path] = cases;

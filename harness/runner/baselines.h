@@ -18,7 +18,7 @@ namespace ulpcheck {
 struct BaselineVerdict {
   bool applies = false;  // the suite has cases for this op and dtype
   bool caught = false;
-  std::string detail;    // the first rejected case and element, or why it passed
+  std::string detail;  // the first rejected case and element, or why it passed
 };
 
 struct Baseline {

@@ -123,7 +123,7 @@ class CampaignRun {
   CaseGate gate_;
   CaseGate* sharing_ = nullptr;  // the gate, when cases run at once
   Clock::time_point gen_t0_;
-  bool going_ = true;  // false: nothing is left to check
+  bool going_ = true;      // false: nothing is left to check
   std::string in_flight_;  // the check that raised a fatal error, named in it
   // (kernel, property) already failed: stop checking it. Threads running
   // cases at once read it under the mutex; only the committing thread adds.
@@ -225,7 +225,7 @@ void CampaignRun::replayCorpus() {
     warn(fmt::format("no regression cases replayed: the corpus {} does not exist", corpus_dir_));
   else
     log(fmt::format("replayed {} regression cases{}", result_.regression_cases,
-                    corpus_.empty()                  ? fmt::format(" ({} holds none)", corpus_dir_)
+                    corpus_.empty()    ? fmt::format(" ({} holds none)", corpus_dir_)
                     : replays_.empty() ? fmt::format(" ({} holds none for this op and selection)", corpus_dir_)
                                        : std::string()));
 }
@@ -310,8 +310,12 @@ bool CampaignRun::commit(CaseChecks& run) {
 void CampaignRun::recordFailure(const CaseChecks& run, const Property& p, const Outcome& out, int fault_number) {
   const CaseSpec& spec = run.spec;
   // Time to detection leaves out the shrinking of earlier failures.
-  FailureRecord f{"generated", p.name, spec, spec, out, 0, run.index, since(t0_) - shrinking_s_, "",
-                  exec_.perturb_schedule, 1, out.fault ? o_.case_timeout_s : 0};
+  FailureRecord f{"generated", p.name,
+                  spec,        spec,
+                  out,         0,
+                  run.index,   since(t0_) - shrinking_s_,
+                  "",          exec_.perturb_schedule,
+                  1,           out.fault ? o_.case_timeout_s : 0};
   log(fmt::format("FAIL {} on case {}: {}", p.name, run.index, out.summary));
   if (o_.shrink && p.intermittent_failures) {
     log("  not shrunk: this property's failures show on some runs only, so the case is kept as found");
@@ -332,12 +336,11 @@ void CampaignRun::recordFailure(const CaseChecks& run, const Property& p, const 
   }
   const std::string repro = reproCommand(f.shrunk, p.name, exec_.perturb_schedule);
   if (o_.save_failures)
-    f.corpus_file = saveFailingCase(
-        corpus_dir_, p.name, f.shrunk,
-        {fmt::format("found {} by ulpcheck run --seed {:#x} ({} {}), property {}", today(), o_.seed,
-                     run.top_up ? "top-up draw" : "case", run.index, p.name),
-         f.outcome.summary, "reproduce: " + repro, "kernel: " + kernelOf(f.shrunk).origin},
-        [this](const std::string& line) { warn(line); });
+    f.corpus_file = saveFailingCase(corpus_dir_, p.name, f.shrunk,
+                                    {fmt::format("found {} by ulpcheck run --seed {:#x} ({} {}), property {}", today(),
+                                                 o_.seed, run.top_up ? "top-up draw" : "case", run.index, p.name),
+                                     f.outcome.summary, "reproduce: " + repro, "kernel: " + kernelOf(f.shrunk).origin},
+                                    [this](const std::string& line) { warn(line); });
   if (o_.json) o_.json->write(generatedFailureRecord(f, repro));
   if (!out.fault) {
     std::lock_guard<std::mutex> lock(failed_mutex_);

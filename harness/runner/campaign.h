@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/runner/jsonl.h"
 #include "harness/runner/campaign_result.h"
+#include "harness/runner/jsonl.h"
 #include "harness/runner/record.h"
 #include "harness/runner/run_case.h"
 #include "properties/generators.h"
@@ -36,21 +36,21 @@ struct CampaignOptions {
   // computes the same one).
   int shard_index = 0, shard_count = 1;
   uint64_t seed = 0;
-  double time_budget_s = 0;             // 0: no limit; generation stops once spent
-  double shrink_budget_s = 60;          // per failure
-  double case_timeout_s = 300;          // a case running longer is a hang (exit code 5)
+  double time_budget_s = 0;     // 0: no limit; generation stops once spent
+  double shrink_budget_s = 60;  // per failure
+  double case_timeout_s = 300;  // a case running longer is a hang (exit code 5)
   Tier tier = Tier::Default;
   bool shrink = true;
   bool replay_corpus = true;
   bool save_failures = true;
-  std::string corpus_dir;               // empty: the repository's corpora/
+  std::string corpus_dir;  // empty: the repository's corpora/
   // Cases checked at once, each on its own thread and CUDA stream (its
   // variant's GPU work beside the others', its oracle and judging on its own
   // core); results are committed in the sequence's order, so they are those
   // of one case at a time. Some cases run alone (a plugin's or a Python
   // variant, ranks on several GPUs, nightly sizes: CaseGate in run_case.h).
   int concurrent_cases = 1;
-  std::string stop_after_failure_of;    // a property: stop generating once it has failed (kill-matrix tests)
+  std::string stop_after_failure_of;  // a property: stop generating once it has failed (kill-matrix tests)
   JsonlWriter* json = nullptr;
   std::function<void(const std::string&)> log;  // progress lines; may be empty
   // What must be said even where progress lines are not (--quiet): a corpus

@@ -47,12 +47,13 @@ json campaignResultToJson(const CampaignResult& r) {
             {"failures", json::array()},
             {"paths", json::object()}};
   for (const auto& [key, c] : r.cells)
-    j["cells"].push_back({{"key", cellKey(key)},
-                          {"n", {c.cases, c.passed, c.failed, c.expected, c.skipped, c.inconclusive, c.faulted, c.hung}},
-                          {"max_ulp", c.max_ulp},
-                          {"max_ratio", c.max_ratio},
-                          {"seconds", c.seconds},
-                          {"errors", errorsJson(c)}});
+    j["cells"].push_back(
+        {{"key", cellKey(key)},
+         {"n", {c.cases, c.passed, c.failed, c.expected, c.skipped, c.inconclusive, c.faulted, c.hung}},
+         {"max_ulp", c.max_ulp},
+         {"max_ratio", c.max_ratio},
+         {"seconds", c.seconds},
+         {"errors", errorsJson(c)}});
   for (const auto& [pair, n] : r.judged) j["judged"].push_back({pair.first, pair.second, n});
   for (const auto& cell : r.applicable_cells) j["applicable_cells"].push_back(cellKey(cell));
   for (const auto& [cell, n] : r.cell_targets) j["cell_targets"].push_back({cellKey(cell), n});

@@ -46,14 +46,14 @@ struct CellStats {
 };
 
 struct FailureRecord {
-  std::string kind;          // "generated" or "regression"
+  std::string kind;  // "generated" or "regression"
   std::string property;
   CaseSpec original, shrunk;
-  Outcome outcome;           // of the shrunk case
+  Outcome outcome;  // of the shrunk case
   int shrink_steps = 0;
-  int64_t case_index = -1;   // 0-based index of the generated case that failed
+  int64_t case_index = -1;  // 0-based index of the generated case that failed
   double seconds_to_detect = 0;
-  std::string corpus_file;   // where it was saved, or the regression file
+  std::string corpus_file;        // where it was saved, or the regression file
   bool perturb_schedule = false;  // found under a schedule-perturbing load, so its repro needs one too
   int repeats = 1;                // runs its repro needs (a regression case's `# repeat:`)
   double case_timeout_s = 0;      // a fault: the kernel's time limit its repro needs (a hang), 0: the default
@@ -86,7 +86,7 @@ struct CampaignResult {
   std::map<std::string, std::map<std::string, int64_t>> paths;
   bool stopped_by_time = false;
   double seconds = 0;
-  std::string fatal_error;   // a sticky GPU fault or similar ended the campaign early
+  std::string fatal_error;  // a sticky GPU fault or similar ended the campaign early
   /// The (kernel, property) pairs that apply and judged no case.
   std::vector<std::pair<std::string, std::string>> unjudged() const;
   /// With a per-cell target: the applicable cells (every selected kernel x

@@ -42,8 +42,8 @@ WorkerLayout workerLayout(const LayoutRequest& r, Backend backend) {
     const int use = int(asked);
     w.gpus = workers::visibleGpus(use);
     const int per_gpu = r.smoke_tier ? 1
-                                     : std::clamp(int(std::thread::hardware_concurrency()) / (kCoresPerWorker * use),
-                                                  1, kMaxWorkersPerGpu);
+                                     : std::clamp(int(std::thread::hardware_concurrency()) / (kCoresPerWorker * use), 1,
+                                                  kMaxWorkersPerGpu);
     w.workers = r.workers ? *r.workers : r.in_process ? use : use * per_gpu;
   } else {
     if (r.gpus) throw std::invalid_argument("--gpus needs the cuda backend (on the host, --workers N splits the CPU)");

@@ -35,10 +35,10 @@ struct WorkerLayout {
 };
 
 struct LayoutRequest {
-  std::optional<int> workers;  // --workers; nullopt: the default layout
+  std::optional<int> workers;   // --workers; nullopt: the default layout
   std::optional<int64_t> gpus;  // --gpus N; nullopt: every usable GPU
-  bool smoke_tier = false;     // small cases: one process per GPU
-  bool in_process = false;     // plugin kernels in the run's process: one worker per GPU
+  bool smoke_tier = false;      // small cases: one process per GPU
+  bool in_process = false;      // plugin kernels in the run's process: one worker per GPU
 };
 
 /// Throws std::invalid_argument for a count the machine does not have.
@@ -49,7 +49,7 @@ struct CoordinatedCampaign {
   CampaignOptions options;        // its op, seed, shard (of the run's own shard) and time budget matter here
   std::vector<std::string> args;  // the run's arguments: each worker gets them again, with its own op, seed, shard
   WorkerLayout layout;
-  JsonlWriter* json = nullptr;    // the workers' records, each tagged with its worker
+  JsonlWriter* json = nullptr;  // the workers' records, each tagged with its worker
   // A worker's log line (`worker` names it): `warning` for what must be said
   // even with --quiet (warnings, and lines the worker printed untagged).
   std::function<void(const std::string& worker, const std::string& line, bool warning)> log;
@@ -57,9 +57,9 @@ struct CoordinatedCampaign {
 };
 
 struct CoordinatedResult {
-  CampaignResult result;  // the workers' results merged; fatal_error names each worker that ended without one
-  std::vector<int> codes;  // each worker's exit code
-  std::array<int64_t, 4> oracle{};                     // summed (processOracleCounts)
+  CampaignResult result;            // the workers' results merged; fatal_error names each worker that ended without one
+  std::vector<int> codes;           // each worker's exit code
+  std::array<int64_t, 4> oracle{};  // summed (processOracleCounts)
   std::array<double, size_t(Phase::kCount)> phases{};  // summed
 };
 

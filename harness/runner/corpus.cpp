@@ -36,8 +36,9 @@ CorpusEntry readCorpusFile(const std::string& path, const std::string& op, const
         const std::string value = line.substr(key + 7);
         char* end = nullptr;
         const long n = std::strtol(value.c_str(), &end, 10);
-        if (end == value.c_str() || value.find_first_not_of(" \t\r", size_t(end - value.c_str())) != std::string::npos ||
-            n < 1 || n > kMaxCorpusRepeat)
+        if (end == value.c_str() ||
+            value.find_first_not_of(" \t\r", size_t(end - value.c_str())) != std::string::npos || n < 1 ||
+            n > kMaxCorpusRepeat)
           throw CorpusError(fmt::format("{}:{}: 'repeat:' takes a count from 1 to {}, not '{}'", path, number,
                                         kMaxCorpusRepeat, value));
         e.repeat = int(n);
@@ -45,8 +46,8 @@ CorpusEntry readCorpusFile(const std::string& path, const std::string& op, const
       continue;
     }
     if (case_line_number)
-      throw CorpusError(fmt::format("{}:{}: a second case line (the first is line {}); one case per file", path,
-                                    number, case_line_number));
+      throw CorpusError(fmt::format("{}:{}: a second case line (the first is line {}); one case per file", path, number,
+                                    case_line_number));
     case_line = line;
     case_line_number = number;
   }
@@ -57,8 +58,8 @@ CorpusEntry readCorpusFile(const std::string& path, const std::string& op, const
     throw CorpusError(fmt::format("{}:{}: {}", path, case_line_number, err.what()));
   }
   if (!op.empty() && e.spec.op != op)
-    throw CorpusError(fmt::format("{}:{}: case is for op '{}' but the file lies under '{}'", path, case_line_number,
-                                  e.spec.op, op));
+    throw CorpusError(
+        fmt::format("{}:{}: case is for op '{}' but the file lies under '{}'", path, case_line_number, e.spec.op, op));
   return e;
 }
 

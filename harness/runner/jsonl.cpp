@@ -67,8 +67,8 @@ void JsonlWriter::write(const nlohmann::json& record) {
     // Take back the part of this record that was written, so the file holds
     // whole lines only (a regular file; /dev/full and pipes cannot be cut).
     struct stat st {};
-    const bool cut_back = done > 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode) && ::ftruncate(fd_, written_) == 0 &&
-                          ::lseek(fd_, written_, SEEK_SET) == written_;
+    const bool cut_back = done > 0 && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode) &&
+                          ::ftruncate(fd_, written_) == 0 && ::lseek(fd_, written_, SEEK_SET) == written_;
     error_ = fmt::format("cannot write the JSON lines to '{}': {} (after {} whole records{}; later records were not "
                          "written)",
                          path_, std::strerror(err), records_,

@@ -37,8 +37,8 @@ class JsonlWriter {
  private:
   std::string path_;
   int fd_ = -1;
-  int64_t written_ = 0;      // bytes of whole records in the file
-  int64_t records_ = 0;      // whole records in the file
+  int64_t written_ = 0;  // bytes of whole records in the file
+  int64_t records_ = 0;  // whole records in the file
   std::string error_;
   std::function<void(const std::string&)> sink_;
   std::function<void(const nlohmann::json&)> keep_;

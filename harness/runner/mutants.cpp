@@ -125,8 +125,8 @@ ControlRow runControl(const KillMatrixOptions& o, const KernelInfo& k, const Exe
   if (r.fatal_error.empty())
     for (const Baseline& b : baselines()) row.by_baseline[b.name] = runBaseline(b, k, exec);
   if (o.json) {
-    nlohmann::json j = {{"type", "control"}, {"variant", k.name}, {"op", k.op}, {"cases", row.cases_run},
-                        {"seconds", row.seconds}, {"false_alarms", row.falseAlarms()}};
+    nlohmann::json j = {{"type", "control"},      {"variant", k.name},      {"op", k.op},
+                        {"cases", row.cases_run}, {"seconds", row.seconds}, {"false_alarms", row.falseAlarms()}};
     for (const FailureRecord& f : row.false_alarms)
       j["property_false_alarms"].push_back({{"property", f.property}, {"repro", reproCommand(f)}});
     j["properties_applying"] = nlohmann::json::array();
@@ -169,8 +169,7 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
     row.seconds = r.seconds;
     row.fatal_error = r.fatal_error;
     for (const auto& name : m.properties) row.by_property[name];
-    for (const auto& [key, cell] : r.cells)
-      row.by_property[std::get<1>(key)].applies |= cell.judged() > 0;
+    for (const auto& [key, cell] : r.cells) row.by_property[std::get<1>(key)].applies |= cell.judged() > 0;
     for (const FailureRecord& f : r.failures) {
       KillCell& cell = row.by_property[f.property];
       cell.kill = f;
@@ -181,21 +180,22 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
     if (r.fatal_error.empty())
       for (const Baseline& b : baselines()) row.by_baseline[b.name] = runBaseline(b, k, exec);
     if (o.json) {
-      nlohmann::json j = {{"type", "mutant"}, {"mutant", k.name}, {"op", k.op}, {"bug", k.bug},
-                          {"caught_by", k.caught_by}, {"killed_as_declared", row.killedAsDeclared()},
-                          {"cases", row.cases_run}, {"seconds", row.seconds}, {"in_worker", k.remote}};
+      nlohmann::json j = {
+          {"type", "mutant"},       {"mutant", k.name},         {"op", k.op},
+          {"bug", k.bug},           {"caught_by", k.caught_by}, {"killed_as_declared", row.killedAsDeclared()},
+          {"cases", row.cases_run}, {"seconds", row.seconds},   {"in_worker", k.remote}};
       for (const auto& [name, cell] : row.by_property)
-        j["properties"][name] = cell.kill ? nlohmann::json{{"killed", true},
-                                                           {"cases_to_detect", cell.kill->case_index + 1},
-                                                           {"seconds_to_detect", cell.kill->seconds_to_detect},
-                                                           {"shrink_steps", cell.kill->shrink_steps},
-                                                           {"shrink_finished", cell.kill->shrink_finished},
-                                                           {"shrunk_replays", cell.replays},
-                                                           {"intermittent", cell.intermittent},
-                                                           {"repro", reproCommand(cell.kill->shrunk, name,
-                                                                                  cell.kill->perturb_schedule,
-                                                                                  cell.intermittent ? replayRepeats(true) : 1)}}
-                                          : nlohmann::json{{"killed", false}, {"applies", cell.applies}};
+        j["properties"][name] =
+            cell.kill ? nlohmann::json{{"killed", true},
+                                       {"cases_to_detect", cell.kill->case_index + 1},
+                                       {"seconds_to_detect", cell.kill->seconds_to_detect},
+                                       {"shrink_steps", cell.kill->shrink_steps},
+                                       {"shrink_finished", cell.kill->shrink_finished},
+                                       {"shrunk_replays", cell.replays},
+                                       {"intermittent", cell.intermittent},
+                                       {"repro", reproCommand(cell.kill->shrunk, name, cell.kill->perturb_schedule,
+                                                              cell.intermittent ? replayRepeats(true) : 1)}}
+                      : nlohmann::json{{"killed", false}, {"applies", cell.applies}};
       for (const auto& [name, v] : row.by_baseline)
         j["baselines"][name] = {{"applies", v.applies}, {"caught", v.caught}, {"detail", v.detail}};
       o.json->write(j);
@@ -227,8 +227,8 @@ std::string formatKillMatrix(const KillMatrix& m) {
     out += fmt::format("{:<31} {:<17}", r.mutant.name, r.mutant.op);
     for (const auto& p : m.properties) {
       const KillCell& cell = r.by_property.at(p);
-      const std::string mark = cell.kill ? fmt::format("#{}/{:.2f}s{}", cell.kill->case_index + 1,
-                                                       cell.kill->seconds_to_detect, p == r.mutant.caught_by ? "*" : "")
+      const std::string mark = cell.kill      ? fmt::format("#{}/{:.2f}s{}", cell.kill->case_index + 1,
+                                                            cell.kill->seconds_to_detect, p == r.mutant.caught_by ? "*" : "")
                                : cell.applies ? (p == r.mutant.caught_by ? "SURVIVED*" : "-")
                                               : "n/a";
       out += fmt::format(" {:>16}", mark);
@@ -287,13 +287,13 @@ std::string formatKillMatrix(const KillMatrix& m) {
     if (it != r.by_property.end() && it->second.kill) {
       const FailureRecord& f = *it->second.kill;
       const int repeats = replayRepeats(it->second.intermittent);
-      const std::string replay =
-          it->second.replays       ? "fails again"
-          : it->second.intermittent ? fmt::format("intermittent: no failure in {} repeats", repeats)
-                                    : fmt::format("DOES NOT REPLAY in {} repeats", repeats);
-      out += fmt::format("  {} [{}]: {}\n", r.mutant.name, replay,
-                         reproCommand(f.shrunk, r.mutant.caught_by, f.perturb_schedule,
-                                      it->second.intermittent ? repeats : 1));
+      const std::string replay = it->second.replays ? "fails again"
+                                 : it->second.intermittent
+                                     ? fmt::format("intermittent: no failure in {} repeats", repeats)
+                                     : fmt::format("DOES NOT REPLAY in {} repeats", repeats);
+      out += fmt::format(
+          "  {} [{}]: {}\n", r.mutant.name, replay,
+          reproCommand(f.shrunk, r.mutant.caught_by, f.perturb_schedule, it->second.intermittent ? repeats : 1));
     }
     // Other kills that did not fail again alone: the command would mislead.
     for (const auto& [property, cell] : r.by_property) {
@@ -309,7 +309,8 @@ std::string formatKillMatrix(const KillMatrix& m) {
   }
   if (!m.not_run.empty()) {
     // The variants after a fatal fault: mutants, or controls once a control faulted.
-    out += fmt::format("the GPU context was lost (FATAL above), so these did not run: {}\n", fmt::join(m.not_run, ", "));
+    out += fmt::format("the GPU context was lost (FATAL above), so these did not run: {}\n",
+                       fmt::join(m.not_run, ", "));
     std::string rerun;
     for (const KernelInfo& k : kernelCatalog())
       if (k.isMutant() && std::find(m.not_run.begin(), m.not_run.end(), k.name) != m.not_run.end())

@@ -28,20 +28,20 @@ struct KillMatrixOptions {
   int64_t max_cases = 1000000;
   uint64_t seed = 0;
   Tier tier = Tier::Default;
-  double shrink_budget_s = 10;       // per kill
+  double shrink_budget_s = 10;         // per kill
   bool stop_at_declared_kill = false;  // end a mutant's campaign once its declared property killed it (CI)
-  bool controls = true;              // also run the correct variants, counting false alarms
-  std::string cli;                   // the ulpcheck binary: each kill's repro command is run through it, as a
-                                     // user would run it; empty: replayed in this process
+  bool controls = true;                // also run the correct variants, counting false alarms
+  std::string cli;                     // the ulpcheck binary: each kill's repro command is run through it, as a
+                                       // user would run it; empty: replayed in this process
   JsonlWriter* json = nullptr;
   std::function<void(const std::string&)> log;
 };
 
 /// What one property did to one mutant.
 struct KillCell {
-  bool applies = false;                // the property judged at least one case (not all skipped or inconclusive)
-  std::optional<FailureRecord> kill;   // the first failure, shrunk
-  bool replays = false;                // the shrunk case, run alone as `ulpcheck repro` does, fails again
+  bool applies = false;               // the property judged at least one case (not all skipped or inconclusive)
+  std::optional<FailureRecord> kill;  // the first failure, shrunk
+  bool replays = false;               // the shrunk case, run alone as `ulpcheck repro` does, fails again
   // The property's failures show on some runs only (Property::intermittent_
   // failures): a race's case fails again with some probability, so its replay
   // gets more tries and is reported, but a kill does not depend on it.

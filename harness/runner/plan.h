@@ -31,9 +31,9 @@ struct PlanRequest {
 using CaseCells = std::function<std::optional<std::vector<CellKey>>(int64_t index)>;
 
 struct Plan {
-  int64_t planned = 0;          // cases 0 .. planned - 1 of the sequence
-  int64_t unfit = 0;            // of them: a dtype or layout their kernel does not take (per-cell plans only)
-  bool reached_target = true;   // false: `cases` ran out before every cell had per_cell
+  int64_t planned = 0;         // cases 0 .. planned - 1 of the sequence
+  int64_t unfit = 0;           // of them: a dtype or layout their kernel does not take (per-cell plans only)
+  bool reached_target = true;  // false: `cases` ran out before every cell had per_cell
   // This shard's share of each cell's target (per-cell plans only), in
   // proportion to the plan's cases of the cell it runs, rounded up: the
   // shares of all shards add up to the target.

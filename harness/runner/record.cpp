@@ -39,7 +39,7 @@ std::string reproArgs(const CaseSpec& spec, const std::string& property, bool pe
                      perturb_schedule ? " --perturb-schedule" : "",
                      repeats > 1 ? fmt::format(" --repeat {}", repeats) : "",
                      case_timeout_s > 0 ? fmt::format(" --case-timeout {:g}", case_timeout_s) : "",
-                     !k                          ? ""
+                     !k                        ? ""
                      : !k->plugin_path.empty() ? fmt::format(" --plugin '{}'", k->plugin_path)
                      : !k->python_file.empty() ? fmt::format(" --python '{}'", k->python_file)
                                                : "");

@@ -23,8 +23,8 @@ const std::string& cliProgram();
 /// The arguments of `ulpcheck` that reproduce a case (`repro '<case>' ...`;
 /// run under schedule perturbation when it was found under one; `repeats` > 1
 /// adds --repeat for failures that show on some runs only).
-std::string reproArgs(const CaseSpec& spec, const std::string& property, bool perturb_schedule = false,
-                      int repeats = 1, double case_timeout_s = 0);
+std::string reproArgs(const CaseSpec& spec, const std::string& property, bool perturb_schedule = false, int repeats = 1,
+                      double case_timeout_s = 0);
 /// The command that reproduces a case: cliProgram() and reproArgs.
 std::string reproCommand(const CaseSpec& spec, const std::string& property, bool perturb_schedule = false,
                          int repeats = 1, double case_timeout_s = 0);

@@ -74,7 +74,8 @@ std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::s
   const OpAdapter* op = findOp(spec.op);
   if (!op) throw CaseParseError(fmt::format("unknown op '{}'", spec.op));
   for (const auto& name : properties)
-    if (!findProperty(name)) throw std::invalid_argument(fmt::format("unknown property '{}' (see `ulpcheck list`)", name));
+    if (!findProperty(name))
+      throw std::invalid_argument(fmt::format("unknown property '{}' (see `ulpcheck list`)", name));
   CaseContext ctx(spec, *op, exec);
   if (const std::string why = ctx.kernel().preconditions.violation(spec.dtype, spec.N, spec.ld); !why.empty())
     throw CaseNotRunnableHere(fmt::format("{} {}: the case has N={} ld={}", spec.kernel, why, spec.N, spec.ld));

@@ -108,7 +108,7 @@ struct ReplayResult {
   Outcome outcome;  // of the first failing repeat, else of the last
   int runs = 0, failed = 0;
   bool applies = true;  // false: named, but does not apply to the case's kernel or the case (not run)
-  int hung = 0;  // of the failed runs: the kernel hung (any of them, not only the first kept)
+  int hung = 0;         // of the failed runs: the kernel hung (any of them, not only the first kept)
 };
 
 /// Runs the given properties (empty: all) on one case, as `ulpcheck repro`

@@ -17,10 +17,10 @@
 namespace ulpcheck {
 
 struct ScheduleOptions {
-  int64_t count = 0;                   // cases 0 .. count - 1
-  std::function<bool(int64_t)> mine;   // the cases this run takes (a shard's); empty: all
-  int threads = 1;                     // > 1: cases started at once, each on its own thread
-  std::function<bool()> out_of_time;   // checked before a case starts; true: no more start
+  int64_t count = 0;                  // cases 0 .. count - 1
+  std::function<bool(int64_t)> mine;  // the cases this run takes (a shard's); empty: all
+  int threads = 1;                    // > 1: cases started at once, each on its own thread
+  std::function<bool()> out_of_time;  // checked before a case starts; true: no more start
 };
 
 /// Runs `count` cases in order. For case i: `prepare(i)` makes its work

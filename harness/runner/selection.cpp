@@ -43,7 +43,8 @@ Selection select(const SelectionRequest& o, Backend backend) {
   s.kernels = o.kernels.empty() ? defaultKernels(o.op, backend) : o.kernels;
   for (const auto& k : s.kernels) {
     const KernelInfo* info = OpAdapter::findKernel(o.op, k);
-    if (!info) throw std::invalid_argument(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", o.op, k));
+    if (!info)
+      throw std::invalid_argument(fmt::format("op '{}' has no kernel variant '{}' (see `ulpcheck list`)", o.op, k));
     if (info->backend == Backend::Cuda && !queryDevice().available)
       throw std::invalid_argument(fmt::format("kernel '{}' needs a GPU: {}", k, queryDevice().reason));
   }

@@ -15,8 +15,8 @@ namespace ulpcheck {
 
 struct Shrunk {
   CaseSpec spec;
-  Outcome outcome;       // of `spec`
-  int steps = 0;         // shrinks taken
+  Outcome outcome;        // of `spec`
+  int steps = 0;          // shrinks taken
   bool finished = false;  // no smaller case failed the same way (false: the budget ran out first)
   double seconds = 0;
 };

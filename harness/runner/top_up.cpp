@@ -21,8 +21,8 @@ TopUp::TopUp(const TopUpRequest& request, const Plan& plan, const Selection& sel
       end_(plan.planned + kTopUpDrawsPerCase * std::max<int64_t>(request.cases, 1)) {}
 
 std::optional<rc::Shrinkable<CaseSpec>> TopUp::draw(int64_t i, const CellKey& cell,
-                                                     const std::vector<std::pair<CellKey, int64_t>>& below,
-                                                     const Tally::RegimeCounts& regimes) {
+                                                    const std::vector<std::pair<CellKey, int64_t>>& below,
+                                                    const Tally::RegimeCounts& regimes) {
   const auto& [kernel, property, dtype_name] = cell;
   const DType dtype = *parseDType(dtype_name);
   auto generator = generators_.find({kernel, dtype});
@@ -41,8 +41,8 @@ std::optional<rc::Shrinkable<CaseSpec>> TopUp::draw(int64_t i, const CellKey& ce
   const CaseSpec& spec = shrinkable.value();
   const std::optional<std::vector<CellKey>> cells = sel_.cellsOf(spec);
   const bool needed = cells && std::any_of(cells->begin(), cells->end(), [&](const CellKey& c) {
-    return std::any_of(below.begin(), below.end(), [&](const auto& b) { return b.first == c; });
-  });
+                        return std::any_of(below.begin(), below.end(), [&](const auto& b) { return b.first == c; });
+                      });
   if (!needed) return std::nullopt;
   auto judgedRate = [](const std::pair<int64_t, int64_t>& r) { return (r.first + 1.0) / (r.second + 2.0); };
   double best = judgedRate({0, 0});  // a regime not yet seen

@@ -22,7 +22,8 @@ Watchdog::~Watchdog() {
 
 void Watchdog::enter(const std::string& what, double limit_s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  checks_[std::this_thread::get_id()] = Check{what, std::chrono::steady_clock::now(), limit_s > 0 ? limit_s : timeout_s_};
+  checks_[std::this_thread::get_id()] = Check{what, std::chrono::steady_clock::now(),
+                                              limit_s > 0 ? limit_s : timeout_s_};
 }
 
 void Watchdog::leave() {

@@ -33,9 +33,9 @@ constexpr const char* kWarning = "warning: ";
 void say(const char* tag, const nlohmann::json& payload);
 
 struct WorkerSpec {
-  std::vector<std::string> argv;                            // argv[0]: the executable
-  std::vector<std::pair<std::string, std::string>> env;     // set in the worker's environment
-  std::string name;                                         // e.g. "gpu 1", for messages
+  std::vector<std::string> argv;                         // argv[0]: the executable
+  std::vector<std::pair<std::string, std::string>> env;  // set in the worker's environment
+  std::string name;                                      // e.g. "gpu 1", for messages
 };
 
 struct Handlers {

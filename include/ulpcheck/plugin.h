@@ -61,12 +61,12 @@ typedef struct {
 
 /* Where and with what a call runs. */
 typedef struct {
-  void* stream;           /* cudaStream_t for CUDA variants (may be the default stream); NULL on the host */
-  int device;             /* the CUDA device of every pointer; -1 on the host */
-  void* workspace;        /* workspace_bytes(shape) bytes (NULL if 0); contents undefined on entry */
+  void* stream;    /* cudaStream_t for CUDA variants (may be the default stream); NULL on the host */
+  int device;      /* the CUDA device of every pointer; -1 on the host */
+  void* workspace; /* workspace_bytes(shape) bytes (NULL if 0); contents undefined on entry */
   size_t workspace_bytes;
-  int sm_count;           /* the device's multiprocessors (the host: 0) */
-  void* user_data;        /* the variant's own user_data */
+  int sm_count;    /* the device's multiprocessors (the host: 0) */
+  void* user_data; /* the variant's own user_data */
 } ulpcheck_launch;
 
 /* The shape of a call: M rows of N elements, row stride ld (elements). */
@@ -89,8 +89,8 @@ typedef struct {
 } ulpcheck_rmsnorm_backward_args;
 
 typedef struct {
-  ulpcheck_tensor x, gamma, beta;  /* inputs */
-  ulpcheck_tensor y, mean, rstd;   /* outputs; mean and rstd M x 1 fp32 */
+  ulpcheck_tensor x, gamma, beta; /* inputs */
+  ulpcheck_tensor y, mean, rstd;  /* outputs; mean and rstd M x 1 fp32 */
   float eps;
 } ulpcheck_layernorm_forward_args;
 
@@ -109,8 +109,8 @@ typedef int (*ulpcheck_layernorm_forward_fn)(const ulpcheck_layernorm_forward_ar
 typedef int (*ulpcheck_layernorm_backward_fn)(const ulpcheck_layernorm_backward_args*, const ulpcheck_launch*);
 
 /* Contracts: what the properties hold the variant to. */
-#define ULPCHECK_DETERMINISTIC (1u << 0)         /* repeated runs give identical bits */
-#define ULPCHECK_BATCH_INVARIANT (1u << 1)       /* a row's outputs do not depend on M or where the row sits */
+#define ULPCHECK_DETERMINISTIC (1u << 0)                 /* repeated runs give identical bits */
+#define ULPCHECK_BATCH_INVARIANT (1u << 1)               /* a row's outputs do not depend on M or where the row sits */
 #define ULPCHECK_COLUMN_SUM_FLUSHES_SUBNORMALS (1u << 2) /* e.g. dW by fp32 atomicAdd (PTX red.add.f32) */
 /* LayerNorm: the mean first, then the sum of (x - mean)^2 with that one mean
  * subtracted from every x. Without it the budget allows running means
@@ -123,7 +123,7 @@ typedef int (*ulpcheck_layernorm_backward_fn)(const ulpcheck_layernorm_backward_
 
 typedef struct {
   /* Identity. name must be unique among every variant ulpcheck knows. */
-  const char* op;          /* "rmsnorm" or "layernorm" */
+  const char* op; /* "rmsnorm" or "layernorm" */
   const char* name;
   const char* description;
   ulpcheck_backend backend;
@@ -139,7 +139,7 @@ typedef struct {
   int64_t row_depth, col_depth;
 
   uint32_t preconditions;
-  int64_t max_cols;        /* 0: no limit */
+  int64_t max_cols; /* 0: no limit */
 
   /* Workspace the backward needs for a shape (NULL: none). */
   size_t (*workspace_bytes)(const ulpcheck_shape* shape, void* user_data);
@@ -155,9 +155,9 @@ typedef struct {
 } ulpcheck_variant;
 
 typedef struct {
-  uint32_t abi_version;   /* ULPCHECK_ABI_VERSION */
-  uint32_t variant_size;  /* sizeof(ulpcheck_variant) */
-  const char* name;       /* the library and its version, e.g. "mylib 1.4.2" */
+  uint32_t abi_version;  /* ULPCHECK_ABI_VERSION */
+  uint32_t variant_size; /* sizeof(ulpcheck_variant) */
+  const char* name;      /* the library and its version, e.g. "mylib 1.4.2" */
   int32_t num_variants;
   const ulpcheck_variant* variants;
   /* The message of the last failing entry point call on this thread (may be NULL). */

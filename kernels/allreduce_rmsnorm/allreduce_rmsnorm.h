@@ -47,7 +47,7 @@ struct AllreduceRmsNormArgs {
   PerRank<const void*> x{};         // rank r's partial sum
   PerRank<const void*> residual{};  // identical on every rank
   PerRank<const void*> w{};         // identical on every rank
-  PerRank<void*> residual_out{};   // residual and residual_out: residualDtype(shape.dtype, shape.spec)
+  PerRank<void*> residual_out{};    // residual and residual_out: residualDtype(shape.dtype, shape.spec)
   PerRank<void*> y{};
   PerRank<void*> workspace{};  // workspace_bytes(shape, ranks) each, contents undefined on entry
   PerRank<int> device{};       // the GPU each rank's buffers live on (all 0 for virtual ranks)

@@ -29,7 +29,8 @@ void runUnfused(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
       auto* sum = static_cast<T*>(a.workspace[r]);
       auto* rstd = reinterpret_cast<float*>(static_cast<char*>(a.workspace[r]) + unfusedRstdOffset(s));
       launchRowwise<T>(p, AllreduceOp<T>{rankInputs<T>(a), sum}, s.M, s.ld, env, "allreduce kernel");
-      launchRowwise<T>(p, ResidualAddOp<T>{sum, static_cast<const T*>(a.residual[r]), static_cast<T*>(a.residual_out[r])},
+      launchRowwise<T>(p,
+                       ResidualAddOp<T>{sum, static_cast<const T*>(a.residual[r]), static_cast<T*>(a.residual_out[r])},
                        s.M, s.ld, env, "residual-add kernel");
       rmsnorm_cuda::forward(RmsNormForwardArgs{s, a.residual_out[r], a.w[r], a.y[r], rstd}, env);
     }
@@ -45,23 +46,25 @@ void runFusedTwostage(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
 
 const bool registered =
     AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
-        withCudaPaths(KernelInfo{"allreduce_rmsnorm", "cuda_unfused", Backend::Cuda, kDTypes, Contracts{true, true, DType::F32},
-                   "allreduce kernel (fp32 in rank order, stored in T), residual-add kernel, rmsnorm forward kernel",
-                   "", ""}),
+        withCudaPaths(KernelInfo{
+            "allreduce_rmsnorm", "cuda_unfused", Backend::Cuda, kDTypes, Contracts{true, true, DType::F32},
+            "allreduce kernel (fp32 in rank order, stored in T), residual-add kernel, rmsnorm forward kernel", "", ""}),
         unfusedWorkspace, runUnfused, rmsnormDepths}) &&
     AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
-        withCudaPaths(KernelInfo{"allreduce_rmsnorm", "cuda_fused_oneshot", Backend::Cuda, kDTypes,
-                   Contracts{true, true, DType::F32, false, "cuda_unfused", {"residual_out", "y"}},
-                   "one kernel per rank: reads every peer's row, fp32 sum in rank order, round to T, residual add, "
-                   "round to T, RMSNorm",
-                   "", ""}),
+        withCudaPaths(
+            KernelInfo{"allreduce_rmsnorm", "cuda_fused_oneshot", Backend::Cuda, kDTypes,
+                       Contracts{true, true, DType::F32, false, "cuda_unfused", {"residual_out", "y"}},
+                       "one kernel per rank: reads every peer's row, fp32 sum in rank order, round to T, residual add, "
+                       "round to T, RMSNorm",
+                       "", ""}),
         noWorkspace, runFusedOneshot<>, rmsnormDepths}) &&
     AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
-        withCudaPaths(KernelInfo{"allreduce_rmsnorm", "cuda_fused_twostage", Backend::Cuda, kDTypes,
-                   Contracts{true, true, DType::F32, false, "cuda_unfused", {"residual_out", "y"}},
-                   "reduce-scatter (each rank fuses allreduce, residual add and RMSNorm on the rows it owns), then "
-                   "all-gather of the finished rows",
-                   "", ""}),
+        withCudaPaths(
+            KernelInfo{"allreduce_rmsnorm", "cuda_fused_twostage", Backend::Cuda, kDTypes,
+                       Contracts{true, true, DType::F32, false, "cuda_unfused", {"residual_out", "y"}},
+                       "reduce-scatter (each rank fuses allreduce, residual add and RMSNorm on the rows it owns), then "
+                       "all-gather of the finished rows",
+                       "", ""}),
         noWorkspace, runFusedTwostage, rmsnormDepths});
 
 }  // namespace

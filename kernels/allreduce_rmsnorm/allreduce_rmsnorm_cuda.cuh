@@ -105,8 +105,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     const int64_t base = row * ld;
     T* ro = residual_out + base;
     auto form = [&](int64_t vi) {
-      const VecT<T, VEC> out =
-          fusedResidualOut<T, VEC, D>(in, base + vi * VEC, loadVec<T, VEC>(residual + base + vi * VEC));
+      const VecT<T, VEC> out = fusedResidualOut<T, VEC, D>(in, base + vi * VEC,
+                                                           loadVec<T, VEC>(residual + base + vi * VEC));
       storeVec<T, VEC>(ro + vi * VEC, out);
       return out;
     };
@@ -172,8 +172,8 @@ struct CopyRowsOp {  // all-gather: this rank's copy of rows another rank owns
 inline RowPlan planOf(const AllreduceRmsNormArgs& a) {
   bool aligned = true;
   for (int r = 0; r < a.ranks; ++r)
-    for (const void* p : {a.x[r], a.residual[r], a.w[r], static_cast<const void*>(a.residual_out[r]),
-                          static_cast<const void*>(a.y[r])})
+    for (const void* p :
+         {a.x[r], a.residual[r], a.w[r], static_cast<const void*>(a.residual_out[r]), static_cast<const void*>(a.y[r])})
       aligned &= aligned16(p);
   return planRow(a.shape.dtype, a.shape.N, a.shape.ld, aligned);
 }
@@ -184,8 +184,7 @@ void launchRowwise(const RowPlan& p, const Op& op, int64_t M, int64_t ld, const 
   const unsigned grid = unsigned(std::min<int64_t>(M, int64_t(env.sm_count) * 4));
   if (p.vec == 16 / int(sizeof(T)))
     rowwiseKernel<T, 16 / sizeof(T)><<<grid, p.threads, 0, cudaStream_t(env.stream)>>>(op, M, ld, p.nvec, p.tail);
-  else
-    rowwiseKernel<T, 1><<<grid, p.threads, 0, cudaStream_t(env.stream)>>>(op, M, ld, p.nvec, p.tail);
+  else rowwiseKernel<T, 1><<<grid, p.threads, 0, cudaStream_t(env.stream)>>>(op, M, ld, p.nvec, p.tail);
   ULPCHECK_CUDA_LAUNCH(what);
 }
 

@@ -38,7 +38,8 @@ float residualAdd(DType r, float s, float residual) { return static_cast<float>(
 DType residualOf(const RowShape& s) { return residualDtype(s.dtype, s.spec); }
 
 /// rmsnorm's host forward of residual_out (in its own dtype) into y.
-void normalise(const RowShape& rows, const void* residual_out, const void* w, void* y, float* rstd, const LaunchEnv& env) {
+void normalise(const RowShape& rows, const void* residual_out, const void* w, void* y, float* rstd,
+               const LaunchEnv& env) {
   RmsNormForwardArgs f{rows, residual_out, w, y, rstd};
   f.shape.spec.residual.reset();  // RMSNorm's own spec
   if (residualOf(rows) != rows.dtype) f.x_dtype = residualOf(rows);
@@ -121,20 +122,21 @@ bool registerPort(const char* name, const char* description, const char* bug, co
     contracts.unfused_pipeline = unfused;
     contracts.bitwise_with_unfused = {"residual_out", "y"};
   }
-  KernelInfo info{"allreduce_rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
-                  contracts, description, bug, caught_by};
+  KernelInfo info{"allreduce_rmsnorm", name,        Backend::Host, {DType::F32, DType::F16, DType::BF16},
+                  contracts,           description, bug,           caught_by};
   // rmsnorm's host forward implements every spec; the oracle does not model
   // rounding=llama after an allreduce.
   info.specs = SpecSupport{.fp32_weights = true, .offsets = {0.f, 1.f}, .fp32_residual = true};
-  return AllreduceRmsNormRegistry::add(
-      AllreduceRmsNormKernel{withRowPaths(std::move(info), {.backward = false}), noWorkspace, std::move(run), rmsnormDepths});
+  return AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{withRowPaths(std::move(info), {.backward = false}),
+                                                              noWorkspace, std::move(run), rmsnormDepths});
 }
 
 const bool registered =
     registerPort("host_unfused", "host port of cuda_unfused: allreduce, residual add, rmsnorm forward as three passes",
                  "", "", runUnfused, "") &&
-    registerPort("host_fused_oneshot", "host port of cuda_fused_oneshot", "", "",
-                 [](const AllreduceRmsNormArgs& a, const LaunchEnv& e) { runFusedOneshot(a, e, {}); }, "host_unfused") &&
+    registerPort(
+        "host_fused_oneshot", "host port of cuda_fused_oneshot", "", "",
+        [](const AllreduceRmsNormArgs& a, const LaunchEnv& e) { runFusedOneshot(a, e, {}); }, "host_unfused") &&
     registerPort("host_fused_twostage", "host port of cuda_fused_twostage: owned rows, then copies from their owners",
                  "", "", runFusedTwostage, "host_unfused");
 
@@ -142,9 +144,9 @@ const bool registered =
 
 bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
                     Defects defects) {
-  return registerPort(name, description, bug, caught_by,
-                      [defects](const AllreduceRmsNormArgs& a, const LaunchEnv& e) { runFusedOneshot(a, e, defects); },
-                      "host_unfused");
+  return registerPort(
+      name, description, bug, caught_by,
+      [defects](const AllreduceRmsNormArgs& a, const LaunchEnv& e) { runFusedOneshot(a, e, defects); }, "host_unfused");
 }
 
 }  // namespace ulpcheck::allreduce_rmsnorm_host

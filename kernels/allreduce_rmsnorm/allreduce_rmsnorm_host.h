@@ -21,7 +21,6 @@ struct Defects {
 
 /// Registers a host mutant: the fused one-shot port with `defects` switched
 /// on, claiming the correct port's contracts (bitwise with host_unfused).
-bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
-                    Defects defects);
+bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects);
 
 }  // namespace ulpcheck::allreduce_rmsnorm_host

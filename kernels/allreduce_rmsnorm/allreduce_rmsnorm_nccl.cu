@@ -97,8 +97,9 @@ void runNcclUnfused(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
     checkNccl(ncclGroupEnd(), "ncclGroupEnd");
     for (int r = 0; r < a.ranks; ++r) {
       cudaops::DeviceScope on(a.device[r]);
-      launchRowwise<T>(p, RoundAddOp<T>{sumOf(r), static_cast<const T*>(a.residual[r]), static_cast<T*>(a.residual_out[r])},
-                       s.M, s.ld, env, "round + residual-add kernel");
+      launchRowwise<T>(
+          p, RoundAddOp<T>{sumOf(r), static_cast<const T*>(a.residual[r]), static_cast<T*>(a.residual_out[r])}, s.M,
+          s.ld, env, "round + residual-add kernel");
       auto* rstd = reinterpret_cast<float*>(static_cast<char*>(a.workspace[r]) + rstdOffset(s));
       rmsnorm_cuda::forward(RmsNormForwardArgs{s, a.residual_out[r], a.w[r], a.y[r], rstd}, env);
     }
@@ -109,10 +110,16 @@ KernelInfo ncclInfo() {
   // Not batch invariant: where an element sits in the buffer, and the buffer's
   // size, decide NCCL's summation order (ring chunks, algorithm, protocol), so
   // with three or more ranks a row's inexact sums change with its batch.
-  KernelInfo k{"allreduce_rmsnorm", "nccl_unfused", Backend::Cuda, kDTypes, Contracts{true, false, DType::F32},
-               "one GPU per rank: widen to fp32, ncclAllReduce (fp32, NCCL's order), round to T + residual add, rmsnorm "
-               "forward kernel",
-               "", ""};
+  KernelInfo k{
+      "allreduce_rmsnorm",
+      "nccl_unfused",
+      Backend::Cuda,
+      kDTypes,
+      Contracts{true, false, DType::F32},
+      "one GPU per rank: widen to fp32, ncclAllReduce (fp32, NCCL's order), round to T + residual add, rmsnorm "
+      "forward kernel",
+      "",
+      ""};
   k.one_rank_per_gpu = true;
   return withCudaPaths(std::move(k));
 }

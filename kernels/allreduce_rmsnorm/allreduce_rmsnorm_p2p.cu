@@ -57,7 +57,8 @@ void runTwostage(const AllreduceRmsNormArgs& a, const LaunchEnv& env) {
 }
 
 KernelInfo p2pInfo(const char* name, const char* description) {
-  KernelInfo k{"allreduce_rmsnorm", name, Backend::Cuda, kDTypes, Contracts{true, true, DType::F32}, description, "", ""};
+  KernelInfo k{
+      "allreduce_rmsnorm", name, Backend::Cuda, kDTypes, Contracts{true, true, DType::F32}, description, "", ""};
   k.contracts.unfused_pipeline = "nccl_unfused";
   k.contracts.bitwise_with_unfused = {"residual_out", "y"};
   k.contracts.bitwise_rows_where_exact = "residual_out";

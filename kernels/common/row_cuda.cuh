@@ -74,7 +74,8 @@ template <int VEC>
 __device__ __forceinline__ void storeFloats(float* p, const float (&v)[VEC]) {
   if constexpr (VEC % 4 == 0) {
 #pragma unroll
-    for (int k = 0; k < VEC; k += 4) *reinterpret_cast<float4*>(p + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+    for (int k = 0; k < VEC; k += 4)
+      *reinterpret_cast<float4*>(p + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
   } else {
 #pragma unroll
     for (int k = 0; k < VEC; ++k) p[k] = v[k];
@@ -88,11 +89,17 @@ __device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162fl
 template <typename T>
 __device__ __forceinline__ T fromFloat(float v);
 template <>
-__device__ __forceinline__ float fromFloat<float>(float v) { return v; }
+__device__ __forceinline__ float fromFloat<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ __half fromFloat<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half fromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 
 /// Sum over the CTA, returned to every thread. Warp butterfly (every lane
 /// ends with the same value: a + b == b + a), then each thread adds the warp
@@ -150,10 +157,14 @@ void withVecAndVpt(const RowPlan& p, Fn&& fn) {
     constexpr int V = decltype(vec)::value;
     constexpr int kMaxVpt = kMaxElements / V;
     if (p.vpt == 1) return fn(vec, IntC<1>{});
-    if constexpr (kMaxVpt >= 2) if (p.vpt == 2) return fn(vec, IntC<2>{});
-    if constexpr (kMaxVpt >= 4) if (p.vpt == 4) return fn(vec, IntC<4>{});
-    if constexpr (kMaxVpt >= 8) if (p.vpt == 8) return fn(vec, IntC<8>{});
-    if constexpr (kMaxVpt >= 16) if (p.vpt == 16) return fn(vec, IntC<16>{});
+    if constexpr (kMaxVpt >= 2)
+      if (p.vpt == 2) return fn(vec, IntC<2>{});
+    if constexpr (kMaxVpt >= 4)
+      if (p.vpt == 4) return fn(vec, IntC<4>{});
+    if constexpr (kMaxVpt >= 8)
+      if (p.vpt == 8) return fn(vec, IntC<8>{});
+    if constexpr (kMaxVpt >= 16)
+      if (p.vpt == 16) return fn(vec, IntC<16>{});
     return fn(vec, IntC<0>{});
   };
   if (p.vec == kVec) byVpt(IntC<kVec>{});
@@ -204,7 +215,8 @@ inline RowShape addressedShape(const RowShape& s, const cuda_defects::LaunchDefe
 /// kBf16Sum (a mutant's, Liger PR #950) rounds every add to bf16.
 template <typename T, bool kBf16Sum = false>
 __global__ void __launch_bounds__(kDwColumnsPerBlock* kDwGroups)
-    sumPartialsKernel(const float* __restrict__ partial, int64_t ctas, int64_t N, int64_t partial_ld, T* __restrict__ out) {
+    sumPartialsKernel(const float* __restrict__ partial, int64_t ctas, int64_t N, int64_t partial_ld,
+                      T* __restrict__ out) {
   __shared__ float group_sum[kDwGroups][kDwColumnsPerBlock];
   const int lane = threadIdx.x % kDwColumnsPerBlock;
   const int group = threadIdx.x / kDwColumnsPerBlock;

@@ -26,15 +26,15 @@ namespace ulpcheck::row_plan {
 
 constexpr int kMaxThreads = 512;
 constexpr int kWarp = 32;
-constexpr int kDwGroups = 8;             // second dW stage: thread rows summing interleaved CTAs
-constexpr int kDwColumnsPerBlock = 32;   // second dW stage: columns per CTA
+constexpr int kDwGroups = 8;            // second dW stage: thread rows summing interleaved CTAs
+constexpr int kDwColumnsPerBlock = 32;  // second dW stage: columns per CTA
 
 struct RowPlan {
-  int vec = 1;        // elements per vector load (16 bytes / element size; 1 if rows are not 16-byte aligned)
-  int threads = 32;   // CTA size, a multiple of 32
-  int vpt = 1;        // vectors per thread: a power of two
-  int64_t nvec = 0;   // full vectors per row
-  int tail = 0;       // N - nvec * vec, < vec
+  int vec = 1;       // elements per vector load (16 bytes / element size; 1 if rows are not 16-byte aligned)
+  int threads = 32;  // CTA size, a multiple of 32
+  int vpt = 1;       // vectors per thread: a power of two
+  int64_t nvec = 0;  // full vectors per row
+  int tail = 0;      // N - nvec * vec, < vec
   ULPCHECK_HD int warps() const { return threads / kWarp; }
 };
 
@@ -94,8 +94,7 @@ enum class DwStrategy {
 /// chain over all C partials (in CTA order, or in arrival order).
 ULPCHECK_HD inline int64_t dwColDepth(int64_t M, int64_t ctas, DwStrategy strategy) {
   const int64_t per_cta = (M + ctas - 1) / ctas;
-  return strategy == DwStrategy::Separate ? per_cta + (ctas + kDwGroups - 1) / kDwGroups + kDwGroups
-                                          : per_cta + ctas;
+  return strategy == DwStrategy::Separate ? per_cta + (ctas + kDwGroups - 1) / kDwGroups + kDwGroups : per_cta + ctas;
 }
 
 /// Row stride of the fp32 dW partials: a multiple of 8 so every vector of
@@ -170,7 +169,7 @@ inline std::vector<std::string> rowPathsTaken(const RowPathModel& m, const RowSh
   }
   if (m.backward)
     out.push_back(backwardCtas(p, s.M, env.sm_count, env.ctas_override) < s.M ? "several rows per CTA"
-                                                                               : "one row per CTA");
+                                                                              : "one row per CTA");
   if (m.large_m_from && s.M >= m.large_m_from) out.push_back("M >= " + std::to_string(m.large_m_from) + " dispatch");
   return out;
 }

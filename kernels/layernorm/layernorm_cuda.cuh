@@ -77,7 +77,8 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         sum = __fadd_rn(sum, toFloat(xv.v[k]));
-        if constexpr (D & cuda_defects::kOnePassVariance) sum_sq = __fmaf_rn(toFloat(xv.v[k]), toFloat(xv.v[k]), sum_sq);
+        if constexpr (D & cuda_defects::kOnePassVariance)
+          sum_sq = __fmaf_rn(toFloat(xv.v[k]), toFloat(xv.v[k]), sum_sq);
       }
     }
     const float xt = t < tail ? toFloat(xr[tail_col]) : 0.f;
@@ -352,13 +353,18 @@ bool registerVariant(const char* name, const char* description, cuda_defects::Mu
   const cuda_defects::LaunchDefects launch = mutant.launch;
   // The backward holds half as many row elements in registers (kBackwardRegisterElements).
   const RowPathModel paths{true, 2, true, launch.swap_dgamma_dbeta_at_large_m ? 256 : 0};
-  KernelInfo info{"layernorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
-                  Contracts{true, true, DType::F32}, description, mutant.bug, mutant.caught_by};
+  KernelInfo info{"layernorm",
+                  name,
+                  Backend::Cuda,
+                  {DType::F32, DType::F16, DType::BF16},
+                  Contracts{true, true, DType::F32},
+                  description,
+                  mutant.bug,
+                  mutant.caught_by};
   // gamma, beta (and their gradients) in fp32 or T; without beta, without either.
   info.specs = SpecSupport{.fp32_weights = true, .affine_variants = true, .activation_stats = true};
   return LayerNormRegistry::add(LayerNormKernel{
-      withRowPaths(std::move(info), paths),
-      workspaceBytes, forward<kForwardDefects>,
+      withRowPaths(std::move(info), paths), workspaceBytes, forward<kForwardDefects>,
       [launch](const LayerNormBackwardArgs& b, const LaunchEnv& e) { backward<kBackwardDefects>(b, e, launch); },
       depths});
 }

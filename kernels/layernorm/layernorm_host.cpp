@@ -29,7 +29,8 @@ float affineParameter(const void* p, DType t, int64_t col, float absent) { retur
 
 void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& defects) {
   const auto& s = f.shape;
-  const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(f.x) && aligned16(f.gamma) && aligned16(f.beta) && aligned16(f.y));
+  const RowPlan p = planRow(s.dtype, s.N, s.ld,
+                            aligned16(f.x) && aligned16(f.gamma) && aligned16(f.beta) && aligned16(f.y));
   std::vector<float> acc(p.threads);
   for (int64_t row = 0; row < s.M; ++row) {
     const int64_t base = row * s.ld;
@@ -52,14 +53,16 @@ void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& def
     for (int64_t col = 0; col < s.N; ++col) {
       const float xhat = (x(col) - mean) * r;
       store(f.y, s.dtype, base + col,
-            std::fma(xhat, affineParameter(f.gamma, s.wdtype(), col, 1.f), affineParameter(f.beta, s.wdtype(), col, 0.f)));
+            std::fma(xhat, affineParameter(f.gamma, s.wdtype(), col, 1.f),
+                     affineParameter(f.beta, s.wdtype(), col, 0.f)));
     }
   }
 }
 
 void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defects& defects) {
   const auto& s = b.shape;
-  const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(b.x) && aligned16(b.gamma) && aligned16(b.dy) && aligned16(b.dx));
+  const RowPlan p = planRow(s.dtype, s.N, s.ld,
+                            aligned16(b.x) && aligned16(b.gamma) && aligned16(b.dy) && aligned16(b.dx));
   const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);
   const int64_t pld = partialLd(s.N), wld = workspaceLd(s.N);
   auto* partial = static_cast<float*>(b.workspace);
@@ -75,8 +78,9 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defect
       auto xhat = [&](int64_t col) { return (load(b.x, s.dtype, base + col) - mu) * r; };
       auto dy = [&](int64_t col) { return load(b.dy, s.dtype, base + col); };
       const float c1 = rowSum(p, acc, [&](float a, int64_t col) { return a + dy(col) * gamma[col]; }) / float(s.N);
-      const float c2 =
-          rowSum(p, acc, [&](float a, int64_t col) { return std::fma(dy(col) * gamma[col], xhat(col), a); }) / float(s.N);
+      const float c2 = rowSum(p, acc,
+                              [&](float a, int64_t col) { return std::fma(dy(col) * gamma[col], xhat(col), a); }) /
+                       float(s.N);
       for (int64_t col = 0; col < s.N; ++col) {
         const float g = dy(col), xh = xhat(col);
         store(b.dx, s.dtype, base + col, r * std::fma(-xh, c2, g * gamma[col] - c1));
@@ -101,14 +105,18 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defect
 namespace {
 bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects) {
   const RowPathModel paths{.backward = true, .large_m_from = defects.swap_dgamma_dbeta_at_large_m ? 256 : 0};
-  KernelInfo info{"layernorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
+  KernelInfo info{"layernorm",
+                  name,
+                  Backend::Host,
+                  {DType::F32, DType::F16, DType::BF16},
                   Contracts{.deterministic = true, .batch_invariant = true, .accumulation = DType::F32},
-                  description, bug, caught_by};
+                  description,
+                  bug,
+                  caught_by};
   // gamma, beta (and their gradients) in fp32 or T; without beta, without either.
   info.specs = SpecSupport{.fp32_weights = true, .affine_variants = true, .activation_stats = true};
   return LayerNormRegistry::add(LayerNormKernel{
-      withRowPaths(std::move(info), paths),
-      workspaceBytes,
+      withRowPaths(std::move(info), paths), workspaceBytes,
       [defects](const LayerNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },
       [defects](const LayerNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, defects); }, depths});
 }

@@ -27,7 +27,6 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defect
 
 /// Registers a host mutant: the port with `defects` switched on, claiming a
 /// correct variant's contracts.
-bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
-                    Defects defects);
+bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects);
 
 }  // namespace ulpcheck::layernorm_host

@@ -31,8 +31,12 @@ std::vector<LoadedPlugin>& plugins() {
 
 }  // namespace
 
-DType dtypeOf(ulpcheck_dtype t) { return t == ULPCHECK_F32 ? DType::F32 : t == ULPCHECK_F16 ? DType::F16 : DType::BF16; }
-ulpcheck_dtype abiDtype(DType t) { return t == DType::F32 ? ULPCHECK_F32 : t == DType::F16 ? ULPCHECK_F16 : ULPCHECK_BF16; }
+DType dtypeOf(ulpcheck_dtype t) {
+  return t == ULPCHECK_F32 ? DType::F32 : t == ULPCHECK_F16 ? DType::F16 : DType::BF16;
+}
+ulpcheck_dtype abiDtype(DType t) {
+  return t == DType::F32 ? ULPCHECK_F32 : t == DType::F16 ? ULPCHECK_F16 : ULPCHECK_BF16;
+}
 
 size_t PluginVariant::workspaceBytes(const RowShape& s) const {
   if (!v_.workspace_bytes) return 0;
@@ -43,17 +47,19 @@ size_t PluginVariant::workspaceBytes(const RowShape& s) const {
   // size, red zones added, would wrap). A size that is only too large for
   // this machine is a case that does not fit (skipped, saying so).
   if (bytes > kLargestWorkspaceBytes)
-    throw KernelFailure(fmt::format("{}: workspace_bytes returned {}{} for M={} N={} ld={}: not a size (an error "
-                                    "code?); more than 2^47 bytes",
-                                    v_.name, bytes, bytes >= (size_t(1) << 63) ? fmt::format(" ({} as a signed size)", int64_t(bytes)) : "",
-                                    s.M, s.N, s.ld));
+    throw KernelFailure(fmt::format(
+        "{}: workspace_bytes returned {}{} for M={} N={} ld={}: not a size (an error "
+        "code?); more than 2^47 bytes",
+        v_.name, bytes, bytes >= (size_t(1) << 63) ? fmt::format(" ({} as a signed size)", int64_t(bytes)) : "", s.M,
+        s.N, s.ld));
   return bytes;
 }
 
 ulpcheck_launch PluginVariant::launch(const LaunchEnv& e, void* workspace, size_t bytes) const {
   const bool cuda = v_.backend == ULPCHECK_CUDA;
-  return ulpcheck_launch{e.stream, cuda ? cudaops::currentDevice() : -1, bytes ? workspace : nullptr, bytes,
-                         cuda ? e.sm_count : 0, v_.user_data};
+  return ulpcheck_launch{
+      e.stream,    cuda ? cudaops::currentDevice() : -1, bytes ? workspace : nullptr, bytes, cuda ? e.sm_count : 0,
+      v_.user_data};
 }
 
 void PluginVariant::check(int rc, const char* entry) const {
@@ -81,9 +87,12 @@ std::string problemWith(const ulpcheck_variant& v) {
   if (!validName(v.name)) return "its name must be letters, digits, '_', '-' or '.'";
   const OpDoor* door = v.op ? findDoor(v.op) : nullptr;
   if (!door) return fmt::format("op '{}' is not one of {}", v.op ? v.op : "(null)", opsWithDoors());
-  if (v.backend != ULPCHECK_HOST && v.backend != ULPCHECK_CUDA) return fmt::format("backend {} is not host (0) or cuda (1)", int(v.backend));
-  if (v.dtypes == 0 || (v.dtypes & ~7u)) return fmt::format("dtypes mask {:#x} names no dtype or an unknown one", v.dtypes);
-  if (unsigned(v.accumulation) > ULPCHECK_BF16) return fmt::format("accumulation {} is not a dtype", int(v.accumulation));
+  if (v.backend != ULPCHECK_HOST && v.backend != ULPCHECK_CUDA)
+    return fmt::format("backend {} is not host (0) or cuda (1)", int(v.backend));
+  if (v.dtypes == 0 || (v.dtypes & ~7u))
+    return fmt::format("dtypes mask {:#x} names no dtype or an unknown one", v.dtypes);
+  if (unsigned(v.accumulation) > ULPCHECK_BF16)
+    return fmt::format("accumulation {} is not a dtype", int(v.accumulation));
   if (v.contracts & ~15u) return fmt::format("unknown contract bits {:#x}", v.contracts);
   if (v.preconditions & ~3u) return fmt::format("unknown precondition bits {:#x}", v.preconditions);
   if (v.row_depth < 0 || v.col_depth < 0 || v.max_cols < 0) return "depths and max_cols must be >= 0";

@@ -170,7 +170,7 @@ class Spawner {
 
 /// What a short-lived child printed on its stdout, and how it ended.
 struct ChildResult {
-  int status = 0;        // waitpid's
+  int status = 0;  // waitpid's
   bool timed_out = false;
   std::string out;
 };
@@ -189,7 +189,8 @@ ChildResult runChild(const std::vector<std::string>& argv, double timeout_s) {
   }
   close(fds[1]);
   ChildResult r;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  const auto deadline = Clock::now() +
+                        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   for (char buf[4096];;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     pollfd pfd{fds[0], POLLIN, 0};
@@ -326,8 +327,8 @@ class Worker {
     waitpid(pid_, &status, 0);
     pid_ = -1, fd_ = -1;
     compiled_.clear();
-    return KernelFailure(fmt::format("the worker running {} {}: the kernel crashed (the worker will be restarted)", what,
-                                     describeExit(status)));
+    return KernelFailure(fmt::format("the worker running {} {}: the kernel crashed (the worker will be restarted)",
+                                     what, describeExit(status)));
   }
 
   Command command_;
@@ -594,7 +595,8 @@ SpecSupport pythonSpecSupport(const json& v) {
 
 void runInWorker(const std::string& op, const std::string& name) {
   const OpDoor* door = findDoor(op);
-  if (!door) throw std::invalid_argument(fmt::format("op '{}' cannot run in a worker (only {} can)", op, opsWithDoors()));
+  if (!door)
+    throw std::invalid_argument(fmt::format("op '{}' cannot run in a worker (only {} can)", op, opsWithDoors()));
   const KernelInfo* info = door->find(name);
   if (!info) throw std::invalid_argument(fmt::format("no {} variant '{}' to run in a worker", op, name));
   door->forward_into(name, callsInto(worker(), name, info->compiles_per_shape));
@@ -615,11 +617,10 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
   // passes through; a failure it understands comes as {"error": ...}).
   const ChildResult r = runChild(pythonWorkerArgs({"--describe"}), kStartSeconds);
   const json described = json::parse(r.out, nullptr, false);
-  if (described.is_object() && described.contains("error"))
-    throw PluginError(described.at("error").get<std::string>());
+  if (described.is_object() && described.contains("error")) throw PluginError(described.at("error").get<std::string>());
   if (r.timed_out)
-    throw PluginError(fmt::format("{} -m ulpcheck.worker --describe did not finish within {} s", pythonInterpreter(),
-                                  kStartSeconds));
+    throw PluginError(
+        fmt::format("{} -m ulpcheck.worker --describe did not finish within {} s", pythonInterpreter(), kStartSeconds));
   if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127 && r.out.empty())
     throw PluginError(fmt::format("cannot start the Python interpreter '{}' (set ULPCHECK_PYTHON to a Python with "
                                   "torch)",

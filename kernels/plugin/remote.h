@@ -32,7 +32,6 @@ void probePlugin(const std::string& path);
 /// What `ulpcheck worker --probe` prints on its stdout once its plugins loaded.
 inline constexpr const char* kProbeLoaded = "loaded\n";
 
-
 /// The first call of each shape of a variant that compiles per shape
 /// (KernelInfo::compiles_per_shape: quack's CuTe DSL kernels, JIT-compiled
 /// in seconds to a minute) may take this long, whatever --case-timeout says:

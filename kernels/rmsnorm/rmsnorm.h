@@ -40,7 +40,7 @@ struct RmsNormBackwardArgs {
   const float* rstd;  // as saved by the forward
   void* dx;
   void* dw;
-  void* workspace;  // workspace_bytes(shape, env) bytes, contents undefined on entry
+  void* workspace;     // workspace_bytes(shape, env) bytes, contents undefined on entry
   void* db = nullptr;  // 1 x N in the weight dtype under spec.bias
 };
 

@@ -9,10 +9,11 @@
 
 namespace ulpcheck::rmsnorm_cuda {
 template void launchBackward<DwStrategy::Atomic, cuda_defects::kNone>(const RmsNormBackwardArgs&, const LaunchEnv&,
-                                                                   const cuda_defects::LaunchDefects&);
+                                                                      const cuda_defects::LaunchDefects&);
 namespace {
 const bool registered = registerVariant<DwStrategy::Atomic>(
-    "cuda_atomic", "cuda_separate's backward with dW accumulated by fp32 atomicAdd in CTA arrival order (nondeterministic)",
+    "cuda_atomic",
+    "cuda_separate's backward with dW accumulated by fp32 atomicAdd in CTA arrival order (nondeterministic)",
     Contracts{false, true, DType::F32, true});
 }  // namespace
 }  // namespace ulpcheck::rmsnorm_cuda

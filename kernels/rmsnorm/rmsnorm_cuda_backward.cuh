@@ -185,8 +185,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     __syncthreads();
     if (!is_last) return;
     if constexpr (!(D & cuda_defects::kNoFenceBeforeTicket)) __threadfence();
-    const int64_t partials =
-        (D & cuda_defects::kLastBlockDropsPartialOnLargeGrid) && gridDim.x > 1024 ? gridDim.x - 1 : gridDim.x;
+    const int64_t partials = (D & cuda_defects::kLastBlockDropsPartialOnLargeGrid) && gridDim.x > 1024 ? gridDim.x - 1
+                                                                                                       : gridDim.x;
     for (int64_t col = t; col < N; col += blockDim.x) {
       float total = 0.f;
       for (int64_t c = 0; c < partials; ++c) total = __fadd_rn(total, __ldcg(partial + c * partial_ld + col));
@@ -238,7 +238,8 @@ void launchBackward(const RmsNormBackwardArgs& b, const LaunchEnv& env, const cu
   const cudaStream_t stream = cudaStream_t(env.stream);
   // The workspace holds garbage on entry: zero what the epilogue accumulates into.
   if constexpr (S == DwStrategy::LastBlock) ULPCHECK_CUDA(cudaMemsetAsync(ticket, 0, sizeof(unsigned), stream));
-  if constexpr (S == DwStrategy::Atomic) ULPCHECK_CUDA(cudaMemsetAsync(dw_fp32, 0, size_t(s.N) * sizeof(float), stream));
+  if constexpr (S == DwStrategy::Atomic)
+    ULPCHECK_CUDA(cudaMemsetAsync(dw_fp32, 0, size_t(s.N) * sizeof(float), stream));
   withStorageType(s.dtype, [&](auto tag) {
     using T = decltype(tag);
     withWeightType<T>(s.wdtype(), [&](auto wtag) {
@@ -253,8 +254,7 @@ void launchBackward(const RmsNormBackwardArgs& b, const LaunchEnv& env, const cu
       if constexpr (S == DwStrategy::Separate) {
         if (defects.dw_bf16_at_large_m && s.M >= cuda_defects::kLargeMPath)
           launchSumPartials<W, true>(partial, ctas, s.N, partialLd(s.N), static_cast<W*>(b.dw), stream);
-        else
-          launchSumPartials<W>(partial, ctas, s.N, partialLd(s.N), static_cast<W*>(b.dw), stream);
+        else launchSumPartials<W>(partial, ctas, s.N, partialLd(s.N), static_cast<W*>(b.dw), stream);
         checkLaunch(defects, "rmsnorm sumPartialsKernel");
       } else if constexpr (S == DwStrategy::Atomic) {
         dwRoundKernel<W><<<unsigned(std::min<int64_t>((s.N + 255) / 256, 1024)), 256, 0, stream>>>(
@@ -281,7 +281,8 @@ extern template void launchBackward<DwStrategy::Atomic, cuda_defects::kNone>(con
 /// kernel defects as D (forward and backward take the bits they know) and
 /// the rest in `mutant`.
 template <DwStrategy S, unsigned D = cuda_defects::kNone>
-bool registerVariant(const char* name, const char* description, Contracts contracts, cuda_defects::MutantSpec mutant = {}) {
+bool registerVariant(const char* name, const char* description, Contracts contracts,
+                     cuda_defects::MutantSpec mutant = {}) {
   // The spec defects are in both passes.
   constexpr unsigned kSpecDefects = D & (cuda_defects::kLlamaXhatUnrounded | cuda_defects::kOffsetInActivationDtype);
   constexpr unsigned kForwardDefects = D & (cuda_defects::kXSquaredInFp16 | cuda_defects::kRstdInBf16) | kSpecDefects;
@@ -292,10 +293,19 @@ bool registerVariant(const char* name, const char* description, Contracts contra
   static_assert(D == (kForwardDefects | kBackwardDefects), "a defect bit the RMSNorm kernels do not implement");
   const cuda_defects::LaunchDefects launch = mutant.launch;
   const RowPathModel paths{true, 1, true, launch.dw_bf16_at_large_m ? cuda_defects::kLargeMPath : 0};
-  KernelInfo info = withRowPaths(KernelInfo{"rmsnorm", name, Backend::Cuda, {DType::F32, DType::F16, DType::BF16},
-                                            contracts, description, mutant.bug, mutant.caught_by},
+  KernelInfo info = withRowPaths(KernelInfo{"rmsnorm",
+                                            name,
+                                            Backend::Cuda,
+                                            {DType::F32, DType::F16, DType::BF16},
+                                            contracts,
+                                            description,
+                                            mutant.bug,
+                                            mutant.caught_by},
                                  paths);
-  info.specs = SpecSupport{.fp32_weights = true, .roundings = {Rounding::Plain, Rounding::Llama}, .offsets = {0.f, 1.f}, .activation_stats = true};
+  info.specs = SpecSupport{.fp32_weights = true,
+                           .roundings = {Rounding::Plain, Rounding::Llama},
+                           .offsets = {0.f, 1.f},
+                           .activation_stats = true};
   return RmsNormRegistry::add(RmsNormKernel{
       std::move(info),
       [launch](const RowShape& s, const LaunchEnv& e) { return variantWorkspaceLayout(s, e, launch).bytes; },

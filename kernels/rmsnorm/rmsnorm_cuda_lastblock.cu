@@ -6,10 +6,11 @@
 
 namespace ulpcheck::rmsnorm_cuda {
 template void launchBackward<DwStrategy::LastBlock, cuda_defects::kNone>(const RmsNormBackwardArgs&, const LaunchEnv&,
-                                                                   const cuda_defects::LaunchDefects&);
+                                                                         const cuda_defects::LaunchDefects&);
 namespace {
 const bool registered = registerVariant<DwStrategy::LastBlock>(
-    "cuda_lastblock", "cuda_separate's backward with a fused last-CTA dW reduction (threadfence + atomic ticket, CTA order)",
+    "cuda_lastblock",
+    "cuda_separate's backward with a fused last-CTA dW reduction (threadfence + atomic ticket, CTA order)",
     Contracts{true, true, DType::F32});
 }  // namespace
 }  // namespace ulpcheck::rmsnorm_cuda

@@ -16,39 +16,46 @@ RmsNormKernel forwarded(RmsNormKernel k, RemoteEntry call) {
   };
   k.backward = [call](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
     call("rmsnorm_backward", b.shape, e,
-         {{"x", b.x}, {"w", b.w}, {"dy", b.dy}, {"rstd", b.rstd}, {"dx", b.dx}, {"dw", b.dw}, {"db", b.db},
+         {{"x", b.x},
+          {"w", b.w},
+          {"dy", b.dy},
+          {"rstd", b.rstd},
+          {"dx", b.dx},
+          {"dw", b.dw},
+          {"db", b.db},
           {"workspace", b.workspace}});
   };
   return k;
 }
 
-const RmsNormKernel& variantNamed(const std::string& name) {
-  return registeredVariant<RmsNormKernel>("rmsnorm", name);
-}
+const RmsNormKernel& variantNamed(const std::string& name) { return registeredVariant<RmsNormKernel>("rmsnorm", name); }
 
 // The C ABI's RMSNorm (ABI version 1): weights in the activation dtype, no bias.
 void addPlugin(const KernelInfo& info, std::shared_ptr<const PluginVariant> v) {
-  RmsNormRegistry::add(RmsNormKernel{
-      info, [v](const RowShape& s, const LaunchEnv&) { return v->workspaceBytes(s); },
-      [v](const RmsNormForwardArgs& f, const LaunchEnv& e) {
-        const RowShape& s = f.shape;
-        const ulpcheck_rmsnorm_forward_args a{abiTensor(f.x, s.dtype, s.M, s.N, s.ld),
-                                              abiTensor(f.w, s.dtype, 1, s.N, s.N),
-                                              abiTensor(f.y, s.dtype, s.M, s.N, s.ld),
-                                              abiTensor(f.rstd, DType::F32, s.M, 1, 1), s.eps};
-        const ulpcheck_launch l = v->launch(e, nullptr, 0);
-        v->check(v->abi().rmsnorm_forward(&a, &l), "rmsnorm_forward");
-      },
-      [v](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
-        const RowShape& s = b.shape;
-        const ulpcheck_rmsnorm_backward_args a{
-            abiTensor(b.x, s.dtype, s.M, s.N, s.ld),  abiTensor(b.w, s.dtype, 1, s.N, s.N),
-            abiTensor(b.dy, s.dtype, s.M, s.N, s.ld), abiTensor(b.rstd, DType::F32, s.M, 1, 1),
-            abiTensor(b.dx, s.dtype, s.M, s.N, s.ld), abiTensor(b.dw, s.dtype, 1, s.N, s.N), s.eps};
-        const ulpcheck_launch l = v->launch(e, b.workspace, v->workspaceBytes(s));
-        v->check(v->abi().rmsnorm_backward(&a, &l), "rmsnorm_backward");
-      },
-      [v](const RowShape& s, const LaunchEnv&) { return v->depths(s); }});
+  RmsNormRegistry::add(RmsNormKernel{info, [v](const RowShape& s, const LaunchEnv&) { return v->workspaceBytes(s); },
+                                     [v](const RmsNormForwardArgs& f, const LaunchEnv& e) {
+                                       const RowShape& s = f.shape;
+                                       const ulpcheck_rmsnorm_forward_args a{abiTensor(f.x, s.dtype, s.M, s.N, s.ld),
+                                                                             abiTensor(f.w, s.dtype, 1, s.N, s.N),
+                                                                             abiTensor(f.y, s.dtype, s.M, s.N, s.ld),
+                                                                             abiTensor(f.rstd, DType::F32, s.M, 1, 1),
+                                                                             s.eps};
+                                       const ulpcheck_launch l = v->launch(e, nullptr, 0);
+                                       v->check(v->abi().rmsnorm_forward(&a, &l), "rmsnorm_forward");
+                                     },
+                                     [v](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
+                                       const RowShape& s = b.shape;
+                                       const ulpcheck_rmsnorm_backward_args a{abiTensor(b.x, s.dtype, s.M, s.N, s.ld),
+                                                                              abiTensor(b.w, s.dtype, 1, s.N, s.N),
+                                                                              abiTensor(b.dy, s.dtype, s.M, s.N, s.ld),
+                                                                              abiTensor(b.rstd, DType::F32, s.M, 1, 1),
+                                                                              abiTensor(b.dx, s.dtype, s.M, s.N, s.ld),
+                                                                              abiTensor(b.dw, s.dtype, 1, s.N, s.N),
+                                                                              s.eps};
+                                       const ulpcheck_launch l = v->launch(e, b.workspace, v->workspaceBytes(s));
+                                       v->check(v->abi().rmsnorm_backward(&a, &l), "rmsnorm_backward");
+                                     },
+                                     [v](const RowShape& s, const LaunchEnv&) { return v->depths(s); }});
 }
 
 const bool registered = registerDoor(withRegistry<RmsNormKernel>(

@@ -21,7 +21,8 @@ using namespace row_cuda;
 /// fp16 first (PyTorch #133085).
 template <unsigned D>
 __device__ __forceinline__ float accumulateSquare(float x, float acc) {
-  if constexpr (D & cuda_defects::kXSquaredInFp16) return __fadd_rn(acc, __half2float(__float2half_rn(__fmul_rn(x, x))));
+  if constexpr (D & cuda_defects::kXSquaredInFp16)
+    return __fadd_rn(acc, __half2float(__float2half_rn(__fmul_rn(x, x))));
   return __fmaf_rn(x, x, acc);
 }
 
@@ -77,8 +78,7 @@ __device__ __forceinline__ float accumulateDw(float acc, float g, float xhat, co
 template <typename T, int VEC, int VPT, unsigned D = cuda_defects::kNone, typename Load, typename Reload, typename W>
 __device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x_tail, const W* __restrict__ w,
                                            T* __restrict__ yr, float* rstd, int64_t N, float eps, int64_t nvec,
-                                           int tail, int vpt_dynamic, float* red, int& parity,
-                                           WeightSpec spec = {}) {
+                                           int tail, int vpt_dynamic, float* red, int& parity, WeightSpec spec = {}) {
   const int t = threadIdx.x;
   VecT<T, VEC> xs[VPT > 0 ? VPT : 1];
   float acc = 0.f;
@@ -107,14 +107,14 @@ __device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x
     VecT<T, VEC> out;
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
-      out.v[k] = fromFloat<T>(__fmul_rn(weightedXhat<T, D>(__fmul_rn(toFloat(xv.v[k]), r), spec),
-                                        effectiveWeight<T, D>(wv.v[k], spec)));
+      out.v[k] = fromFloat<T>(
+          __fmul_rn(weightedXhat<T, D>(__fmul_rn(toFloat(xv.v[k]), r), spec), effectiveWeight<T, D>(wv.v[k], spec)));
     storeVec<T, VEC>(yr + vi * VEC, out);
   }
   if (t < tail) {
     const int64_t col = nvec * VEC + t;
-    yr[col] = fromFloat<T>(
-        __fmul_rn(weightedXhat<T, D>(__fmul_rn(x_tail, r), spec), effectiveWeight<T, D>(w[col], spec)));
+    yr[col] =
+        fromFloat<T>(__fmul_rn(weightedXhat<T, D>(__fmul_rn(x_tail, r), spec), effectiveWeight<T, D>(w[col], spec)));
   }
 }
 
@@ -144,7 +144,8 @@ __global__ void __launch_bounds__(kMaxThreads)
 template <unsigned D = cuda_defects::kNone>
 void forward(const RmsNormForwardArgs& f, const LaunchEnv& env, const cuda_defects::LaunchDefects& defects = {}) {
   // The CUDA variants do not declare them (SpecSupport): such a case never reaches here.
-  if (f.b || f.x_dtype) throw std::invalid_argument("the RMSNorm CUDA forward implements neither a bias nor an x of y's dtype");
+  if (f.b || f.x_dtype)
+    throw std::invalid_argument("the RMSNorm CUDA forward implements neither a bias nor an x of y's dtype");
   const RowShape s = addressedShape(f.shape, defects);
   // vLLM #48271's launch: at most 256 threads per CTA once the batch has 256 rows.
   const int max_threads = defects.threads_from_m && s.M >= 256 ? 256 : kMaxThreads;
@@ -156,8 +157,8 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv& env, const cuda_defec
       using W = decltype(wtag);
       withVecAndVpt<T>(p, [&](auto vec, auto vpt) {
         forwardKernel<T, W, vec(), vpt(), D><<<unsigned(grid), p.threads, 0, cudaStream_t(env.stream)>>>(
-            static_cast<const T*>(f.x), static_cast<const W*>(f.w), static_cast<T*>(f.y), f.rstd, s.M, s.N, s.ld,
-            s.eps, p.nvec, p.tail, p.vpt, weightSpecOf(s));
+            static_cast<const T*>(f.x), static_cast<const W*>(f.w), static_cast<T*>(f.y), f.rstd, s.M, s.N, s.ld, s.eps,
+            p.nvec, p.tail, p.vpt, weightSpecOf(s));
       });
     });
   });

@@ -21,7 +21,7 @@ std::vector<float> effectiveWeights(const void* w, const RowShape& s, const Defe
   const float offset = s.spec.weight_offset;
   for (int64_t col = 0; col < s.N; ++col) {
     const float v = load(w, s.wdtype(), col);
-    out[size_t(col)] = offset == 0.f                         ? v
+    out[size_t(col)] = offset == 0.f                        ? v
                        : defects.offset_in_activation_dtype ? float(roundToFormat(s.dtype, double(offset + v)))
                                                             : offset + v;
   }
@@ -134,8 +134,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
       forThreadColumns(p, t, tail, [&](int64_t col) {
         // Thread col % threads adds column col (the strided loop); the owner
         // of its vector, thread (col / vec) % threads, wrote it.
-        const bool peer_warp = col < p.nvec * p.vec &&
-                               (col % p.threads) / kWarp != ((col / p.vec) % p.threads) / kWarp;
+        const bool peer_warp = col < p.nvec * p.vec && (col % p.threads) / kWarp != ((col / p.vec) % p.threads) / kWarp;
         partial[cta * pld + col] = racy && peer_warp ? before_last_row[col] : dw_acc[col];
         if (b.db) db_partial[size_t(cta * s.N + col)] = db_acc[col];
       });
@@ -149,28 +148,32 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
       for (int64_t c = 0; c < ctas; ++c) total = roundToBf16(total + partial[c * pld + col]);
     else if (defects.lastblock_drops_partial_on_large_grid && strategy == DwStrategy::LastBlock && ctas > 1024)
       total = sumPartials(partial, pld, ctas - 1, col, strategy, first);
-    else
-      total = sumPartials(partial, pld, ctas, col, strategy, first);
+    else total = sumPartials(partial, pld, ctas, col, strategy, first);
     store(b.dw, s.wdtype(), col, total);
     if (b.db) store(b.db, s.wdtype(), col, sumPartials(db_partial.data(), s.N, ctas, col, strategy, first));
   }
 }
 
 namespace {
-bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by,
-                  bool deterministic, Defects defects, DwStrategy strategy, int64_t row_depth_factor) {
+bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by, bool deterministic,
+                  Defects defects, DwStrategy strategy, int64_t row_depth_factor) {
   const RowPathModel paths{.backward = true, .large_m_from = defects.dw_in_bf16_at_large_m ? 32768 : 0};
-  KernelInfo info = withRowPaths(KernelInfo{"rmsnorm", name, Backend::Host, {DType::F32, DType::F16, DType::BF16},
+  KernelInfo info = withRowPaths(KernelInfo{"rmsnorm",
+                                            name,
+                                            Backend::Host,
+                                            {DType::F32, DType::F16, DType::BF16},
                                             Contracts{.deterministic = deterministic,
                                                       .batch_invariant = true,
                                                       .accumulation = DType::F32,
                                                       .column_reduction_ftz = strategy == DwStrategy::Atomic},
-                                            description, bug, caught_by},
+                                            description,
+                                            bug,
+                                            caught_by},
                                  paths);
   info.specs = specSupport();
   return RmsNormRegistry::add(RmsNormKernel{
-      std::move(info),
-      workspaceBytes, [defects](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },
+      std::move(info), workspaceBytes,
+      [defects](const RmsNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },
       [defects, strategy](const RmsNormBackwardArgs& b, const LaunchEnv& e) { backward(b, e, strategy, defects); },
       [strategy, row_depth_factor](const RowShape& s, const LaunchEnv& e) {
         ReductionDepths d = reductionDepths(s, e, strategy);
@@ -197,8 +200,8 @@ SpecSupport specSupport() {
                      .rms_bias = true};
 }
 
-bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
-                    Defects defects, DwStrategy strategy, int64_t row_depth_factor, bool deterministic) {
+bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects,
+                    DwStrategy strategy, int64_t row_depth_factor, bool deterministic) {
   return registerPort(name, description, bug, caught_by, deterministic, defects, strategy, row_depth_factor);
 }
 

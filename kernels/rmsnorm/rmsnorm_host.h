@@ -12,12 +12,12 @@ namespace ulpcheck::rmsnorm_host {
 
 /// Defects a host mutant can switch on; all off is the correct port.
 struct Defects {
-  bool rowsum_in_bf16 = false;     // backward row sum c accumulated in bf16 (rounded after every add)
-  bool drop_tail = false;          // backward skips the scalar tail (N % vec elements) of every row
-  bool threads_from_m = false;     // CTA size picked from M as well as N, changing a row's reduction order
-  bool ignore_row_stride = false;  // rows addressed as if contiguous (stride N, not ld)
-  bool x_squared_in_fp16 = false;  // forward rounds each x^2 to fp16 before accumulating (overflows past 256)
-  bool rstd_in_bf16 = false;       // forward saves rstd rounded to bf16; the backward uses that
+  bool rowsum_in_bf16 = false;         // backward row sum c accumulated in bf16 (rounded after every add)
+  bool drop_tail = false;              // backward skips the scalar tail (N % vec elements) of every row
+  bool threads_from_m = false;         // CTA size picked from M as well as N, changing a row's reduction order
+  bool ignore_row_stride = false;      // rows addressed as if contiguous (stride N, not ld)
+  bool x_squared_in_fp16 = false;      // forward rounds each x^2 to fp16 before accumulating (overflows past 256)
+  bool rstd_in_bf16 = false;           // forward saves rstd rounded to bf16; the backward uses that
   bool dw_in_bf16_at_large_m = false;  // dW block reduction summed in bf16 on the path taken only for M >= 32768
   // The atomic epilogue of the CUDA workspace path (rows too wide for
   // registers) adding partial columns other warps accumulated, with no
@@ -46,8 +46,8 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
 /// finished as `strategy`), claiming the deterministic, batch-invariant
 /// contracts of a correct variant. `row_depth_factor` scales the declared row
 /// depth for a defect that lengthens chains without being an accuracy bug.
-bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by,
-                    Defects defects, DwStrategy strategy = DwStrategy::Separate, int64_t row_depth_factor = 1,
+bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects,
+                    DwStrategy strategy = DwStrategy::Separate, int64_t row_depth_factor = 1,
                     bool deterministic = true);
 
 /// The specs the port implements (every one), for mutants that register

@@ -152,8 +152,9 @@ TEST(CampaignPlan, BadShardsAndCountsAreUsageErrors) {
 }
 
 TEST(CampaignPlan, TheCliPrintsThePlanTheShardAndTheTarget) {
-  const auto r = cli("run --backend host --op layernorm --tier smoke --per-cell 3 --seed 9 --no-save --no-corpus --shard "
-                     "2/2");
+  const auto r = cli(
+      "run --backend host --op layernorm --tier smoke --per-cell 3 --seed 9 --no-save --no-corpus --shard "
+      "2/2");
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
   EXPECT_NE(r.output.find("plan: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("shard 2/2"), std::string::npos) << r.output;
@@ -175,7 +176,8 @@ TEST(CampaignPlan, SaysHowManyOfItsCasesAreSkippedForADtypeTheirKernelDoesNotTak
   long planned = 0, skipped = 0, ran = 0;
   const size_t plan = r.output.find("plan: ");
   ASSERT_NE(plan, std::string::npos) << r.output;
-  ASSERT_EQ(std::sscanf(r.output.c_str() + plan, "plan: %ld generated cases (%ld of them skipped", &planned, &skipped), 2)
+  ASSERT_EQ(std::sscanf(r.output.c_str() + plan, "plan: %ld generated cases (%ld of them skipped", &planned, &skipped),
+            2)
       << r.output;
   const size_t end = r.output.find(" generated cases + ");
   ASSERT_NE(end, std::string::npos) << r.output;
@@ -188,7 +190,7 @@ TEST(CampaignProgressReport, TheBarSaysWhereTheRunIsAndWhenItEnds) {
   CampaignProgress p{25, 100, 1, 10.0, 0};
   EXPECT_DOUBLE_EQ(etaSeconds(p), 30.0);  // 25 cases in 10 s: 75 more in 30 s
   p.time_budget_s = 20;
-  EXPECT_DOUBLE_EQ(etaSeconds(p), 10.0);  // the time budget ends it sooner
+  EXPECT_DOUBLE_EQ(etaSeconds(p), 10.0);                        // the time budget ends it sooner
   EXPECT_LT(etaSeconds(CampaignProgress{0, 100, 0, 0, 0}), 0);  // nothing known yet
   EXPECT_EQ(formatDuration(65), "1m05s");
   EXPECT_EQ(formatDuration(7), "7s");

@@ -165,7 +165,8 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   EXPECT_EQ(parseCaseString(toCaseString(fused)), fused);
   EXPECT_EQ(caseFromJson(toJson(fused)), fused);
   EXPECT_TRUE(parseCaseString("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 res=bf16").spec.plain());
-  expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 res=fp16", "'res' must be fp32 or the activation dtype");
+  expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 res=fp16",
+              "'res' must be fp32 or the activation dtype");
   expectError(base + "res=fp32", "'res' (the residual's dtype) is not a spec field of op=rmsnorm");
   // A field no op declares for itself: LayerNorm has no rounding point or offset, a made-up op no fields.
   expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 rounding=llama", "not a spec field of op=layernorm");
@@ -194,9 +195,15 @@ SpecCounts drawSpecs(const std::string& op, const std::string& kernel, int n) {
     k.saved_in_t += c.spec.stats.has_value();
     k.rms_bias += c.spec.bias;
     k.fp32_residual += c.spec.residual.has_value();
-    if (c.spec.bias) { EXPECT_EQ(c.spec.rounding, Rounding::Plain) << toCaseString(c); }
-    if (c.spec.stats) { EXPECT_EQ(*c.spec.stats, c.dtype) << toCaseString(c); }
-    if (c.spec.stats) { EXPECT_EQ(c.spec.rounding, Rounding::Plain) << toCaseString(c); }
+    if (c.spec.bias) {
+      EXPECT_EQ(c.spec.rounding, Rounding::Plain) << toCaseString(c);
+    }
+    if (c.spec.stats) {
+      EXPECT_EQ(*c.spec.stats, c.dtype) << toCaseString(c);
+    }
+    if (c.spec.stats) {
+      EXPECT_EQ(c.spec.rounding, Rounding::Plain) << toCaseString(c);
+    }
   }
   return k;
 }

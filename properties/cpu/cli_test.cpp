@@ -74,7 +74,7 @@ TEST(Cli, RunReportsCodePathsAndTheOnesNeverReached) {
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
   EXPECT_NE(r.output.find("# paths of host_separate (cases):"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("NEVER REACHED by this run"), std::string::npos) << "3 cases cannot reach every path\n"
-                                                                          << r.output;
+                                                                           << r.output;
 }
 
 TEST(Cli, APropertyThatJudgedNothingIsItsOwnExitCode) {
@@ -102,8 +102,10 @@ TEST(Cli, RunFindsShrinksAndSavesAFailure) {
   const fs::path dir = fs::temp_directory_path() / ("ulpcheck-cli-" + std::to_string(::getpid()));
   const fs::path json = dir / "out.jsonl";
   fs::create_directories(dir);
-  const Result r = cli("run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 200 --tier smoke "
-                       "--seed 9 --corpus " + dir.string() + " --json " + json.string());
+  const Result r =
+      cli("run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 200 --tier smoke "
+          "--seed 9 --corpus " +
+          dir.string() + " --json " + json.string());
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
   EXPECT_EQ(testing::reproArgsIn(r.output).rfind("repro '", 0), 0u) << r.output;
   EXPECT_TRUE(fs::is_directory(dir / "rmsnorm" / "memory_safety" / "crashing"));
@@ -141,7 +143,8 @@ TEST(Cli, DefaultRunOnTheHostPasses) {
 TEST(Cli, PerturbScheduleIsAcceptedByRunAndRepro) {
   Result r = cli("run --backend host --perturb-schedule --cases 10 --tier smoke --seed 1 --no-save");
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
-  EXPECT_NE(r.output.find("no effect on the host backend"), std::string::npos) << "says it changes nothing\n" << r.output;
+  EXPECT_NE(r.output.find("no effect on the host backend"), std::string::npos) << "says it changes nothing\n"
+                                                                               << r.output;
   // A failure found under perturbation is reproduced under it: the printed
   // repro command carries the flag, and repro accepts it.
   r = cli("run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 50 --tier smoke --seed 9 "
@@ -188,7 +191,8 @@ TEST(CliMutants, KillMatrixOfOneMutantNamesTheKillAndItsRepro) {
 TEST(CliMutants, InProcessRunsTheMatrixInThisProcess) {
   const std::string json = ::testing::TempDir() + "km_in_process.jsonl";
   const Result r = cli("mutants --backend host --mutant host_bug_rstd_bf16 --time-per-mutant 2 --tier smoke "
-                       "--no-controls --in-process --json " + json);
+                       "--no-controls --in-process --json " +
+                       json);
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
   EXPECT_NE(r.output.find("every variant in this process"), std::string::npos) << r.output;
   EXPECT_EQ(mutantsInWorker(json), (std::map<std::string, bool>{{"host_bug_rstd_bf16", false}}));

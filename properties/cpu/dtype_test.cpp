@@ -56,7 +56,8 @@ TEST(DType, RoundingMatchesMpfrOnRandomDoubles) {
     // Exact ties and their neighbours in every binade (fp32's too: the
     // exhaustive tie test below covers the 16-bit formats only), doubles far
     // outside the format's range, and double subnormals.
-    std::uniform_int_distribution<uint64_t> significand(uint64_t{1} << (f.precision - 1), (uint64_t{1} << f.precision) - 1);
+    std::uniform_int_distribution<uint64_t> significand(uint64_t{1} << (f.precision - 1),
+                                                        (uint64_t{1} << f.precision) - 1);
     for (int i = 0; i < 200000; ++i) {
       const double tie = std::ldexp(double(2 * significand(rng) + 1), exponent(rng) - f.precision);
       for (const double x : {tie, std::nextafter(tie, 0.0), std::nextafter(tie, INFINITY), -tie})
@@ -91,7 +92,7 @@ TEST(DType, SignedZerosAndSpecials) {
     EXPECT_EQ(encodeBits(t, -0.0), 1u << (formatOf(t).storage_bits - 1));
     EXPECT_EQ(encodeBits(t, 0.0), 0u);
     EXPECT_TRUE(std::signbit(roundToFormat(t, -minSubnormal(t) / 4)));  // underflows to -0
-    EXPECT_EQ(roundToFormat(t, minSubnormal(t) / 2), 0.0);               // tie to even: 0
+    EXPECT_EQ(roundToFormat(t, minSubnormal(t) / 2), 0.0);              // tie to even: 0
     EXPECT_EQ(roundToFormat(t, minSubnormal(t) * 0.75), minSubnormal(t));
     EXPECT_TRUE(std::isinf(decodeBits(t, encodeBits(t, INFINITY))));
     EXPECT_TRUE(isNanBits(t, encodeBits(t, NAN)));

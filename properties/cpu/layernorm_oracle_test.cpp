@@ -25,11 +25,11 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
-#include <optional>
 #include <cstdint>
 #include <cstdio>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -63,7 +63,8 @@ Inputs makeInputs(const CaseSpec& c) { return generateLayerNormInputs(c, identit
 /// contract every budget assertion below is made against.
 LayerNormReference oracleOf(const CaseSpec& c, const Inputs& in, ThreadPool& pool) {
   const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}, false};
-  return layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec}, contract, pool, OracleMode::Fast);
+  return layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec}, contract, pool,
+                            OracleMode::Fast);
 }
 
 // ---------------------------------------------------------------------------
@@ -171,15 +172,17 @@ std::string layoutProblem(const CaseSpec& c, const LayerNormReference& ref) {
     DType dtype;
     int64_t rows, cols;
     bool per_row;
-  } want[] = {{&ref.y, c.dtype, c.M, c.N, true},         {&ref.mean, statsDtype(c.spec), c.M, 1, true},
-              {&ref.rstd, statsDtype(c.spec), c.M, 1, true},     {&ref.dx, c.dtype, c.M, c.N, true},
+  } want[] = {{&ref.y, c.dtype, c.M, c.N, true},
+              {&ref.mean, statsDtype(c.spec), c.M, 1, true},
+              {&ref.rstd, statsDtype(c.spec), c.M, 1, true},
+              {&ref.dx, c.dtype, c.M, c.N, true},
               {&ref.dgamma, weightDtype(c.dtype, c.spec), 1, c.N, false},
               {&ref.dbeta, weightDtype(c.dtype, c.spec), 1, c.N, false}};
   for (const auto& w : want) {
     const ReferenceTensor& r = *w.r;
     const size_t n = size_t(w.rows * w.cols);
-    if (r.dtype != w.dtype || r.rows != w.rows || r.cols != w.cols || r.per_row != w.per_row ||
-        r.exact.size() != n || r.budget.size() != n)
+    if (r.dtype != w.dtype || r.rows != w.rows || r.cols != w.cols || r.per_row != w.per_row || r.exact.size() != n ||
+        r.budget.size() != n)
       return fmt::format("tensor '{}': {} {}x{} per_row={} with {}/{} values; expected {} {}x{} per_row={}", r.name,
                          dtypeName(r.dtype), r.rows, r.cols, r.per_row, r.exact.size(), r.budget.size(),
                          dtypeName(w.dtype), w.rows, w.cols, w.per_row);
@@ -242,9 +245,9 @@ struct CrossCheckStats {
   int64_t large_mean_rows = 0;  // var > 0 and |mean| >= 2^10 sqrt(var)
   int64_t zero_var_rows = 0;    // var == 0 exactly (constant and zero rows, N = 1)
   double max_mean_over_sigma = 0;
-  int64_t saved_stats_rows = 0;  // stats=T rows whose backward was checked at round_T(mean), round_T(rstd)
-  int64_t undecided_saved = 0;   // stats=T rows where Boost could not decide a rounding (backward skipped)
-  int64_t overflowing_saved = 0; // stats=T rows whose rstd overflows T (backward skipped)
+  int64_t saved_stats_rows = 0;   // stats=T rows whose backward was checked at round_T(mean), round_T(rstd)
+  int64_t undecided_saved = 0;    // stats=T rows where Boost could not decide a rounding (backward skipped)
+  int64_t overflowing_saved = 0;  // stats=T rows whose rstd overflows T (backward skipped)
 };
 
 /// LayerNorm forward and backward written another way in Boost: the mean and
@@ -339,8 +342,9 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const L
         const Big centred = BN * Big(xv[j]) - S;
         const Big y = centred / BN * r * Big(gv[j]) + Big(bv[j]);
         if (centred == 0) note(agreement.checkExact("y", e, ref.y.exact[e], bv[j]));
-        else note(agreement.check("y", e, ref.y.exact[e], y, std::fabs(xh[j] * gv[j]) + std::fabs(bv[j]),
-                                  std::fabs(gv[j]) * X[j] + std::fabs(bv[j])));
+        else
+          note(agreement.check("y", e, ref.y.exact[e], y, std::fabs(xh[j] * gv[j]) + std::fabs(bv[j]),
+                               std::fabs(gv[j]) * X[j] + std::fabs(bv[j])));
         dbeta[j] += Big(dyv[j]);
       }
       if (r_b && std::isinf(*r_b)) {
@@ -403,8 +407,7 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const L
         // dx cancels: its scale is its terms, r (|a| + mean|a| + |xhat| (|c| + m)),
         // m = mean|a xhat| bounding the error of c; the slack scale adds r's
         // and xhat's rho terms (first order in the oracle's error).
-        const double scale_dx =
-            rd * (std::fabs(av[j]) + ma + std::fabs(xh[j]) * (std::fabs(cd) + m)) + DBL_MIN;
+        const double scale_dx = rd * (std::fabs(av[j]) + ma + std::fabs(xh[j]) * (std::fabs(cd) + m)) + DBL_MIN;
         const double slack_dx = rd * ((1.0 + rho) * (std::fabs(av[j]) + ma + std::fabs(xh[j] * cd)) +
                                       X[j] * std::fabs(cd) + std::fabs(xh[j]) * (mX + m)) +
                                 DBL_MIN;
@@ -421,13 +424,11 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const L
       // a stats=T row whose saved statistics Boost could not decide: skipped (counted)
     } else if (dgamma[j] == 0)  // every xhat of the column is exactly 0 (constant rows)
       note(agreement.checkExact("dgamma", j, ref.dgamma.exact[j], 0.0));
-    else
-      note(agreement.check("dgamma", j, ref.dgamma.exact[j], dgamma[j], dgamma_scale[j], dgamma_slack[j]));
+    else note(agreement.check("dgamma", j, ref.dgamma.exact[j], dgamma[j], dgamma_scale[j], dgamma_slack[j]));
     // dbeta = sum_i dy_ij is exact in Big: its round-to-odd double is known.
     if (sumSpanBits(dy_columns[j]) > kExactSumSpan)
       note(fmt::format("dbeta[{}]: dy spans too many bits for an exact Boost sum (test precondition)", j));
-    else
-      note(agreement.checkExact("dbeta", j, ref.dbeta.exact[j], roundToOddExact(dbeta[j])));
+    else note(agreement.checkExact("dbeta", j, ref.dbeta.exact[j], roundToOddExact(dbeta[j])));
   }
   return failures;
 }
@@ -620,8 +621,8 @@ void rowStats(mp::RealArray& x, double eps, LossScratch& k) {
 
 /// Row loss L_i = sum_j dy_j y_j = sum_j dy_j (gamma_j (x_j - mean) / sd + beta_j)
 /// at kFdBits, in plain sums (not the oracle's formulation).
-void rowLoss(mpfr_ptr out, mp::RealArray& x, mp::RealArray& gamma, mp::RealArray& beta,
-             const std::vector<double>& dy, double eps, LossScratch& k) {
+void rowLoss(mpfr_ptr out, mp::RealArray& x, mp::RealArray& gamma, mp::RealArray& beta, const std::vector<double>& dy,
+             double eps, LossScratch& k) {
   rowStats(x, eps, k);
   mpfr_set_zero(out, 1);
   for (size_t j = 0; j < dy.size(); ++j) {
@@ -645,7 +646,7 @@ void rowLoss(mpfr_ptr out, mp::RealArray& x, mp::RealArray& gamma, mp::RealArray
 // kFdScale times the dx scale for any rho < 2^150. For constant rows (var = 0)
 // the loss is still smooth (eps > 0), and x - mean is exact at 400 bits.
 TEST(LayerNormOracleFiniteDifference, GradientsMatchCentralDifferencesOfTheLoss) {
-  const std::vector<Shape> shapes = {{1, 1, 0}, {2, 2, 1}, {3, 3, 0}, {4, 5, 3}, {1, 7, 1},  {2, 8, 0},
+  const std::vector<Shape> shapes = {{1, 1, 0}, {2, 2, 1},  {3, 3, 0},  {4, 5, 3},  {1, 7, 1}, {2, 8, 0},
                                      {3, 9, 8}, {4, 13, 0}, {2, 17, 1}, {1, 24, 0}, {3, 33, 3}};
   std::vector<CaseSpec> cases = coverageCases(0xfd1a7e5ULL, 6, shapes);
   // A backward taken at statistics saved in T is not the derivative of the
@@ -746,7 +747,7 @@ TEST(LayerNormOracleFastPath, BitwiseTheMpfrPathOnEveryDTypeAndDistribution) {
   // rows (exact means, deviations 0, y = beta), N = 1, large means up to
   // |mean| / sigma = 2^20, subnormals, eps = 2^-60 (rstd up to 2^30), signed
   // zeros; under ulpCheck's own kernels' contract and a black box's.
-  const std::vector<Shape> shapes = {{1, 1, 0}, {2, 3, 1},  {3, 5, 0},   {4, 8, 0},   {2, 13, 3},
+  const std::vector<Shape> shapes = {{1, 1, 0},  {2, 3, 1},  {3, 5, 0},  {4, 8, 0},   {2, 13, 3},
                                      {5, 17, 8}, {3, 33, 0}, {6, 64, 0}, {4, 129, 3}, {3, 257, 0}};
   ThreadPool pool(2);
   FastOracleCounts counts;
@@ -794,8 +795,8 @@ TEST(LayerNormOracleThreads, ResultDoesNotDependOnTheThreadCount) {
     const Inputs in = makeInputs(c);
     EXPECT_EQ(threadDependence([&](ThreadPool& pool) { return oracleOf(c, in, pool); },
                                [](const LayerNormReference& r) {
-                                 return std::vector<const ReferenceTensor*>{&r.y, &r.mean, &r.rstd, &r.dx, &r.dgamma,
-                                                                            &r.dbeta};
+                                 return std::vector<const ReferenceTensor*>{&r.y,  &r.mean,   &r.rstd,
+                                                                            &r.dx, &r.dgamma, &r.dbeta};
                                }),
               "")
         << toCaseString(c);
@@ -834,10 +835,9 @@ TEST(LayerNormOracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
     rc::Random random(0x10053ULL);
     std::mt19937_64 rng(0x10053ULL);
     for (int k = 0; k < 30; ++k)
-      cases.push_back(makeCase(DType::F32, budgetShapes()[k % budgetShapes().size()],
-                               drawDistribution(random, Dist::Normal, DType::F32),
-                               kEpsChoices[rng() % std::size(kEpsChoices)], kDySigmas[rng() % std::size(kDySigmas)],
-                               rng()));
+      cases.push_back(makeCase(
+          DType::F32, budgetShapes()[k % budgetShapes().size()], drawDistribution(random, Dist::Normal, DType::F32),
+          kEpsChoices[rng() % std::size(kEpsChoices)], kDySigmas[rng() % std::size(kDySigmas)], rng()));
   }
   ThreadPool pool(2);
   const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(DType::F32);
@@ -915,8 +915,10 @@ constexpr double kLargeMeanBudgetFactor = 0x1p5;
 TEST(LayerNormOracleBudget, LargeMeanRowsCarryTheMeansRoundingError) {
   const double sigma = 0x1p-6;
   // eps = 2^-40 << sigma^2: xhat has unit scale in both cases.
-  const CaseSpec normal = makeCase(DType::F32, Shape{4, 64, 0}, DistParams{Dist::Normal, sigma, 0.0}, 0x1p-40f, 1.0, 0x5eed);
-  const CaseSpec large = makeCase(DType::F32, Shape{4, 64, 0}, DistParams{Dist::LargeMean, sigma, 0x1p10}, 0x1p-40f, 1.0, 0x5eed);
+  const CaseSpec normal = makeCase(DType::F32, Shape{4, 64, 0}, DistParams{Dist::Normal, sigma, 0.0}, 0x1p-40f, 1.0,
+                                   0x5eed);
+  const CaseSpec large = makeCase(DType::F32, Shape{4, 64, 0}, DistParams{Dist::LargeMean, sigma, 0x1p10}, 0x1p-40f,
+                                  1.0, 0x5eed);
   ThreadPool pool(2);
   auto relative_budgets = [&](const CaseSpec& c, bool check_floor) {
     const Inputs in = makeInputs(c);
@@ -991,7 +993,8 @@ TEST(LayerNormOracleBudget, AdmitsAnExactKernelWithFp32SavedStatistics) {
     for (int64_t i = 0; i < M; ++i) {
       const double mean32 = roundToFormat(DType::F32, ref.mean.exact[i]),
                    rstd32 = roundToFormat(DType::F32, ref.rstd.exact[i]);
-      const double mean_saved = roundToFormat(ref.mean.dtype, mean32), rstd_saved = roundToFormat(ref.rstd.dtype, rstd32);
+      const double mean_saved = roundToFormat(ref.mean.dtype, mean32),
+                   rstd_saved = roundToFormat(ref.rstd.dtype, rstd32);
       if (std::isinf(rstd_saved)) {  // beyond T's range: the backward is NaN in oracle and kernel alike
         skip_dgamma = true;
         for (int64_t j = 0; j < N; ++j) dbeta[j] += Big(in.dy.value(i, j));

@@ -199,12 +199,8 @@ std::vector<AuditedLayerNorm> generatedLayerNormCases(uint64_t seed, int count) 
         contract.depths.mean_is_rounded_quotient = contract.depths.two_pass_statistics = true;
         contract.depths.col_orders = {ColumnOrder{std::min<int64_t>(c.M, 3), 2}, ColumnOrder{1, 1}};
         break;
-      case 2:
-        contract.column_reduction_ftz = true;
-        break;
-      case 3:
-        contract.depths.two_pass_statistics = true;
-        break;
+      case 2: contract.column_reduction_ftz = true; break;
+      case 3: contract.depths.two_pass_statistics = true; break;
     }
     cases.push_back(AuditedLayerNorm{c, generateLayerNormInputs(c, identityRows(c.M)), contract});
   }
@@ -257,9 +253,9 @@ TEST(OracleAudit, LayerNormVerdictsAgreeAtTheBudgetEdgeAndAtRoundingTies) {
     if (!layernormFastPathApplies(a.inputs())) continue;
     const LayerNormReference exact = layernormReferenceMpfr(a.inputs(), a.contract, pool);
     const LayerNormReference fast = layernormReferenceFast(a.inputs(), a.contract, pool);
-    failing += expectSameVerdictsAtFragilePoints(
-        {exact.y, exact.mean, exact.rstd, exact.dx, exact.dgamma, exact.dbeta},
-        {fast.y, fast.mean, fast.rstd, fast.dx, fast.dgamma, fast.dbeta}, toCaseString(a.c));
+    failing += expectSameVerdictsAtFragilePoints({exact.y, exact.mean, exact.rstd, exact.dx, exact.dgamma, exact.dbeta},
+                                                 {fast.y, fast.mean, fast.rstd, fast.dx, fast.dgamma, fast.dbeta},
+                                                 toCaseString(a.c));
     judged += 8;
   }
   EXPECT_GT(judged, 200);
@@ -281,7 +277,8 @@ TEST(OracleAudit, AllreduceResidualSumsAreBitwiseTheMpfrOnes) {
     AllreduceRmsNormReference exact, fast;
     exact = allreduceRmsNormReference(in, contract, pool, OracleMode::Mpfr);
     fast = allreduceRmsNormReference(in, contract, pool, OracleMode::Fast);
-    EXPECT_NO_THROW(auditReferences("allreduce_rmsnorm", {&exact.residual_out, &exact.y}, {&fast.residual_out, &fast.y}))
+    EXPECT_NO_THROW(
+        auditReferences("allreduce_rmsnorm", {&exact.residual_out, &exact.y}, {&fast.residual_out, &fast.y}))
         << toCaseString(c);
     EXPECT_NO_THROW(allreduceRmsNormReference(in, contract, pool, OracleMode::Audit)) << toCaseString(c);
     multi_rank += c.ranks > 1;

@@ -281,8 +281,8 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const R
       const Big dx = r * v[j] * dy - r3_mean * x;
       // dx cancels: the scale is its terms, r (|v dy| + |xhat| (|c| + m)) with
       // c = r/N sum v dy x and m = r/N sum |v dy x| (a bound on c's error).
-      const double scale_dx =
-          rd * (v_abs[j] * std::fabs(dyv) + std::fabs(xhat) * (cd + rd * sum_abs / double(N))) + DBL_MIN;
+      const double scale_dx = rd * (v_abs[j] * std::fabs(dyv) + std::fabs(xhat) * (cd + rd * sum_abs / double(N))) +
+                              DBL_MIN;
       note(agreement.check("dx", e, ref.dx.exact[e], dx, scale_dx));
     }
   }
@@ -360,7 +360,9 @@ TEST(OracleCrossCheck, MatchesBoostForEveryDTypeAndDistribution) {
 }
 
 TEST(OracleCrossCheck, MatchesBoostForEverySpec) {
-  const SpecCoverage coverage = crossCheckAll(coverageCases(0x5bec5eedULL, 2, [](CaseSpec&) {}, everySpec)).second;
+  const SpecCoverage coverage = crossCheckAll(coverageCases(
+                                                  0x5bec5eedULL, 2, [](CaseSpec&) {}, everySpec))
+                                    .second;
   RecordProperty("llama_y_exact", std::to_string(coverage.llama_y));
   RecordProperty("llama_y_rounded", std::to_string(coverage.llama_rounded));
   RecordProperty("undecided_round_T", std::to_string(coverage.undecided_q));
@@ -513,8 +515,8 @@ TEST(OracleCrossCheck, ClosedFormLlamaRounding) {
       v[j] = gemma_fp32 ? v_bf16[j] + 0x1p-20 : v_bf16[j];
       w[j] = gemma_fp32 ? v[j] - 1.0 : v[j];  // exact
     }
-    const NormSpec spec =
-        gemma_fp32 ? NormSpec{DType::F32, Rounding::Llama, 1.f} : NormSpec{std::nullopt, Rounding::Llama, 0.f};
+    const NormSpec spec = gemma_fp32 ? NormSpec{DType::F32, Rounding::Llama, 1.f}
+                                     : NormSpec{std::nullopt, Rounding::Llama, 0.f};
     auto [c, in] = handMadeRow(DType::BF16, spec, x, w, dy);
     ThreadPool pool(1);
     const RmsNormReference ref = oracleOf(c, in, pool);
@@ -578,12 +580,12 @@ void rowLoss(mpfr_ptr out, mp::RealArray& x, mp::RealArray& w, double offset, mp
 }
 
 struct FdCounts {
-  int64_t compared = 0;        // gradient elements compared with a central difference
-  int64_t offset = 0;          // of those, in cases with an offset
-  int64_t fp32_weights = 0;    // of those, in cases with fp32 weights beside 16-bit x
-  int64_t llama_dx = 0;        // of those, Llama dx (against the unrounded forward's loss)
-  int64_t llama_bitwise = 0;   // Llama dx and rstd elements compared bitwise with the plain spec's
-  int64_t db = 0;              // db elements (cases with a bias)
+  int64_t compared = 0;       // gradient elements compared with a central difference
+  int64_t offset = 0;         // of those, in cases with an offset
+  int64_t fp32_weights = 0;   // of those, in cases with fp32 weights beside 16-bit x
+  int64_t llama_dx = 0;       // of those, Llama dx (against the unrounded forward's loss)
+  int64_t llama_bitwise = 0;  // Llama dx and rstd elements compared bitwise with the plain spec's
+  int64_t db = 0;             // db elements (cases with a bias)
 };
 
 /// dx and dw of every case against central differences of its loss
@@ -760,7 +762,12 @@ TEST(OracleThreads, ResultDoesNotDependOnTheThreadCount) {
       {DType::BF16, 133, 65, 65, {Dist::Normal, 1.0, 0.0}, {DType::F32, Rounding::Llama, 1.f}},
       {DType::F16, 70, 37, 41, {Dist::Normal, 1.0, 0.0}, {std::nullopt, Rounding::Llama, 0.f}},
       {DType::F32, 257, 19, 24, {Dist::LargeMean, 4.0, 1024.0}, {std::nullopt, Rounding::Plain, 1.f}},
-      {DType::BF16, 133, 65, 65, {Dist::Normal, 1.0, 0.0}, {DType::F32, Rounding::Plain, 1.f, Affine::Full, DType::BF16}},
+      {DType::BF16,
+       133,
+       65,
+       65,
+       {Dist::Normal, 1.0, 0.0},
+       {DType::F32, Rounding::Plain, 1.f, Affine::Full, DType::BF16}},
   };
   for (const auto& s : shapes) {
     CaseSpec c;
@@ -948,7 +955,7 @@ TEST(OracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
   const std::vector<CaseSpec> cases = coverageCases(0xb0d9e7ULL, 3, smallN, everySpec);
   ThreadPool pool(2);
   const double eta = tolerance::kBudgetSafety * tolerance::kUnderflowHalfUlps * minSubnormal(DType::F32);
-  int64_t overflowing = 0;  // exact values whose correctly rounded result is Inf (fp16 dx of tiny rows)
+  int64_t overflowing = 0;     // exact values whose correctly rounded result is Inf (fp16 dx of tiny rows)
   int64_t saved_overflow = 0;  // stats=T backward elements of a saved rstd that overflowed T
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
@@ -1097,8 +1104,8 @@ TEST(OracleBudget, StatsInTAdmitsEitherRoundingOfTheSavedRstd) {
     for (int64_t N : {3, 8, 33})
       for (const NormSpec& spec : {NormSpec{std::nullopt, Rounding::Plain, 0.f, Affine::Full, t},
                                    NormSpec{DType::F32, Rounding::Plain, 1.f, Affine::Full, t}}) {
-        const CaseSpec c = parseCaseString(fmt::format("op=rmsnorm kernel=host_separate dtype={} M=8192 N={} seed={}",
-                                                       dtypeName(t), N, ++seed));
+        const CaseSpec c = parseCaseString(
+            fmt::format("op=rmsnorm kernel=host_separate dtype={} M=8192 N={} seed={}", dtypeName(t), N, ++seed));
         CaseSpec cs = c;
         cs.spec = spec;
         validateCase(cs);
@@ -1125,7 +1132,8 @@ TEST(OracleBudget, StatsInTAdmitsEitherRoundingOfTheSavedRstd) {
           alt_rows += saved != rb;
           Big C = 0;
           for (int64_t j = 0; j < N; ++j)
-            C += (Big(double(spec.weight_offset)) + Big(in.w.value(0, j))) * Big(in.dy.value(i, j)) * Big(in.x.value(i, j));
+            C += (Big(double(spec.weight_offset)) + Big(in.w.value(0, j))) * Big(in.dy.value(i, j)) *
+                 Big(in.x.value(i, j));
           C /= Big(N);
           const Big R(saved);
           for (int64_t j = 0; j < N; ++j) {
@@ -1149,15 +1157,15 @@ TEST(OracleBudget, StatsInTAdmitsEitherRoundingOfTheSavedRstd) {
 
 TEST(AllreduceOracle, AnFp32ResidualIsOneFp32AddAndYNormalisesThatSum) {
   ThreadPool pool(2);
-  for (const char* shape : {"M=4 N=33", "M=3 N=1000 dist=large_mean sigma=0x1p-4 mean=0x1p+3", "M=2 N=64 wdtype=fp32 offset=1"}) {
+  for (const char* shape :
+       {"M=4 N=33", "M=3 N=1000 dist=large_mean sigma=0x1p-4 mean=0x1p+3", "M=2 N=64 wdtype=fp32 offset=1"}) {
     const CaseSpec c = parseCaseString(
         fmt::format("op=allreduce_rmsnorm kernel=host_fused_oneshot dtype=bf16 ranks=1 res=fp32 seed=0x5e5 {}", shape));
     const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, identityRows(c.M));
     ASSERT_EQ(in.residual.dtype, DType::F32);
     const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
-    const AllreduceRmsNormReference ref =
-        allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec}, contract, pool,
-                                  OracleMode::Fast);
+    const AllreduceRmsNormReference ref = allreduceRmsNormReference(
+        AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec}, contract, pool, OracleMode::Fast);
     ASSERT_EQ(ref.residual_out.dtype, DType::F32);
     ASSERT_EQ(ref.y.dtype, DType::BF16);
     // The same inputs under the activation-dtype residual spec, for contrast.
@@ -1167,9 +1175,8 @@ TEST(AllreduceOracle, AnFp32ResidualIsOneFp32AddAndYNormalisesThatSum) {
     residual_t.dtype = DType::BF16;
     for (size_t e = 0; e < residual_t.bits.size(); ++e)
       residual_t.bits[e] = doubleToBits(DType::BF16, roundToFormat(DType::BF16, in.residual.value(0, int64_t(e))));
-    const AllreduceRmsNormReference ref_t =
-        allreduceRmsNormReference(AllreduceRmsNormInputs{in.x, residual_t, in.w, c.eps, in_t.spec}, contract, pool,
-                                  OracleMode::Fast);
+    const AllreduceRmsNormReference ref_t = allreduceRmsNormReference(
+        AllreduceRmsNormInputs{in.x, residual_t, in.w, c.eps, in_t.spec}, contract, pool, OracleMode::Fast);
     int64_t not_bf16 = 0, y_differs = 0;
     for (int64_t i = 0; i < c.M; ++i) {
       // residual_out = float(x) + float(residual): one fp32 add (IEEE: the
@@ -1191,8 +1198,10 @@ TEST(AllreduceOracle, AnFp32ResidualIsOneFp32AddAndYNormalisesThatSum) {
       for (int64_t j = 0; j < c.N; ++j) {
         const int64_t e = i * c.N + j;
         const double y = h[size_t(j)] * r * (double(c.spec.weight_offset) + in.w.value(0, j));
-        EXPECT_NEAR(ref.y.exact[size_t(e)], y, 0x1p-40 * (std::fabs(y) + 1e-30)) << toCaseString(c) << " y[" << e << "]";
-        y_differs += roundToFormat(DType::BF16, ref.y.exact[size_t(e)]) != roundToFormat(DType::BF16, ref_t.y.exact[size_t(e)]);
+        EXPECT_NEAR(ref.y.exact[size_t(e)], y, 0x1p-40 * (std::fabs(y) + 1e-30))
+            << toCaseString(c) << " y[" << e << "]";
+        y_differs += roundToFormat(DType::BF16, ref.y.exact[size_t(e)]) !=
+                     roundToFormat(DType::BF16, ref_t.y.exact[size_t(e)]);
       }
     }
     // The fp32 residual stream keeps bits bf16 drops, and y sees them.

@@ -162,8 +162,7 @@ struct Agreement {
 /// Central difference (L(v + h) - L(v - h)) / 2h for one coordinate held in
 /// `slot` with value v (a double), h = 2^h_exp so v +- h is exact at kFdBits.
 template <typename Loss>
-void centralDifference(mpfr_ptr out, mpfr_ptr slot, double v, mpfr_exp_t h_exp, Loss loss, mp::Real& lp,
-                       mp::Real& lm) {
+void centralDifference(mpfr_ptr out, mpfr_ptr slot, double v, mpfr_exp_t h_exp, Loss loss, mp::Real& lp, mp::Real& lm) {
   mp::Real h(kFdBits);
   mpfr_set_ui_2exp(h, 1, h_exp, MPFR_RNDN);
   mpfr_add_d(slot, h, v, MPFR_RNDN);

@@ -30,7 +30,8 @@ TEST(Plugin, ListShowsTheVariantsAndWhereTheyCameFrom) {
 
 TEST(Plugin, ADefectInAPluginKernelIsCaughtShrunkAndReplaysThroughThePlugin) {
   const Result r = cli("run --kernel mylib_rmsnorm_host_bf16_dw --property accuracy --cases 50 --tier smoke --seed 1 "
-                       "--no-save --no-corpus" + kExample);
+                       "--no-save --no-corpus" +
+                       kExample);
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
   const std::string repro = testing::reproArgsIn(r.output);
   ASSERT_FALSE(repro.empty()) << r.output;
@@ -55,15 +56,17 @@ TEST(Plugin, GeneratedCasesKeepTheVariantsPreconditions) {
   }
   EXPECT_GT(cases, 100);
   // A case that breaks them is refused, saying why, not run on wrong rows.
-  const Result bad = cli(std::string("repro 'op=rmsnorm kernel=test_rmsnorm_contiguous dtype=fp32 M=2 N=5 ld=8' --plugin ") +
-                         ULPCHECK_TEST_PLUGIN_GOOD);
+  const Result bad =
+      cli(std::string("repro 'op=rmsnorm kernel=test_rmsnorm_contiguous dtype=fp32 M=2 N=5 ld=8' --plugin ") +
+          ULPCHECK_TEST_PLUGIN_GOOD);
   EXPECT_EQ(bad.code, exit_code::kNothingRan) << bad.output;
   EXPECT_NE(bad.output.find("needs contiguous rows"), std::string::npos) << bad.output;
 }
 
 TEST(Plugin, AnErrorReturnIsAFailingCaseWithThePluginsMessage) {
   const Result r = cli(std::string("repro 'op=rmsnorm kernel=test_rmsnorm_fails_past_64_rows dtype=fp32 M=65 N=8' "
-                                   "--property accuracy --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD);
+                                   "--property accuracy --plugin ") +
+                       ULPCHECK_TEST_PLUGIN_GOOD);
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
   EXPECT_NE(r.output.find("rmsnorm_backward returned 3: scratch too small"), std::string::npos) << r.output;
   // At 64 rows it works, but batch invariance runs the rows inside a larger

@@ -40,7 +40,7 @@ Outcome judgeInjectedY(const std::string& case_text, double (*inject)(double bet
   return judgeAccuracy(run, op.reference(c, hostContext()), noInputs());
 }
 
-double beta(double b, double) { return b; }               // xhat lost: y = beta
+double beta(double b, double) { return b; }                 // xhat lost: y = beta
 double betaPlusGamma(double b, double g) { return b + g; }  // xhat = 1 where the row is constant
 
 TEST(Power, YIsBetaOnLargeMeanRowsIsCaughtOrInconclusiveNeverAPass) {
@@ -59,8 +59,9 @@ TEST(Power, YIsBetaOnLargeMeanRowsIsCaughtOrInconclusiveNeverAPass) {
   }
   // 16-bit at 2^12: the rows round to constants, where y = beta is right
   // and anything else (here y = beta + gamma) is caught.
-  for (const char* constant : {"op=layernorm kernel=host_twopass dtype=bf16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-2",
-                               "op=layernorm kernel=host_twopass dtype=fp16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-6"}) {
+  for (const char* constant :
+       {"op=layernorm kernel=host_twopass dtype=bf16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-2",
+        "op=layernorm kernel=host_twopass dtype=fp16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-6"}) {
     EXPECT_EQ(judgeInjectedY(constant, beta).verdict, Verdict::Pass) << constant;
     const Outcome o = judgeInjectedY(constant, betaPlusGamma);
     EXPECT_EQ(o.verdict, Verdict::Fail) << constant << "\n" << o.summary;
@@ -95,12 +96,13 @@ TEST(Power, OnePartialAmongThousandsIsCaughtWhereTheDepthBoundAdmitsIt) {
   // wide to call the case judged.
   const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
   const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
-  ReductionDepths depths = row_plan::reductionDepths(shape, LaunchEnv{132, 0, nullptr}, row_plan::DwStrategy::LastBlock);
+  ReductionDepths depths = row_plan::reductionDepths(shape, LaunchEnv{132, 0, nullptr},
+                                                     row_plan::DwStrategy::LastBlock);
   ASSERT_GE(depths.col, 1000);
   depths.col_orders.clear();
-  RmsNormReference depth_only =
-      rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps}, AccuracyContract{DType::F32, depths}, ThreadPool::shared(),
-                       OracleMode::Fast);
+  RmsNormReference depth_only = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps},
+                                                 AccuracyContract{DType::F32, depths}, ThreadPool::shared(),
+                                                 OracleMode::Fast);
   const Outcome vacuous = judgeAccuracy(run, {depth_only.y, depth_only.rstd, depth_only.dx, depth_only.dw}, noInputs());
   EXPECT_EQ(vacuous.verdict, Verdict::Inconclusive) << vacuous.summary;
   for (const TensorStats& s : vacuous.stats)
@@ -116,7 +118,8 @@ TEST(Power, OnePassVarianceIsCaughtOnLargeMeanRows) {
        {"op=layernorm kernel=host_bug_one_pass_variance dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-2",
         "op=layernorm kernel=host_bug_one_pass_variance dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-6",
         "op=layernorm kernel=host_bug_one_pass_variance dtype=fp16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p1",
-        "op=layernorm kernel=host_bug_one_pass_variance dtype=bf16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p5"}) {
+        "op=layernorm kernel=host_bug_one_pass_variance dtype=bf16 M=4 N=256 dist=large_mean mean=0x1p10 "
+        "sigma=0x1p5"}) {
     const auto r = runCase(parseCaseString(text), {"accuracy"}, hostContext());
     ASSERT_EQ(r.size(), 1u);
     EXPECT_EQ(r[0].outcome.verdict, Verdict::Fail) << text << "\n" << r[0].outcome.summary;

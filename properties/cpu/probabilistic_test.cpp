@@ -75,7 +75,8 @@ TEST(Probabilistic, EffectiveDepthsGrowAsTheSquareRoot) {
 
 TEST(Probabilistic, ApplyOnlyWhereTheModelHolds) {
   EXPECT_TRUE(statisticalModelHolds(parseCaseString("op=rmsnorm kernel=host_separate dtype=fp32 M=4 N=64")));
-  EXPECT_TRUE(statisticalModelHolds(parseCaseString("op=rmsnorm kernel=host_separate dtype=fp32 M=4 N=64 dist=zero_rows")));
+  EXPECT_TRUE(
+      statisticalModelHolds(parseCaseString("op=rmsnorm kernel=host_separate dtype=fp32 M=4 N=64 dist=zero_rows")));
   for (const char* not_random :
        {"op=rmsnorm kernel=host_separate dtype=fp32 M=4 N=64 dist=constant_rows",
         "op=layernorm kernel=host_twopass dtype=fp32 M=4 N=64 dist=large_mean mean=0x1p10 sigma=0x1p2",
@@ -120,8 +121,8 @@ TEST(Probabilistic, CorrectKernelsJudgedAsBlackBoxesNeverTripIt) {
   // dtypes, including the large-M dW that the worst-case budget cannot judge.
   int judged = 0;
   double worst = 0, worst_fp32 = 0;  // 16-bit outputs sit up to half an ulp (their final rounding) from exact
-  for (const char* op_kernel : {"op=rmsnorm kernel=host_separate", "op=rmsnorm kernel=host_lastblock",
-                                "op=layernorm kernel=host_twopass"})
+  for (const char* op_kernel :
+       {"op=rmsnorm kernel=host_separate", "op=rmsnorm kernel=host_lastblock", "op=layernorm kernel=host_twopass"})
     for (const char* dtype : {"fp32", "bf16", "fp16"})
       for (const char* shape : {"M=1 N=4096", "M=3 N=1000", "M=64 N=257", "M=2048 N=8", "M=32768 N=2"})
         for (const char* dist : {"", " dist=zero_rows", " dist=signed_zeros"})
@@ -138,8 +139,9 @@ TEST(Probabilistic, CorrectKernelsJudgedAsBlackBoxesNeverTripIt) {
           }
   EXPECT_GT(judged, 150) << "most of these cases must be judged with power";
   EXPECT_LT(worst, 1.0);
-  std::printf("correct kernels as black boxes: %d cases judged; worst error %.3g of the probabilistic budget (fp32: %.3g)\n",
-              judged, worst, worst_fp32);
+  std::printf(
+      "correct kernels as black boxes: %d cases judged; worst error %.3g of the probabilistic budget (fp32: %.3g)\n",
+      judged, worst, worst_fp32);
 }
 
 }  // namespace

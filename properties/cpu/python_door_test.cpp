@@ -16,7 +16,8 @@ namespace {
 using testing::cli;
 using testing::Result;
 
-const std::string kTorchOps = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/python/ulpcheck/adapters/torch_ops.py";
+const std::string kTorchOps = std::string(" --python ") + ULPCHECK_SOURCE_DIR +
+                              "/python/ulpcheck/adapters/torch_ops.py";
 const std::string kFaulty = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/properties/plugins/faulty_kernels.py";
 const std::string kSpecs = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/properties/plugins/spec_kernels.py";
 
@@ -39,7 +40,8 @@ TEST_F(PythonDoor, ListShowsTheVariantsWithTheirLibraryVersions) {
 
 TEST_F(PythonDoor, PyTorchsCpuNormsPassEveryProperty) {
   for (const char* args : {" --kernel torch_rms_norm_cpu", " --kernel torch_layer_norm_cpu --dtype fp32"}) {
-    const Result r = cli(std::string("run") + args + " --cases 150 --tier smoke --seed 3 --no-save --no-corpus" + kTorchOps);
+    const Result r =
+        cli(std::string("run") + args + " --cases 150 --tier smoke --seed 3 --no-save --no-corpus" + kTorchOps);
     EXPECT_EQ(r.code, exit_code::kOk) << args << "\n" << r.output;
     EXPECT_NE(r.output.find("accuracy           "), std::string::npos) << r.output;
   }
@@ -89,7 +91,8 @@ TEST_F(PythonDoor, AVariantDeclaringOneSpecIsGeneratedAndJudgedOnThatSpecOnly) {
   Result r = cli("repro 'op=rmsnorm kernel=py_llama_rms_norm_declared_plain dtype=bf16 M=4 N=64' --property accuracy" +
                  kSpecs);
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
-  r = cli("repro 'op=rmsnorm kernel=py_llama_rms_norm dtype=bf16 M=4 N=64 rounding=llama' --property accuracy" + kSpecs);
+  r = cli("repro 'op=rmsnorm kernel=py_llama_rms_norm dtype=bf16 M=4 N=64 rounding=llama' --property accuracy" +
+          kSpecs);
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
 }
 
@@ -104,9 +107,9 @@ TEST_F(PythonDoor, ALayerNormDeclaringAffineVariantsRunsWithoutBetaAndWithoutEit
     EXPECT_EQ(r.output.find("dbeta"), std::string::npos) << r.output;
   }
   // A variant that does not declare them is not run on such a case.
-  const Result r =
-      cli("repro 'op=layernorm kernel=py_layer_norm_x_dtype_stats dtype=fp32 M=5 N=33 affine=none' --property accuracy" +
-          kSpecs);
+  const Result r = cli(
+      "repro 'op=layernorm kernel=py_layer_norm_x_dtype_stats dtype=fp32 M=5 N=33 affine=none' --property accuracy" +
+      kSpecs);
   EXPECT_NE(r.code, exit_code::kOk) << r.output;
   EXPECT_NE(r.output.find("implements LayerNorm with gamma and beta only"), std::string::npos) << r.output;
 }
@@ -114,8 +117,8 @@ TEST_F(PythonDoor, ALayerNormDeclaringAffineVariantsRunsWithoutBetaAndWithoutEit
 TEST_F(PythonDoor, AnRmsNormDeclaringBiasVariantsIsJudgedWithAndWithoutABias) {
   // A campaign draws cases with a bias (1 in 4) beside the others; every property passes.
   const std::string jsonl = ::testing::TempDir() + "py_rms_norm_bias.jsonl";
-  Result r = cli("run --kernel py_rms_norm_bias --cases 100 --tier smoke --seed 9 --no-save --no-corpus --json " + jsonl +
-                 kSpecs);
+  Result r = cli("run --kernel py_rms_norm_bias --cases 100 --tier smoke --seed 9 --no-save --no-corpus --json " +
+                 jsonl + kSpecs);
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
   std::ifstream in(jsonl);
   const std::string lines((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -130,7 +133,8 @@ TEST_F(PythonDoor, AnRmsNormDeclaringBiasVariantsIsJudgedWithAndWithoutABias) {
           kSpecs);
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
   // A variant that does not declare a bias is not run on such a case, saying why.
-  r = cli("repro 'op=rmsnorm kernel=py_gemma_rms_norm dtype=fp32 M=3 N=17 offset=1 bias=yes' --property accuracy" + kSpecs);
+  r = cli("repro 'op=rmsnorm kernel=py_gemma_rms_norm dtype=fp32 M=3 N=17 offset=1 bias=yes' --property accuracy" +
+          kSpecs);
   EXPECT_NE(r.code, exit_code::kOk) << r.output;
   EXPECT_NE(r.output.find("implements RMSNorm without a bias only"), std::string::npos) << r.output;
 }
@@ -164,8 +168,8 @@ TEST_F(PythonDoor, OldTorchsBf16CpuLayerNormBackwardIsCaught) {
   // times its budget on a 1 x 3 row.
   const Result version = cli("list" + kTorchOps);
   if (version.output.find(", torch 1.") == std::string::npos) GTEST_SKIP() << "not torch 1.x";
-  const Result r = cli("repro 'op=layernorm kernel=torch_layer_norm_cpu dtype=bf16 M=1 N=3' --property accuracy" +
-                       kTorchOps);
+  const Result r =
+      cli("repro 'op=layernorm kernel=torch_layer_norm_cpu dtype=bf16 M=1 N=3' --property accuracy" + kTorchOps);
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
   EXPECT_NE(r.output.find("dx"), std::string::npos) << r.output;
 }
@@ -180,7 +184,8 @@ TEST_F(PythonDoor, APythonKernelThatRaisesOrCrashesIsAFailingCase) {
   // In a campaign every crash is a failing case and the run goes on: the
   // worker restarts and the variant's other shapes are judged (and pass).
   r = cli("run --kernel py_rms_segfaults_at_n7 --cases 300 --tier smoke --seed 4 --shrink-budget 5 --no-save "
-          "--no-corpus" + kFaulty);
+          "--no-corpus" +
+          kFaulty);
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
   EXPECT_NE(r.output.find("killed by signal 11"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("cases judged with full power"), std::string::npos) << r.output;
@@ -191,8 +196,8 @@ TEST_F(PythonDoor, AnOutputColumnTheLibraryNeverWroteIsCaught) {
   // On the CPU torch's allocator cannot be poisoned: the unwritten column is
   // caught as a wrong value (on the GPU too where the allocator reuses a
   // block the call itself freed: GpuPythonDoor).
-  const Result r = cli("repro 'op=rmsnorm kernel=py_rms_column_0_unwritten dtype=fp32 M=64 N=33' --property accuracy" +
-                       kFaulty);
+  const Result r =
+      cli("repro 'op=rmsnorm kernel=py_rms_column_0_unwritten dtype=fp32 M=64 N=33' --property accuracy" + kFaulty);
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
   EXPECT_NE(r.output.find("dx "), std::string::npos) << r.output;
 }
@@ -201,7 +206,8 @@ TEST_F(PythonDoor, AKernelCompiledForSomeHiddenSizesIsTestedAtThoseOnly) {
   // The variant raises at any N but the two it declares (cols=(5, 33)):
   // generated cases never hand it another, and a repro that does is refused.
   const Result r = cli("run --kernel py_rms_compiled_for_5_and_33 --cases 40 --tier smoke --seed 5 --no-save "
-                       "--no-corpus" + kFaulty);
+                       "--no-corpus" +
+                       kFaulty);
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
   const Result other = cli("repro 'op=rmsnorm kernel=py_rms_compiled_for_5_and_33 dtype=fp32 M=2 N=6'" + kFaulty);
   EXPECT_NE(other.output.find("declared hidden sizes"), std::string::npos) << other.output;

@@ -72,8 +72,8 @@ struct Runs {
     passing = cli("run --backend host --op rmsnorm --per-cell 4 --seed 0x51 --no-save --quiet --json " + dir +
                   "pass.jsonl --junit " + dir + "pass.xml --html " + dir + "pass.html");
     failing = cli("run --backend host --op rmsnorm --kernel host_bug_bf16_rowsum --cases 12 --seed 0x52 --no-save "
-                  "--no-corpus --shrink-budget 2 --quiet --json " + dir + "fail.jsonl --junit " + dir +
-                  "fail.xml --html " + dir + "fail.html");
+                  "--no-corpus --shrink-budget 2 --quiet --json " +
+                  dir + "fail.jsonl --junit " + dir + "fail.xml --html " + dir + "fail.html");
   }
 };
 
@@ -128,11 +128,13 @@ TEST(ReportJunit, ValidatesAgainstTheSchemaAndCarriesFailuresWithTheirRepro) {
   }
   const std::string pass = readFile(runs().dir + "pass.xml"), fail = readFile(runs().dir + "fail.xml");
   EXPECT_NE(pass.find("<testcase classname=\"ulpcheck.rmsnorm.host_separate\" name=\"accuracy bf16\""),
-            std::string::npos) << pass.substr(0, 2000);
+            std::string::npos)
+      << pass.substr(0, 2000);
   EXPECT_EQ(pass.find("<failure"), std::string::npos);
   EXPECT_NE(fail.find("<failure message="), std::string::npos);
-  EXPECT_NE(fail.find(std::string("reproduce: ") + ULPCHECK_CLI + " repro &apos;op=rmsnorm kernel=host_bug_bf16_rowsum"),
-            std::string::npos)
+  EXPECT_NE(
+      fail.find(std::string("reproduce: ") + ULPCHECK_CLI + " repro &apos;op=rmsnorm kernel=host_bug_bf16_rowsum"),
+      std::string::npos)
       << fail.substr(0, 3000);
   // The schema is not a rubber stamp: a case without its name is refused.
   const std::string broken = runs().dir + "broken.xml";
@@ -162,8 +164,8 @@ void expectRendered(const std::string& html, const std::vector<std::string>& exp
   for (const auto& s : expected) EXPECT_NE(dom.output.find(s), std::string::npos) << s;
   const std::string png = html + ".png";
   fs::remove(png);
-  const Result shot = shell("timeout 120 " + chromium + flags + "--screenshot=" + png +
-                            " --window-size=1300,2000 file://" + html);
+  const Result shot =
+      shell("timeout 120 " + chromium + flags + "--screenshot=" + png + " --window-size=1300,2000 file://" + html);
   ASSERT_EQ(shot.code, 0) << shot.output.substr(0, 2000);
   ASSERT_TRUE(fs::exists(png)) << shot.output.substr(0, 2000);
   EXPECT_GT(fs::file_size(png), 20000u) << "a blank page is a few kilobytes";
@@ -228,7 +230,8 @@ TEST(ReportHtml, TheReportCommandRebuildsThePageFromJsonLinesAndRefusesBadInput)
 TEST(ReportHtml, TheKillMatrixRendersWithItsBaselines) {
   const std::string dir = runs().dir;
   const Result r = cli("mutants --backend host --mutant host_bug_bf16_rowsum --mutant host_bug_rstd_bf16 "
-                       "--time-per-mutant 3 --shrink-budget 1 --no-controls --html " + dir + "matrix.html");
+                       "--time-per-mutant 3 --shrink-budget 1 --no-controls --html " +
+                       dir + "matrix.html");
   ASSERT_EQ(r.code, exit_code::kOk) << r.output;
   const std::string page = readFile(dir + "matrix.html");
   EXPECT_NE(page.find("id=\"kill-matrix\""), std::string::npos);

@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/runner/exit_codes.h"
@@ -79,7 +79,8 @@ Result shell(const std::string& command) {
 /// The exit code is `code` and the output holds every one of `words`.
 void expectSays(const Result& r, int code, std::initializer_list<std::string> words) {
   EXPECT_EQ(r.code, code) << r.output;
-  for (const std::string& w : words) EXPECT_NE(r.output.find(w), std::string::npos) << "says '" << w << "'\n" << r.output;
+  for (const std::string& w : words)
+    EXPECT_NE(r.output.find(w), std::string::npos) << "says '" << w << "'\n" << r.output;
 }
 
 void writeFile(const fs::path& path, const std::string& text) {
@@ -199,8 +200,8 @@ Interrupted interruptOnceWritten(const std::vector<std::string>& args, const fs:
 
 /// A long host campaign streaming JSON lines, for the interruption probes.
 std::vector<std::string> longRun(const fs::path& json) {
-  return {"run",  "--backend", "host", "--op",      "rmsnorm",   "--cases", "20000",  "--tier", "smoke",
-          "--seed", "5",       "--no-save", "--no-corpus", "--quiet", "--json", json.string()};
+  return {"run",   "--backend", "host", "--op",      "rmsnorm",     "--cases", "20000",  "--tier",
+          "smoke", "--seed",    "5",    "--no-save", "--no-corpus", "--quiet", "--json", json.string()};
 }
 
 /// What a run cut short by `sig` leaves behind: every line a whole record,
@@ -226,8 +227,10 @@ void expectCutShortRunKeepsItsRecords(int sig) {
 /// A real run's JSON lines (two cases of one kernel), for the report probes.
 std::vector<std::string> realRecordLines(const Scratch& dir) {
   const fs::path json = dir / "real.jsonl";
-  const Result r = cli("run --backend host --kernel host_separate --cases 2 --tier smoke --seed 1 --no-save --no-corpus "
-                       "--quiet --json " + json.string());
+  const Result r =
+      cli("run --backend host --kernel host_separate --cases 2 --tier smoke --seed 1 --no-save --no-corpus "
+          "--quiet --json " +
+          json.string());
   EXPECT_NE(r.code, exit_code::kUsage) << r.output;
   std::vector<std::string> lines;
   std::ifstream in(json);
@@ -330,8 +333,8 @@ TEST(Robustness, AMisspelledKernelIsNamed) {
 
 TEST(Robustness, ValuesThatOverflowFp16AreRefused) {
   // A large mean meant for fp32 pasted into an fp16 case: the inputs would be inf.
-  expectSays(repro("op=rmsnorm kernel=host_separate dtype=fp16 M=2 N=8 dist=large_mean mean=1e6"),
-             exit_code::kBadCase, {"dist=large_mean", "beyond the largest fp16 (65504)"});
+  expectSays(repro("op=rmsnorm kernel=host_separate dtype=fp16 M=2 N=8 dist=large_mean mean=1e6"), exit_code::kBadCase,
+             {"dist=large_mean", "beyond the largest fp16 (65504)"});
   expectSays(repro("op=rmsnorm kernel=host_separate dtype=fp16 M=2 N=8 sigma=1e6"), exit_code::kBadCase,
              {"beyond the largest fp16 (65504)"});
 }
@@ -429,7 +432,8 @@ TEST(Robustness, ReproWithoutACaseSaysACaseIsRequired) {
 void expectPluginRefused(const std::string& plugin, std::initializer_list<std::string> words) {
   const Result r = cli("list --plugin " + plugin);
   expectSays(r, exit_code::kUsage, {"plugin", plugin});
-  for (const std::string& w : words) EXPECT_NE(r.output.find(w), std::string::npos) << "says '" << w << "'\n" << r.output;
+  for (const std::string& w : words)
+    EXPECT_NE(r.output.find(w), std::string::npos) << "says '" << w << "'\n" << r.output;
   EXPECT_EQ(r.output.find("kernel variants:"), std::string::npos) << "nothing is listed\n" << r.output;
 }
 
@@ -504,11 +508,12 @@ TEST(Robustness, APluginOfNoVariantsIsRefused) {
 /// Replays one case of the good test plugin and checks the fault is reported
 /// by the first property, the `properties - 1` others said not run, and
 /// every record in the JSON file.
-void expectReproFault(const std::string& case_text, const std::string& options, int properties,
-                      const std::string& says, int code = exit_code::kPropertyFailed) {
+void expectReproFault(const std::string& case_text, const std::string& options, int properties, const std::string& says,
+                      int code = exit_code::kPropertyFailed) {
   const Scratch dir;
   const std::string json = dir / "repro.jsonl";
-  const Result r = cli("repro '" + case_text + "' --plugin " + kGood + " --case-timeout 2 " + options + " --json " + json);
+  const Result r =
+      cli("repro '" + case_text + "' --plugin " + kGood + " --case-timeout 2 " + options + " --json " + json);
   expectSays(r, code, {says});
   int fail_lines = 0, not_run = 0;
   for (size_t at = 0; (at = r.output.find(says, at)) != std::string::npos; at += says.size()) ++fail_lines;
@@ -553,7 +558,8 @@ TEST(Robustness, ReproOfAPluginErrorReturnCarriesItsMessageIntoTheJson) {
 TEST(Robustness, ACrashedWorkerIsRestartedForEveryRepeatedRun) {
   // --repeat on a crashing case: each run meets a fresh worker and fails the same way.
   expectSays(cli("repro 'op=rmsnorm kernel=test_rmsnorm_segfaults_at_n7 dtype=fp32 M=2 N=7' --property accuracy "
-                 "--repeat 3 --plugin " + kGood),
+                 "--repeat 3 --plugin " +
+                 kGood),
              exit_code::kPropertyFailed, {"failed 3 of 3 runs", "killed by signal 11"});
 }
 
@@ -568,7 +574,8 @@ void expectCorpusRefused(const std::string& rel, const std::string& text, std::i
   writeFile(corpus / rel, text);
   const Result r = cli("run --backend host --op rmsnorm --cases 1 --tier smoke --no-save --corpus " + corpus.string());
   expectSays(r, exit_code::kBadCase, {"malformed corpus file", (corpus / rel).string()});
-  for (const std::string& w : words) EXPECT_NE(r.output.find(w), std::string::npos) << "says '" << w << "'\n" << r.output;
+  for (const std::string& w : words)
+    EXPECT_NE(r.output.find(w), std::string::npos) << "says '" << w << "'\n" << r.output;
   EXPECT_EQ(r.output.find("#kernel"), std::string::npos) << "no case ran\n" << r.output;
 }
 
@@ -598,8 +605,7 @@ TEST(Robustness, ACorpusRepeatThatIsNotANumberSaysTheRange) {
 
 TEST(Robustness, ACorpusCaseUnderAnotherOpsFolderIsRefused) {
   // A LayerNorm case saved by hand under rmsnorm/.
-  expectCorpusRefused("rmsnorm/accuracy/regression/ln.case",
-                      "op=layernorm kernel=host_twopass dtype=fp32 M=2 N=8\n",
+  expectCorpusRefused("rmsnorm/accuracy/regression/ln.case", "op=layernorm kernel=host_twopass dtype=fp32 M=2 N=8\n",
                       {"ln.case:1:", "case is for op 'layernorm' but the file lies under 'rmsnorm'"});
 }
 
@@ -653,7 +659,8 @@ TEST(Robustness, ConcurrentRunsSavingIntoOneCorpusLeaveWholeCaseFiles) {
   EXPECT_EQ(all.code, 0) << all.output;
   for (int seed : {1, 22, 333}) {
     EXPECT_EQ(readFile(dir.path() / fmt::format("rc{}", seed)), "1\n")
-        << "seed " << seed << " found the defect:\n" << readFile(dir.path() / fmt::format("run{}.log", seed));
+        << "seed " << seed << " found the defect:\n"
+        << readFile(dir.path() / fmt::format("run{}.log", seed));
     EXPECT_NE(readFile(dir.path() / fmt::format("run{}.log", seed)).find("saved: "), std::string::npos);
   }
   int files = 0;
@@ -690,13 +697,14 @@ std::string unwritableCorpus(const Scratch& dir) {
   return "/proc";
 }
 
-void expectSavedUnderTheWorkingFolder(const Scratch& dir, const std::string& environment, const std::string& corpus_option,
-                                      const std::string& unwritable) {
+void expectSavedUnderTheWorkingFolder(const Scratch& dir, const std::string& environment,
+                                      const std::string& corpus_option, const std::string& unwritable) {
   const fs::path work = dir.path() / "work";
   fs::create_directories(work);
   const Result r = shell("cd " + work.string() + " && " + environment + " " + ULPCHECK_CLI +
                          " run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 30 "
-                         "--tier smoke --seed 9 --shrink-budget 2 --no-corpus " + corpus_option);
+                         "--tier smoke --seed 9 --shrink-budget 2 --no-corpus " +
+                         corpus_option);
   expectSays(r, exit_code::kPropertyFailed,
              {unwritable, "cannot be created", "saved under ./ulpcheck-corpus instead",
               "saved: ulpcheck-corpus/rmsnorm/memory_safety/crashing/"});
@@ -774,7 +782,8 @@ TEST(Robustness, ReportOfJsonThatIsNotARecordNamesTheLine) {
 
 TEST(Robustness, ADtypeTheKernelDoesNotTakeRunsNothing) {
   // The good test plugin's variants take fp32 and bf16 only.
-  expectSays(cli("run --plugin " + kGood + " --kernel test_rmsnorm_contiguous --dtype fp16 --cases 2 --tier smoke "
+  expectSays(cli("run --plugin " + kGood +
+                 " --kernel test_rmsnorm_contiguous --dtype fp16 --cases 2 --tier smoke "
                  "--no-save --no-corpus"),
              exit_code::kNothingRan,
              {"test_rmsnorm_contiguous takes none of the dtypes selected: it takes fp32, bf16", "0 generated cases"});
@@ -785,9 +794,9 @@ TEST(Robustness, ADtypeTheKernelDoesNotTakeRunsNothing) {
 
 TEST(Robustness, ReproOfASpecTheKernelDoesNotImplementSaysWhy) {
   // A bias case from a host port replayed on a plugin variant without one.
-  expectSays(cli("repro 'op=rmsnorm kernel=test_rmsnorm_fails_past_64_rows dtype=fp32 M=2 N=8 bias=yes' --plugin " +
-                 kGood),
-             exit_code::kNothingRan, {"cannot run here", "implements RMSNorm without a bias only"});
+  expectSays(
+      cli("repro 'op=rmsnorm kernel=test_rmsnorm_fails_past_64_rows dtype=fp32 M=2 N=8 bias=yes' --plugin " + kGood),
+      exit_code::kNothingRan, {"cannot run here", "implements RMSNorm without a bias only"});
 }
 
 TEST(Robustness, ReproOfARowWiderThanTheKernelTakesSaysWhy) {
@@ -891,7 +900,8 @@ void expectWorkersDieWithTheirCoordinator(const std::vector<std::string>& args, 
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (const auto& [p, cmd] : tree) {
-    while (!gone(p) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!gone(p) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_TRUE(gone(p)) << "pid " << p << " (" << cmd << ") outlived its coordinator, ended by signal " << sig;
     if (!gone(p)) kill(p, SIGKILL);
   }
@@ -903,8 +913,10 @@ void expectWorkersDieWithTheirCoordinator(const std::vector<std::string>& args, 
 
 /// A repro whose plugin kernel hangs for two minutes: its worker is in the call.
 std::vector<std::string> hangingRepro() {
-  return {"repro", "op=rmsnorm kernel=test_rmsnorm_hangs_at_n5 dtype=fp32 M=2 N=5", "--property", "accuracy",
-          "--case-timeout", "100", "--plugin", kGood};
+  return {"repro",          "op=rmsnorm kernel=test_rmsnorm_hangs_at_n5 dtype=fp32 M=2 N=5",
+          "--property",     "accuracy",
+          "--case-timeout", "100",
+          "--plugin",       kGood};
 }
 
 TEST(Robustness, AKernelWorkerInItsCallDiesWithItsCoordinatorOnSigkill) {
@@ -922,10 +934,10 @@ TEST(Robustness, AKernelWorkerInItsCallDiesWithItsCoordinatorOnSigint) {
 TEST(Robustness, CampaignWorkersAndTheirKernelWorkersDieWithTheCoordinator) {
   // Two campaign workers (`run --report-to-coordinator`), each with its own
   // plugin kernel worker: all four end with the coordinator.
-  expectWorkersDieWithTheirCoordinator({"run", "--backend", "host", "--workers", "2", "--plugin", kGood, "--kernel",
-                                        "test_rmsnorm_contiguous", "--cases", "100000", "--tier", "smoke", "--seed",
-                                        "3", "--no-save", "--no-corpus", "--quiet"},
-                                       2, SIGKILL);
+  expectWorkersDieWithTheirCoordinator(
+      {"run", "--backend", "host", "--workers", "2", "--plugin", kGood, "--kernel", "test_rmsnorm_contiguous",
+       "--cases", "100000", "--tier", "smoke", "--seed", "3", "--no-save", "--no-corpus", "--quiet"},
+      2, SIGKILL);
 }
 
 TEST(Robustness, AJsonFileThatCannotBeWrittenEndsTheRunWithExitCode4) {
@@ -945,7 +957,8 @@ TEST(Robustness, AJsonFileCutByAFullDiskKeepsWholeRecordsOnly) {
   const std::string json = dir / "run.jsonl";
   const Result r = shell("ulimit -f 400; " + std::string(ULPCHECK_CLI) +
                          " run --backend host --op rmsnorm --kernel host_separate --cases 200 --tier smoke --seed 1 "
-                         "--no-save --no-corpus --json " + json);
+                         "--no-save --no-corpus --json " +
+                         json);
   expectSays(r, exit_code::kRuntimeError, {"cannot write the JSON lines", "File too large", "whole records"});
   const std::string text = readFile(json);
   ASSERT_FALSE(text.empty());
@@ -1030,7 +1043,8 @@ TEST(Robustness, WithoutAGpuTheMessageSaysSoNotThatADriverIsTooOld) {
   if (r.code == exit_code::kOk) GTEST_SKIP() << "this machine has a GPU";
   EXPECT_NE(r.code, exit_code::kOk);
   EXPECT_EQ(r.output.find("insufficient"), std::string::npos) << r.output;
-  EXPECT_TRUE(r.output.find("no GPU") != std::string::npos || r.output.find("built without CUDA") != std::string::npos ||
+  EXPECT_TRUE(r.output.find("no GPU") != std::string::npos ||
+              r.output.find("built without CUDA") != std::string::npos ||
               r.output.find("no kernel variant 'cuda_separate'") != std::string::npos)
       << r.output;
 }
@@ -1074,7 +1088,8 @@ TEST(Robustness, ACaseTooLargeForThisMachineIsRefusedBeforeAnyAllocation) {
 }
 
 TEST(Robustness, CtaAndRankCountsBeyond32BitsAreRefusedNotWrapped) {
-  expectSays(repro(kCase + " ctas=4294967297"), exit_code::kBadCase, {"'ctas' must be in [0, 2147483647], got 4294967297"});
+  expectSays(repro(kCase + " ctas=4294967297"), exit_code::kBadCase,
+             {"'ctas' must be in [0, 2147483647], got 4294967297"});
   expectSays(repro(kCase + " ctas=999999999999"), exit_code::kBadCase, {"got 999999999999"});
   expectSays(repro("op=allreduce_rmsnorm kernel=host_unfused dtype=fp32 M=2 N=8 ranks=4294967298"), exit_code::kBadCase,
              {"'ranks' must be in [1, 64], got 4294967298"});
@@ -1085,7 +1100,8 @@ TEST(Robustness, AWorkspaceSizeThatIsAnErrorCodeFailsTheCaseNotUlpcheck) {
   // 4096 wrapped to "cannot map 0 bytes".
   const std::string plugin = ULPCHECK_TEST_PLUGIN_HUGE_WORKSPACE;
   expectSays(cli("repro 'op=rmsnorm kernel=test_rmsnorm_workspace_minus_one dtype=fp32 M=4 N=8' --plugin " + plugin),
-             exit_code::kPropertyFailed, {"workspace_bytes returned 18446744073709551615 (-1 as a signed size)", "M=4 N=8"});
+             exit_code::kPropertyFailed,
+             {"workspace_bytes returned 18446744073709551615 (-1 as a signed size)", "M=4 N=8"});
   expectSays(cli("repro 'op=rmsnorm kernel=test_rmsnorm_workspace_wraps dtype=fp32 M=4 N=8' --plugin " + plugin),
              exit_code::kPropertyFailed, {"workspace_bytes returned 18446744073709547519"});
   // A size only too large for this machine: the case does not fit (skipped, exit 7).
@@ -1094,7 +1110,8 @@ TEST(Robustness, AWorkspaceSizeThatIsAnErrorCodeFailsTheCaseNotUlpcheck) {
              exit_code::kNothingJudged, {"does not fit in memory", "'workspace'"});
   // A campaign goes on past each such case.
   expectSays(cli("run --backend host --kernel test_rmsnorm_workspace_minus_one --cases 10 --tier smoke --seed 2 "
-                 "--no-save --no-corpus --shrink-budget 1 --plugin " + plugin),
+                 "--no-save --no-corpus --shrink-budget 1 --plugin " +
+                 plugin),
              exit_code::kPropertyFailed, {"workspace_bytes returned", "generated cases"});
 }
 
@@ -1192,7 +1209,8 @@ TEST(Robustness, ABitwiseFailureIsShownAsTwoRunsBitsNotAsAnErrorBudget) {
 
 TEST(Robustness, FaultsAreCountedAsFaultsAndEveryFailingCaseIsCounted) {
   // More than five faults: five recorded, all counted, none "judged with full power".
-  const Result r = cli("run --backend host --plugin " + kGood + " --kernel test_rmsnorm_segfaults_at_n7 --cases 400 "
+  const Result r = cli("run --backend host --plugin " + kGood +
+                       " --kernel test_rmsnorm_segfaults_at_n7 --cases 400 "
                        "--tier smoke --seed 11 --no-save --no-corpus --no-shrink --case-timeout 5");
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
   EXPECT_NE(r.output.find("faulted (the kernel crashed, hung or returned an error)"), std::string::npos) << r.output;
@@ -1212,10 +1230,12 @@ TEST(Robustness, ACutShortRunsPageDoesNotInventAFailureAndKeepsRegressionMessage
   writeFile(dir.path() / "corpus/rmsnorm/accuracy/regression/r.case",
             "op=rmsnorm kernel=host_separate dtype=fp32 M=1 N=1\n");
   const fs::path json2 = dir.path() / "run2.jsonl";
-  interruptOnceWritten({"run", "--backend", "host", "--op", "rmsnorm", "--kernel", "host_bug_bf16_rowsum", "--property",
-                        "accuracy", "--cases", "20000", "--tier", "smoke", "--seed", "5", "--no-save", "--no-shrink",
-                        "--quiet", "--corpus", (dir / "corpus"), "--json", json2.string()},
-                       json2, 3, SIGKILL, dir.path() / "run2.log");
+  interruptOnceWritten(
+      {"run",         "--backend", "host",        "--op",    "rmsnorm",  "--kernel",       "host_bug_bf16_rowsum",
+       "--property",  "accuracy",  "--cases",     "20000",   "--tier",   "smoke",          "--seed",
+       "5",           "--no-save", "--no-shrink", "--quiet", "--corpus", (dir / "corpus"), "--json",
+       json2.string()},
+      json2, 3, SIGKILL, dir.path() / "run2.log");
   expectSays(cli("report " + json2.string() + " -o " + (dir / "page2.html")), exit_code::kOk, {"HTML report"});
   const std::string page2 = readFile(dir.path() / "page2.html");
   EXPECT_NE(page2.find("FAILED accuracy (regression)"), std::string::npos) << page2.substr(0, 3000);
@@ -1226,8 +1246,9 @@ TEST(Robustness, TheHelpAndTheRepoLinesSayWhatTheBinaryDoes) {
   // --workers' default as workerLayout computes it.
   expectSays(cli("run --help"), exit_code::kOk, {"up to 2 per GPU"});
   // A repro line names the binary that ran by its path: pasted, it runs.
-  const Result r = cli("run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 50 --tier smoke "
-                       "--seed 9 --no-save --no-shrink --no-corpus");
+  const Result r = cli(
+      "run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 50 --tier smoke "
+      "--seed 9 --no-save --no-shrink --no-corpus");
   const std::string args = testing::reproArgsIn(r.output);
   ASSERT_FALSE(args.empty()) << r.output;
   expectSays(shell(std::string(ULPCHECK_CLI) + " " + args), exit_code::kPropertyFailed, {"memory_safety"});

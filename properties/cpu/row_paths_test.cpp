@@ -35,7 +35,8 @@ TEST(RowPaths, RegistersEndWhereTheDispatchStopsHoldingTheRow) {
 TEST(RowPaths, LoadsGridAndDispatchPaths) {
   // The race ulpcheck found in cuda_atomic: fp32, 8644 columns, 7 rows on 3 CTAs.
   const auto race = rowPathsTaken(kRmsNormCuda, {DType::F32, 7, 8644, 8644}, {132, 3, nullptr});
-  for (const char* p : {"vector", "fwd workspace", "bwd workspace", "several rows per CTA"}) EXPECT_TRUE(takes(race, p)) << p;
+  for (const char* p : {"vector", "fwd workspace", "bwd workspace", "several rows per CTA"})
+    EXPECT_TRUE(takes(race, p)) << p;
   EXPECT_TRUE(takes(rowPathsTaken(kRmsNormCuda, {DType::F32, 1, 13, 13}, kH100), "scalar"));
   EXPECT_TRUE(takes(rowPathsTaken(kRmsNormCuda, {DType::F32, 1, 13, 16}, kH100), "vector+tail"));
   EXPECT_TRUE(takes(rowPathsTaken(kRmsNormCuda, {DType::F32, 8, 13, 16}, kH100), "one row per CTA"));
@@ -44,7 +45,8 @@ TEST(RowPaths, LoadsGridAndDispatchPaths) {
   EXPECT_FALSE(takes(rowPathsTaken(large_m, {DType::F32, 32767, 2, 2}, kH100), "M >= 32768 dispatch"));
   // Every path taken is one declared.
   for (const RowPathModel& m : {kRmsNormCuda, kLayerNormCuda, large_m, RowPathModel{}})
-    for (const auto& p : rowPathsTaken(m, {DType::F16, 40000, 3, 3}, kH100)) EXPECT_TRUE(takes(rowCodePaths(m), p)) << p;
+    for (const auto& p : rowPathsTaken(m, {DType::F16, 40000, 3, 3}, kH100))
+      EXPECT_TRUE(takes(rowCodePaths(m), p)) << p;
 }
 
 }  // namespace

@@ -70,8 +70,12 @@ TEST(CampaignWorkers, TwoWorkersReportWhatOneProcessDoes) {
   for (const auto& c : planned_b) EXPECT_EQ(planned_a.count(c), planned_b.count(c)) << "two workers: " << c;
   // The table's cells: the same counts of cases, failures and verdicts.
   std::map<std::string, nlohmann::json> cells_a, cells_b;
-  for (const auto& c : a.summary.at("cells")) cells_a[c.at("kernel").get<std::string>() + c.at("property").get<std::string>() + c.at("dtype").get<std::string>()] = c;
-  for (const auto& c : b.summary.at("cells")) cells_b[c.at("kernel").get<std::string>() + c.at("property").get<std::string>() + c.at("dtype").get<std::string>()] = c;
+  for (const auto& c : a.summary.at("cells"))
+    cells_a[c.at("kernel").get<std::string>() + c.at("property").get<std::string>() +
+            c.at("dtype").get<std::string>()] = c;
+  for (const auto& c : b.summary.at("cells"))
+    cells_b[c.at("kernel").get<std::string>() + c.at("property").get<std::string>() +
+            c.at("dtype").get<std::string>()] = c;
   ASSERT_EQ(cells_a.size(), cells_b.size());
   if (a.summary.at("topped_up_cases") == 0 && b.summary.at("topped_up_cases") == 0) {
     for (const auto& [key, c] : cells_a)

@@ -25,8 +25,7 @@ __global__ void recordSmIds(int* sm_ids) {
 
 }  // namespace
 
-CtaPlacementProbe::CtaPlacementProbe(int ctas)
-    : ctas_(ctas), sm_ids_(Backend::Cuda, sizeof(int) * ctas, "sm_ids") {}
+CtaPlacementProbe::CtaPlacementProbe(int ctas) : ctas_(ctas), sm_ids_(Backend::Cuda, sizeof(int) * ctas, "sm_ids") {}
 
 std::vector<int> CtaPlacementProbe::run() {
   recordSmIds<<<ctas_, 256>>>(static_cast<int*>(sm_ids_.data()));

@@ -30,11 +30,14 @@ TEST(GpuDataGen, DeviceBitsMatchTheHost) {
     for (int k = 0; k < static_cast<int>(Dist::kCount); ++k) {
       const DistParams d{static_cast<Dist>(k), 0.75, k == static_cast<int>(Dist::LargeMean) ? 1000.0 : 0.0};
       const int64_t rows = 37, cols = 301, ld = 304, first = 1000;
-      const HostMatrix host = generateHost(d, t, 0xfeed, TensorStream::X, [&] {
-        std::vector<int64_t> ids;
-        for (int64_t r = 0; r < rows; ++r) ids.push_back(first + r);
-        return ids;
-      }(), cols, ld, poisonBits(t));
+      const HostMatrix host = generateHost(
+          d, t, 0xfeed, TensorStream::X,
+          [&] {
+            std::vector<int64_t> ids;
+            for (int64_t r = 0; r < rows; ++r) ids.push_back(first + r);
+            return ids;
+          }(),
+          cols, ld, poisonBits(t));
       Buffer dev(Backend::Cuda, size_t(rows * ld) * storageBytes(t), "generated");
       dev.fillPattern(poisonBits(t), storageBytes(t));
       generateDevice(dev.data(), d, t, 0xfeed, TensorStream::X, first, rows, cols, ld);
@@ -143,7 +146,8 @@ TEST(CudaSchedulePerturbation, DeterministicVariantsStayBitwiseIdentical) {
 
 TEST(CudaSchedulePerturbation, AtomicVariantsNondeterminismIsObservedAndExpected) {
   ULPCHECK_REQUIRE_GPU();
-  const CampaignResult r = runQuietly("cuda_atomic", 150, 0x5c4ed, Tier::Default, perturbedCudaContext(), {"determinism"});
+  const CampaignResult r = runQuietly("cuda_atomic", 150, 0x5c4ed, Tier::Default, perturbedCudaContext(),
+                                      {"determinism"});
   EXPECT_TRUE(r.failures.empty()) << explain(r);
   EXPECT_TRUE(r.fatal_error.empty()) << r.fatal_error;
   int64_t expected = 0;
@@ -157,7 +161,8 @@ TEST(CudaSchedulePerturbation, DeterminismOutcomeSaysWhetherTheScheduleWasPertur
   const auto perturbed = runCase(spec, {"determinism"}, perturbedCudaContext());
   ASSERT_EQ(perturbed.size(), 1u);
   EXPECT_EQ(perturbed[0].outcome.verdict, Verdict::Pass) << perturbed[0].outcome.summary;
-  EXPECT_NE(perturbed[0].outcome.summary.find("(schedule perturbed)"), std::string::npos) << perturbed[0].outcome.summary;
+  EXPECT_NE(perturbed[0].outcome.summary.find("(schedule perturbed)"), std::string::npos)
+      << perturbed[0].outcome.summary;
   // Without the flag only the last repeats are perturbed, and it says so.
   const auto plain = runCase(spec, {"determinism"}, cudaContext());
   ASSERT_EQ(plain.size(), 1u);

@@ -71,8 +71,8 @@ TEST(GpuJudge, SameOutcomesAsTheHostJudgeForCorrectVariantsAndMutants) {
     for (Tier tier : {Tier::Smoke, Tier::Default})
       for (const CaseSpec& c : judgedCases(kernel.info.name, tier, 0x6a1d6e, 12)) {
         const Compared r = judgeBoth(c);
-        EXPECT_EQ(outcomeDifference(r.host, r.gpu), "") << toCaseString(c) << "\nhost: " << r.host.summary
-                                                        << "\ngpu:  " << r.gpu.summary;
+        EXPECT_EQ(outcomeDifference(r.host, r.gpu), "")
+            << toCaseString(c) << "\nhost: " << r.host.summary << "\ngpu:  " << r.gpu.summary;
         ++cases;
         failing += r.host.verdict == Verdict::Fail;
         passing += r.host.verdict == Verdict::Pass;
@@ -111,8 +111,8 @@ TEST(GpuJudge, ABlackBoxPluginIsJudgedAlikeWithItsProbabilisticBudget) {
   for (const std::string kernel : {"mylib_rmsnorm_cuda", "mylib_rmsnorm_cuda_bf16_partials"})
     for (const CaseSpec& c : judgedCases(kernel, Tier::Default, 0xb1ac, 12)) {
       const Compared r = judgeBoth(c);
-      EXPECT_EQ(outcomeDifference(r.host, r.gpu), "") << toCaseString(c) << "\nhost: " << r.host.summary
-                                                      << "\ngpu:  " << r.gpu.summary;
+      EXPECT_EQ(outcomeDifference(r.host, r.gpu), "")
+          << toCaseString(c) << "\nhost: " << r.host.summary << "\ngpu:  " << r.gpu.summary;
       ++cases;
       statistical += statisticalModelHolds(c);
       failing += r.host.verdict == Verdict::Fail;

@@ -29,8 +29,8 @@ TEST(GpuPluginFaults, AnIllegalAddressIsAFailingCaseAndTheRunGoesOn) {
 
 TEST(GpuPluginFaults, AKernelSpinningPastTheCaseTimeoutIsAFailingCaseAndTheRunGoesOn) {
   ULPCHECK_REQUIRE_GPU();
-  expectFaultIsolated(ULPCHECK_FAULTY_CUDA_PLUGIN, "gpu_rmsnorm_spins_at_n7", atNModulo64(7), "did not return within 10 s",
-                      "--tier default --case-timeout 10", exit_code::kHang);
+  expectFaultIsolated(ULPCHECK_FAULTY_CUDA_PLUGIN, "gpu_rmsnorm_spins_at_n7", atNModulo64(7),
+                      "did not return within 10 s", "--tier default --case-timeout 10", exit_code::kHang);
 }
 
 TEST(GpuPythonDoor, AnOutputElementATorchKernelNeverWroteIsCaught) {

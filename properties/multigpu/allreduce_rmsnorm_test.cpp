@@ -15,11 +15,11 @@ using testing::cudaContext;
 using testing::explain;
 using testing::runQuietly;
 
-#define ULPCHECK_REQUIRE_GPUS(n)                                                                     \
-  do {                                                                                               \
-    if (queryDevice().count < (n))                                                                   \
-      GTEST_SKIP() << "needs " << (n) << " GPUs, " << queryDevice().count << " visible"              \
-                   << (queryDevice().available ? "" : ": " + queryDevice().reason);                  \
+#define ULPCHECK_REQUIRE_GPUS(n)                                                        \
+  do {                                                                                  \
+    if (queryDevice().count < (n))                                                      \
+      GTEST_SKIP() << "needs " << (n) << " GPUs, " << queryDevice().count << " visible" \
+                   << (queryDevice().available ? "" : ": " + queryDevice().reason);     \
   } while (0)
 
 std::vector<std::string> realRankVariants() {

@@ -97,11 +97,14 @@ ulpcheck_variant variant(const char* name, const char* description, ulpcheck_rms
 const ulpcheck_variant kVariants[] = {
     variant("gpu_rmsnorm_illegal_address_at_n5", "stores to an illegal address when N = 5 (mod 64)",
             backwardIllegalAddress),
-    variant("gpu_rmsnorm_spins_at_n7", "spins for two minutes (clock64 deadline) when N = 7 (mod 64)",
-            backwardSpins)};
+    variant("gpu_rmsnorm_spins_at_n7", "spins for two minutes (clock64 deadline) when N = 7 (mod 64)", backwardSpins)};
 
-const ulpcheck_plugin kPlugin{ULPCHECK_ABI_VERSION, sizeof(ulpcheck_variant), "ulpcheck faulty CUDA test plugin",
-                              int32_t(sizeof kVariants / sizeof kVariants[0]), kVariants, lastError};
+const ulpcheck_plugin kPlugin{ULPCHECK_ABI_VERSION,
+                              sizeof(ulpcheck_variant),
+                              "ulpcheck faulty CUDA test plugin",
+                              int32_t(sizeof kVariants / sizeof kVariants[0]),
+                              kVariants,
+                              lastError};
 
 }  // namespace
 

@@ -16,7 +16,7 @@
 #define KIND_BAD_OP 3
 #define KIND_NO_ENTRY 4
 #define KIND_TAKEN_NAME 5
-#define KIND_DUPLICATE_NAME 6        // two variants of one name: the first correct, the second aborting
+#define KIND_DUPLICATE_NAME 6  // two variants of one name: the first correct, the second aborting
 #define KIND_NO_VARIANTS 7
 #define KIND_HUGE_WORKSPACE 8        // workspace_bytes answers (size_t)-1, SIZE_MAX - 4096, 2^44
 #define KIND_CRASHING_CONSTRUCTOR 9  // the library's static constructor segfaults when it is loaded
@@ -31,8 +31,9 @@
 namespace {
 
 mylib::RmsNormShape shapeOf(const ulpcheck_tensor& x, float eps) {
-  const mylib::Dtype t = x.dtype == ULPCHECK_F32 ? mylib::Dtype::F32 : x.dtype == ULPCHECK_F16 ? mylib::Dtype::F16
-                                                                                                 : mylib::Dtype::BF16;
+  const mylib::Dtype t = x.dtype == ULPCHECK_F32   ? mylib::Dtype::F32
+                         : x.dtype == ULPCHECK_F16 ? mylib::Dtype::F16
+                                                   : mylib::Dtype::BF16;
   return mylib::RmsNormShape{t, x.rows, x.cols, x.row_stride, eps};
 }
 
@@ -159,8 +160,10 @@ const ulpcheck_plugin kPlugin{TEST_PLUGIN_KIND == KIND_BAD_ABI ? 99u : ULPCHECK_
                               TEST_PLUGIN_KIND == KIND_BAD_VARIANT_SIZE ? uint32_t(sizeof(ulpcheck_variant) - 8)
                                                                         : uint32_t(sizeof(ulpcheck_variant)),
                               "ulpcheck test plugin",
-                              TEST_PLUGIN_KIND == KIND_NO_VARIANTS ? 0 : int32_t(sizeof kVariants / sizeof kVariants[0]),
-                              kVariants, lastError};
+                              TEST_PLUGIN_KIND == KIND_NO_VARIANTS ? 0
+                                                                   : int32_t(sizeof kVariants / sizeof kVariants[0]),
+                              kVariants,
+                              lastError};
 
 #if TEST_PLUGIN_KIND == KIND_EXITING_CONSTRUCTOR
 // A library that ends the process as it initialises (a failed check calling

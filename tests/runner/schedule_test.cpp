@@ -85,7 +85,8 @@ TEST(ScheduleStage, APrepareErrorIsRaisedWhenItsCaseWouldBeCommitted) {
                        if (i == 6) throw std::runtime_error("case 6 cannot be drawn");
                        return FakeCase{i};
                      },
-                     [](FakeCase&) {}, [&](FakeCase& c) {
+                     [](FakeCase&) {},
+                     [&](FakeCase& c) {
                        committed.push_back(c.index);
                        return true;
                      }),

@@ -6,8 +6,8 @@
 
 #include <map>
 #include <stdexcept>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -19,9 +19,7 @@ namespace ulpcheck::testing {
 
 inline ExecContext hostContext() { return ExecContext{Backend::Host, 132, &ThreadPool::shared()}; }
 
-inline ExecContext cudaContext() {
-  return ExecContext{Backend::Cuda, queryDevice().sm_count, &ThreadPool::shared()};
-}
+inline ExecContext cudaContext() { return ExecContext{Backend::Cuda, queryDevice().sm_count, &ThreadPool::shared()}; }
 
 /// The GPU with every run launched beside a random load on another stream.
 inline ExecContext perturbedCudaContext() {
@@ -100,7 +98,8 @@ inline void expectPassedAndJudged(const CampaignResult& r, const std::string& wh
   EXPECT_FALSE(r.judged.empty()) << what << ": no property applies";
   for (const auto& [pair, n] : r.judged)
     EXPECT_GE(n, min_judged) << what << ": " << pair.second << " judged only " << n << " cases of " << pair.first
-                             << "\n" << explain(r);
+                             << "\n"
+                             << explain(r);
 }
 
 /// The kill matrix of every mutant of `backend` as CI runs it: default tier
@@ -211,10 +210,9 @@ inline std::pair<CampaignResult, CampaignResult> expectSameResultsAtOnce(Campaig
 }
 
 /// Skips the calling test, printing why, when no GPU is usable.
-#define ULPCHECK_REQUIRE_GPU()                                                     \
-  do {                                                                             \
-    if (!::ulpcheck::queryDevice().available)                                      \
-      GTEST_SKIP() << "no GPU: " << ::ulpcheck::queryDevice().reason;              \
+#define ULPCHECK_REQUIRE_GPU()                                                                                \
+  do {                                                                                                        \
+    if (!::ulpcheck::queryDevice().available) GTEST_SKIP() << "no GPU: " << ::ulpcheck::queryDevice().reason; \
   } while (0)
 
 }  // namespace ulpcheck::testing

@@ -9,11 +9,11 @@ namespace ulpcheck::allreduce_rmsnorm_cuda {
 namespace {
 const bool registered = AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{
     withCudaPaths(KernelInfo{"allreduce_rmsnorm", "cuda_bug_no_round_trip", Backend::Cuda, kDTypes,
-               Contracts{true, true, DType::F32, false, "cuda_unfused", {"residual_out", "y"}},
-               "cuda_fused_oneshot adding the residual to the unrounded fp32 rank sum",
-               "fused allreduce without the round trip to the activation dtype before the residual add "
-               "(aiter PR #2586)",
-               "fused_vs_unfused"}),
+                             Contracts{true, true, DType::F32, false, "cuda_unfused", {"residual_out", "y"}},
+                             "cuda_fused_oneshot adding the residual to the unrounded fp32 rank sum",
+                             "fused allreduce without the round trip to the activation dtype before the residual add "
+                             "(aiter PR #2586)",
+                             "fused_vs_unfused"}),
     noWorkspace, runFusedOneshot<cuda_defects::kNoRoundTripBeforeResidual>, rmsnormDepths});
 }  // namespace
 }  // namespace ulpcheck::allreduce_rmsnorm_cuda

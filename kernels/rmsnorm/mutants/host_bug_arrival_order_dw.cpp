@@ -8,7 +8,7 @@ namespace ulpcheck {
 namespace {
 const bool registered = rmsnorm_host::registerMutant(
     "host_bug_arrival_order_dw", "host port whose dW reduction order changes between calls",
-    "arrival-order (atomic) dW accumulation is nondeterministic (quack PR #101, first version)", "determinism",
-    {}, rmsnorm_host::DwStrategy::Atomic);
+    "arrival-order (atomic) dW accumulation is nondeterministic (quack PR #101, first version)", "determinism", {},
+    rmsnorm_host::DwStrategy::Atomic);
 }  // namespace
 }  // namespace ulpcheck

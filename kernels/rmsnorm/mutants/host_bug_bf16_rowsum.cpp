@@ -7,7 +7,6 @@ namespace ulpcheck {
 namespace {
 const bool registered = rmsnorm_host::registerMutant(
     "host_bug_bf16_rowsum", "host port with the backward row sum accumulated in bf16",
-    "reduction accumulated in bf16 instead of fp32 (Liger-Kernel PR #950 class)", "accuracy",
-    {.rowsum_in_bf16 = true});
+    "reduction accumulated in bf16 instead of fp32 (Liger-Kernel PR #950 class)", "accuracy", {.rowsum_in_bf16 = true});
 }  // namespace
 }  // namespace ulpcheck

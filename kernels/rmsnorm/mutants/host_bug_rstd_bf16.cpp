@@ -4,8 +4,8 @@
 
 namespace ulpcheck {
 namespace {
-const bool registered = rmsnorm_host::registerMutant(
-    "host_bug_rstd_bf16", "host port saving rstd in bf16", "rstd saved in bf16 (Helion PR #2273)", "accuracy",
-    {.rstd_in_bf16 = true});
+const bool registered = rmsnorm_host::registerMutant("host_bug_rstd_bf16", "host port saving rstd in bf16",
+                                                     "rstd saved in bf16 (Helion PR #2273)", "accuracy",
+                                                     {.rstd_in_bf16 = true});
 }  // namespace
 }  // namespace ulpcheck

@@ -9,7 +9,7 @@ namespace ulpcheck {
 namespace {
 const bool registered = rmsnorm_host::registerMutant(
     "host_bug_threads_from_m", "host port whose backward CTA size depends on M",
-    "block size chosen by M changes the reduction order (vLLM #48271)", "batch_invariance",
-    {.threads_from_m = true}, rmsnorm_host::DwStrategy::Separate, 2);
+    "block size chosen by M changes the reduction order (vLLM #48271)", "batch_invariance", {.threads_from_m = true},
+    rmsnorm_host::DwStrategy::Separate, 2);
 }  // namespace
 }  // namespace ulpcheck
