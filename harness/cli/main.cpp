@@ -747,46 +747,49 @@ std::string thisProgram() {
   return quoted + "'";
 }
 
-}  // namespace
+// ---------------------------------------------------------------------------
+// The command line: one function per subcommand defines its flags.
 
-int main(int argc, char** argv) {
-  // Past a file-size limit a write fails with EFBIG (reported, exit code 4)
-  // instead of the signal ending the process with nothing said.
-  std::signal(SIGXFSZ, SIG_IGN);
-  workers::dieWithCoordinator();
-  setCliProgram(thisProgram());
-  CLI::App app{"ulpcheck: verifies GPU numerical kernels element by element against an MPFR oracle"};
-  app.footer(
-      "exit codes: 0 all passed, 1 a property failed, 2 bad arguments, 3 malformed case, corpus or JSON-lines file,\n"
-      "            4 a fault that ended the run (a sticky GPU error), or a report or JSON-lines file that could not\n"
-      "              be written, 5 a case hung (a kernel in a worker is killed and the run goes on; one in this\n"
-      "              process ends it), 6 nothing matched the selection,\n"
-      "            7 judged too little: a property that applies judged no case (all skipped or inconclusive), a\n"
-      "              cell of the plan judged fewer cases than its target (BELOW TARGET), a repro that judged\n"
-      "              nothing, or --property names one that applies to nothing selected");
-  app.require_subcommand(1);
+constexpr const char* kPluginHelp = "load a kernel plugin (a shared library; include/ulpcheck/plugin.h); repeatable";
+constexpr const char* kPythonHelp =
+    "load Python kernels: a file registering variants with the ulpcheck package (python/ulpcheck); repeatable";
+constexpr const char* kInProcessHelp =
+    "run plugin kernels in this process, not in a worker (for a debugger: a fault then ends the run)";
+constexpr const char* kPerturbHelp =
+    "run every kernel beside a random load on another stream, so repeated runs meet different CTA schedules";
 
+/// The kernels from outside ulpcheck a command loads (include/ulpcheck/plugin.h,
+/// python/ulpcheck): they add their variants to every subcommand.
+struct KernelSources {
+  std::vector<std::string> plugin_paths, python_files;
+  bool in_process = false;  // run plugin kernels in this process, not in a worker
+};
+
+struct WorkerArgs {
+  int fd = -1;
+  bool probe = false;
+};
+
+struct ReportArgs {
+  std::vector<std::string> inputs;
+  std::string output, title = "ulpcheck report";
+};
+
+void addListCommand(CLI::App& app, KernelSources& k) {
   CLI::App* list = app.add_subcommand("list", "list ops, kernel variants (with contracts) and properties");
-  // Plugins (include/ulpcheck/plugin.h) add their variants to every subcommand.
-  std::vector<std::string> plugin_paths;
-  constexpr const char* kPluginHelp = "load a kernel plugin (a shared library; include/ulpcheck/plugin.h); repeatable";
-  list->add_option("--plugin", plugin_paths, kPluginHelp);
-  std::vector<std::string> python_files;
-  constexpr const char* kPythonHelp =
-      "load Python kernels: a file registering variants with the ulpcheck package (python/ulpcheck); repeatable";
-  list->add_option("--python", python_files, kPythonHelp);
-  bool in_process = false;
-  constexpr const char* kInProcessHelp =
-      "run plugin kernels in this process, not in a worker (for a debugger: a fault then ends the run)";
-  int worker_fd = -1;
-  bool worker_probe = false;
+  list->add_option("--plugin", k.plugin_paths, kPluginHelp);
+  list->add_option("--python", k.python_files, kPythonHelp);
+}
+
+void addWorkerCommand(CLI::App& app, WorkerArgs& w, KernelSources& k) {
   CLI::App* worker = app.add_subcommand("worker", "serve kernel calls for a coordinator (internal)");
   worker->group("");  // not listed: ulpcheck starts its own workers
-  worker->add_option("--fd", worker_fd, "the socket to the coordinator");
-  worker->add_flag("--probe", worker_probe, "only load the plugins and exit (remote::probePlugin)");
-  worker->add_option("--plugin", plugin_paths, kPluginHelp);
+  worker->add_option("--fd", w.fd, "the socket to the coordinator");
+  worker->add_flag("--probe", w.probe, "only load the plugins and exit (remote::probePlugin)");
+  worker->add_option("--plugin", k.plugin_paths, kPluginHelp);
+}
 
-  RunArgs ra;
+CLI::App* addRunCommand(CLI::App& app, RunArgs& ra, KernelSources& k) {
   CLI::App* run = app.add_subcommand("run", "replay the regression corpus, then check generated cases");
   run->add_option("--op", ra.op, "op to test (see `ulpcheck list`), or all")->capture_default_str();
   run->add_option("--kernel", ra.kernels, "kernel variant(s); default: every correct variant of the backend");
@@ -829,14 +832,14 @@ int main(int argc, char** argv) {
   run->add_flag("--no-corpus", ra.no_corpus, "do not replay the regression corpus");
   run->add_flag("--no-save", ra.no_save, "do not write failing cases to the corpus");
   run->add_flag("--quiet", ra.quiet, "no progress lines");
-  constexpr const char* kPerturbHelp =
-      "run every kernel beside a random load on another stream, so repeated runs meet different CTA schedules";
   run->add_flag("--perturb-schedule", ra.perturb_schedule, kPerturbHelp);
-  run->add_option("--plugin", plugin_paths, kPluginHelp);
-  run->add_option("--python", python_files, kPythonHelp);
-  run->add_flag("--in-process", in_process, kInProcessHelp);
+  run->add_option("--plugin", k.plugin_paths, kPluginHelp);
+  run->add_option("--python", k.python_files, kPythonHelp);
+  run->add_flag("--in-process", k.in_process, kInProcessHelp);
+  return run;
+}
 
-  ReproArgs pa;
+CLI::App* addReproCommand(CLI::App& app, ReproArgs& pa, KernelSources& k) {
   CLI::App* repro = app.add_subcommand("repro", "rerun exactly one case and print its worst elements");
   repro->add_option("case", pa.case_text, "a case string (quoted) or a corpus .case file")->required();
   repro->add_option("--property", pa.properties, "propert(y|ies) to check; default: all");
@@ -850,21 +853,24 @@ int main(int argc, char** argv) {
       ->check(CLI::Validator([](std::string& v) { return std::atoi(v.c_str()) >= 1 ? "" : "give 1 or more runs"; },
                              "RUNS >= 1"));
   repro->add_flag("--perturb-schedule", pa.perturb_schedule, kPerturbHelp);
-  repro->add_option("--plugin", plugin_paths, kPluginHelp);
-  repro->add_option("--python", python_files, kPythonHelp);
-  repro->add_flag("--in-process", in_process, kInProcessHelp);
+  repro->add_option("--plugin", k.plugin_paths, kPluginHelp);
+  repro->add_option("--python", k.python_files, kPythonHelp);
+  repro->add_flag("--in-process", k.in_process, kInProcessHelp);
   repro
       ->add_option("--case-timeout", pa.case_timeout,
                    "seconds a kernel call in a worker may take before it counts as hung (the case fails)")
       ->capture_default_str();
+  return repro;
+}
 
-  MutantsArgs ma;
+/// `time_per_mutant`: the option, to tell whether it was given (MutantsArgs::time_given).
+CLI::App* addMutantsCommand(CLI::App& app, MutantsArgs& ma, KernelSources& k, CLI::Option*& time_per_mutant) {
   CLI::App* mutants = app.add_subcommand(
       "mutants", "run every mutant (a variant reproducing a real bug) under all properties; print the kill matrix");
   mutants->add_option("--mutant", ma.mutants, "mutant(s) to run; default: every mutant of the backend");
-  CLI::Option* time_per_mutant =
-      mutants->add_option("--time-per-mutant", ma.time_per_mutant, "seconds of generated cases per mutant")
-          ->capture_default_str();
+  time_per_mutant = mutants
+                        ->add_option("--time-per-mutant", ma.time_per_mutant, "seconds of generated cases per mutant")
+                        ->capture_default_str();
   mutants->add_option("--cases-per-mutant", ma.cases_per_mutant,
                       "generated cases per mutant and control (a matrix the seed alone decides; no time limit unless "
                       "--time-per-mutant is given too)");
@@ -878,21 +884,24 @@ int main(int argc, char** argv) {
   mutants->add_flag("--no-controls", ma.no_controls,
                     "skip the controls (the correct variants, run the same way to count false alarms)");
   mutants->add_flag("--perturb-schedule", ma.perturb_schedule, kPerturbHelp);
-  mutants->add_option("--plugin", plugin_paths, kPluginHelp);
-  mutants->add_option("--python", python_files, kPythonHelp);
-  mutants->add_flag("--in-process", in_process,
+  mutants->add_option("--plugin", k.plugin_paths, kPluginHelp);
+  mutants->add_option("--python", k.python_files, kPythonHelp);
+  mutants->add_flag("--in-process", k.in_process,
                     "run the mutants and controls in this process, not in a worker (a sticky GPU fault then ends the "
                     "matrix)");
+  return mutants;
+}
 
-  std::vector<std::string> report_inputs;
-  std::string report_output, report_title = "ulpcheck report";
+void addReportCommand(CLI::App& app, ReportArgs& r) {
   CLI::App* report = app.add_subcommand("report", "turn the JSON lines of runs or kill matrices into an HTML report");
-  report->add_option("jsonl", report_inputs, "JSON-lines file(s) written by run --json or mutants --json")->required();
-  report->add_option("-o,--output", report_output, "the HTML file to write")->required();
-  report->add_option("--title", report_title, "the page's title")->capture_default_str();
+  report->add_option("jsonl", r.inputs, "JSON-lines file(s) written by run --json or mutants --json")->required();
+  report->add_option("-o,--output", r.output, "the HTML file to write")->required();
+  report->add_option("--title", r.title, "the page's title")->capture_default_str();
+}
 
-  std::string oracle_text, judge_text;
-  for (CLI::App* sub : {run, repro, mutants}) {
+/// --oracle and --judge, on the commands that judge cases (oracleSettings reads them).
+void addOracleOptions(std::initializer_list<CLI::App*> commands, std::string& oracle_text, std::string& judge_text) {
+  for (CLI::App* sub : commands) {
     sub->add_option("--oracle", oracle_text,
                     "fast (default: double words with certified bounds, MPFR where they do not decide), mpfr (MPFR "
                     "only), or audit (both, failing on any difference; GPU and host judges compared too); also "
@@ -901,6 +910,42 @@ int main(int argc, char** argv) {
                     "where accuracy is judged: auto (default: on the GPU for cases of 2^20 elements and more that its "
                     "oracle models), host, or gpu (every case it models); also $ULPCHECK_JUDGE");
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Past a file-size limit a write fails with EFBIG (reported, exit code 4)
+  // instead of the signal ending the process with nothing said.
+  std::signal(SIGXFSZ, SIG_IGN);
+  workers::dieWithCoordinator();
+  setCliProgram(thisProgram());
+  CLI::App app{"ulpcheck: verifies GPU numerical kernels element by element against an MPFR oracle"};
+  app.footer(
+      "exit codes: 0 all passed, 1 a property failed, 2 bad arguments, 3 malformed case, corpus or JSON-lines file,\n"
+      "            4 a fault that ended the run (a sticky GPU error), or a report or JSON-lines file that could not\n"
+      "              be written, 5 a case hung (a kernel in a worker is killed and the run goes on; one in this\n"
+      "              process ends it), 6 nothing matched the selection,\n"
+      "            7 judged too little: a property that applies judged no case (all skipped or inconclusive), a\n"
+      "              cell of the plan judged fewer cases than its target (BELOW TARGET), a repro that judged\n"
+      "              nothing, or --property names one that applies to nothing selected");
+  app.require_subcommand(1);
+
+  KernelSources sources;
+  WorkerArgs wa;
+  RunArgs ra;
+  ReproArgs pa;
+  MutantsArgs ma;
+  ReportArgs report;
+  std::string oracle_text, judge_text;
+  CLI::Option* time_per_mutant = nullptr;
+  addListCommand(app, sources);
+  addWorkerCommand(app, wa, sources);
+  CLI::App* run = addRunCommand(app, ra, sources);
+  CLI::App* repro = addReproCommand(app, pa, sources);
+  CLI::App* mutants = addMutantsCommand(app, ma, sources, time_per_mutant);
+  addReportCommand(app, report);
+  addOracleOptions({run, repro, mutants}, oracle_text, judge_text);
 
   useCtestAllocatedGpus();  // a ctest with RESOURCE_GROUPS: only its own GPUs
   for (int i = 1; i < argc; ++i) ra.args.emplace_back(argv[i]);
@@ -928,65 +973,65 @@ int main(int argc, char** argv) {
                                    limit));
     ra.oracle = pa.oracle = ma.oracle = oracleSettings(oracle_text, judge_text);
     if (app.got_subcommand("worker")) {  // a worker process: the plugins' kernels run here, in-process
-      if (worker_probe) {  // the coordinator learns from the exit status and kProbeLoaded; its own load says what is
-                           // wrong
+      if (wa.probe) {  // the coordinator learns from the exit status and kProbeLoaded; its own load says what is
+                       // wrong
         try {
-          for (const auto& path : plugin_paths) loadPlugin(path);
+          for (const auto& path : sources.plugin_paths) loadPlugin(path);
         } catch (const PluginError&) {
           return exit_code::kUsage;
         }
         std::fputs(remote::kProbeLoaded, stdout);
         return exit_code::kOk;
       }
-      if (worker_fd < 0) throw UsageError("worker: --fd is required");
-      for (const auto& path : plugin_paths) loadPlugin(path);
-      return remote::serve(worker_fd);
+      if (wa.fd < 0) throw UsageError("worker: --fd is required");
+      for (const auto& path : sources.plugin_paths) loadPlugin(path);
+      return remote::serve(wa.fd);
     }
     std::vector<std::string> loaded;
-    for (const auto& path : plugin_paths) {
+    for (const auto& path : sources.plugin_paths) {
       // A library that crashes as it loads ends a child, not this process (a
       // campaign worker's coordinator has probed the same file already).
       if (!ra.report_to_coordinator) remote::probePlugin(path);
       const LoadedPlugin& p = loadPlugin(path);
       fmt::print("# plugin {}: {} ({} variants: {}), sha256 {}{}\n", p.path, p.name, p.variants.size(),
-                 fmt::join(p.variants, ", "), p.sha256, in_process ? "; run in this process" : "");
+                 fmt::join(p.variants, ", "), p.sha256, sources.in_process ? "; run in this process" : "");
       loaded.push_back(p.path);
       // Unless asked not to, the plugin's kernels run in a worker process:
       // a crash or a hang in one is a failing case, not the end of the run.
-      if (!in_process)
+      if (!sources.in_process)
         for (const KernelInfo& k : kernelCatalog())
           if (k.plugin_path == p.path) remote::runInWorker(k.op, k.name);
     }
     remote::setWorkerPlugins(loaded);
-    if (!python_files.empty()) {
-      const auto names = remote::registerPythonVariants(python_files);
-      fmt::print("# python {}: {} variants ({}), in a Python worker\n", fmt::join(python_files, ", "), names.size(),
-                 fmt::join(names, ", "));
+    if (!sources.python_files.empty()) {
+      const auto names = remote::registerPythonVariants(sources.python_files);
+      fmt::print("# python {}: {} variants ({}), in a Python worker\n", fmt::join(sources.python_files, ", "),
+                 names.size(), fmt::join(names, ", "));
     }
     if (app.got_subcommand("report")) {
-      checkOutputFiles({{"-o", report_output}});
-      for (const auto& input : report_inputs) {
+      checkOutputFiles({{"-o", report.output}});
+      for (const auto& input : report.inputs) {
         std::error_code ec;
-        if (std::filesystem::equivalent(input, report_output, ec))
+        if (std::filesystem::equivalent(input, report.output, ec))
           throw UsageError(
-              fmt::format("-o {}: is one of the JSON-lines files to report (it would be overwritten)", report_output));
+              fmt::format("-o {}: is one of the JSON-lines files to report (it would be overwritten)", report.output));
       }
       std::vector<nlohmann::json> records;
-      for (const auto& path : report_inputs) {
+      for (const auto& path : report.inputs) {
         auto more = readJsonLines(path);
         for (const auto& r : more)
           if (r.value("type", "") == "input_note") fmt::print("# note: {}\n", r.value("text", ""));
         records.insert(records.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
       }
-      writeHtml(report_output, records, report_title);
+      writeHtml(report.output, records, report.title);
       return exit_code::kOk;
     }
     if (app.got_subcommand("list")) return cmdList();
     if (app.got_subcommand("mutants")) {
       ma.time_given = time_per_mutant->count() > 0;
-      return cmdMutants(ma, in_process);
+      return cmdMutants(ma, sources.in_process);
     }
-    ra.in_process = in_process;
+    ra.in_process = sources.in_process;
     if (app.got_subcommand("run")) return cmdRun(ra);
     if (app.got_subcommand("repro")) return cmdRepro(pa);
   } catch (const UsageError& e) {
