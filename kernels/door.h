@@ -78,7 +78,7 @@ struct OpDoor {
   std::function<void(const KernelInfo& info, std::shared_ptr<const PluginVariant> v)> add_plugin;
 };
 
-/// Registered variant `name` of the op whose variants `Registry` holds;
+/// Registered variant `name` of `op`, whose variants KernelRegistry<Kernel> holds;
 /// throws std::invalid_argument naming both where there is none.
 template <typename Kernel>
 const Kernel& registeredVariant(const std::string& op, const std::string& name) {
