@@ -19,15 +19,18 @@ foreach(probe IN LISTS _probes)
   foreach(kind IN ITEMS allowed forbidden)
     set(source ${_probe_dir}/${layer}_${kind}.cpp)
     file(WRITE ${source} "#include \"${${kind}}\"\nint ulpcheck_layer_probe() { return 0; }\n")
-    try_compile(_compiles ${_probe_dir}/${layer}_${kind} ${source}
+    # A result variable per probe: try_compile caches it, and one shared name
+    # would let a stale result of another probe stand in.
+    set(_compiles ULPCHECK_LAYER_PROBE_${layer}_${kind})
+    try_compile(${_compiles} ${_probe_dir}/${layer}_${kind} ${source}
                 CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${ULPCHECK_LAYERS_DIR}/${layer}"
                 CXX_STANDARD 20
                 OUTPUT_VARIABLE _output)
-    if(kind STREQUAL "allowed" AND NOT _compiles)
+    if(kind STREQUAL "allowed" AND NOT ${_compiles})
       message(FATAL_ERROR "layer check: ${layer} cannot include ${allowed}, a lower layer's header:\n${_output}")
     endif()
     if(kind STREQUAL "forbidden")
-      if(_compiles)
+      if(${_compiles})
         message(FATAL_ERROR "layer check: ${layer} compiled an include of ${forbidden}, a higher layer's header: "
                             "a back edge would build")
       endif()
