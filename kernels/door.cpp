@@ -31,11 +31,11 @@ std::string opsWithDoors() {
   return names;
 }
 
-const OpDoor* doorServing(const std::string& entry) {
+std::pair<const OpDoor*, const OpDoor::Entry*> entryPoint(const std::string& entry) {
   for (const OpDoor& d : doors())
     for (const OpDoor::Entry& e : d.entries)
-      if (e.name == entry) return &d;
-  return nullptr;
+      if (e.name == entry) return {&d, &e};
+  return {nullptr, nullptr};
 }
 
 }  // namespace ulpcheck

@@ -118,7 +118,8 @@ bool registerDoor(OpDoor door);
 const OpDoor* findDoor(const std::string& op);
 /// The ops with doors, sorted ("layernorm, rmsnorm"), for messages.
 std::string opsWithDoors();
-/// The door whose worker side serves entry point `entry`, or null.
-const OpDoor* doorServing(const std::string& entry);
+/// Entry point `entry` and the door that serves it (the worker's side), or
+/// two nulls.
+std::pair<const OpDoor*, const OpDoor::Entry*> entryPoint(const std::string& entry);
 
 }  // namespace ulpcheck

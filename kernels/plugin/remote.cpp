@@ -461,7 +461,7 @@ std::string execute(const json& req) {
   const json& ev = req.at("env");
   const LaunchEnv env{ev.at(0).get<int>(), ev.at(1).get<int>(), nullptr, ev.at(2).get<bool>()};
   const json& ptrs = req.at("ptrs");
-  const OpDoor* door = doorServing(entry);
+  const auto [door, entry_point] = entryPoint(entry);
   if (!door) throw std::invalid_argument(fmt::format("unknown entry point '{}'", entry));
   const KernelInfo* info = door->find(name);
   if (!info) throw std::invalid_argument(fmt::format("this worker has no {} variant '{}'", door->op, name));
@@ -470,8 +470,7 @@ std::string execute(const json& req) {
   {
     // Beside a schedule-perturbing load when the coordinator asked for one.
     ScheduleNoise noise(env.perturb_schedule, info->backend, env.sm_count);
-    for (const OpDoor::Entry& e : door->entries)
-      if (e.name == entry) e.run(name, s, at, env);
+    entry_point->run(name, s, at, env);
   }
   return info->backend == Backend::Cuda ? synchronizeVariant(entry.c_str()) : std::string();
 }
