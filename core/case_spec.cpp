@@ -69,9 +69,6 @@ struct Field {
   std::function<std::string(const CaseSpec&)> print;
   std::function<void(CaseSpec&, const std::string&)> parse;
   std::function<bool(const CaseSpec&)> is_default;
-  // A spec field (NormSpec): what it sets, for messages; a case may set it
-  // only where its op declares it (declareSpecFields). Null: any op's.
-  const char* spec_meaning = nullptr;
 };
 
 const std::vector<Field>& fields() {
@@ -123,78 +120,45 @@ const std::vector<Field>& fields() {
       {"ctas", false, [](const CaseSpec& c) { return std::to_string(c.ctas); },
        [](CaseSpec& c, const std::string& v) { c.ctas = parseIntIn("ctas", v, 0, std::numeric_limits<int>::max()); },
        [](const CaseSpec& c) { return c.ctas == d.ctas; }},
-      // The spec (core/norm_spec.h): printed only where it is not plain.
-      {"wdtype", false, [](const CaseSpec& c) { return std::string(dtypeName(weightDtype(c.dtype, c.spec))); },
-       [](CaseSpec& c, const std::string& v) {
-         auto t = parseDType(v);
-         if (!t) throw CaseParseError(fmt::format("'wdtype': '{}' is not one of fp32, fp16, bf16", v));
-         c.spec.weight = *t;
-       },
-       [](const CaseSpec& c) { return !c.spec.weight; }, "the weights' dtype"},
-      {"rounding", false, [](const CaseSpec& c) { return std::string(roundingName(c.spec.rounding)); },
-       [](CaseSpec& c, const std::string& v) {
-         auto r = parseRounding(v);
-         if (!r) throw CaseParseError(fmt::format("'rounding': '{}' is not one of plain, llama", v));
-         c.spec.rounding = *r;
-       },
-       [](const CaseSpec& c) { return c.spec.rounding == d.spec.rounding; }, "where x-hat is rounded"},
-      {"offset", false, [](const CaseSpec& c) { return hexFloat(c.spec.weight_offset); },
-       [](CaseSpec& c, const std::string& v) {
-         const double o = parseReal("offset", v);
-         if (static_cast<double>(static_cast<float>(o)) != o)
-           throw CaseParseError(fmt::format("'offset': {} is not exactly representable in fp32", v));
-         c.spec.weight_offset = static_cast<float>(o);
-       },
-       [](const CaseSpec& c) { return c.spec.weight_offset == d.spec.weight_offset; }, "the weight offset"},
-      {"affine", false, [](const CaseSpec& c) { return std::string(affineName(c.spec.affine)); },
-       [](CaseSpec& c, const std::string& v) {
-         auto a = parseAffine(v);
-         if (!a) throw CaseParseError(fmt::format("'affine': '{}' is not one of full, nobias, none", v));
-         c.spec.affine = *a;
-       },
-       [](const CaseSpec& c) { return c.spec.affine == d.spec.affine; }, "which affine parameters there are"},
-      {"stats", false, [](const CaseSpec& c) { return std::string(dtypeName(statsDtype(c.spec))); },
-       [](CaseSpec& c, const std::string& v) {
-         auto t = parseDType(v);
-         if (!t) throw CaseParseError(fmt::format("'stats': '{}' is not one of fp32, fp16, bf16", v));
-         c.spec.stats = *t;
-       },
-       [](const CaseSpec& c) { return !c.spec.stats; }, "the dtype of saved statistics"},
-      {"bias", false, [](const CaseSpec& c) { return std::string(c.spec.bias ? "yes" : "no"); },
-       [](CaseSpec& c, const std::string& v) {
-         if (v != "yes" && v != "no") throw CaseParseError(fmt::format("'bias': '{}' is not one of yes, no", v));
-         c.spec.bias = v == "yes";
-       },
-       [](const CaseSpec& c) { return !c.spec.bias; }, "a bias added after the weight, y = xhat w + b"},
-      {"res", false, [](const CaseSpec& c) { return std::string(dtypeName(residualDtype(c.dtype, c.spec))); },
-       [](CaseSpec& c, const std::string& v) {
-         auto t = parseDType(v);
-         if (!t) throw CaseParseError(fmt::format("'res': '{}' is not one of fp32, fp16, bf16", v));
-         c.spec.residual = *t;
-       },
-       [](const CaseSpec& c) { return !c.spec.residual; }, "the residual's dtype"},
   };
   return table;
 }
 
-std::map<std::string, std::vector<std::string>>& declaredSpecFields() {
-  static std::map<std::string, std::vector<std::string>> by_op;
-  return by_op;
+/// The spec field `key` of case `c`'s op, or a CaseParseError naming its op's fields.
+const SpecField& specFieldOf(const CaseSpec& c, const std::string& key) {
+  const OpSpecDeclaration& spec = specOf(c.op);
+  for (const SpecField* f : spec.fields)
+    if (f->key == key) return *f;
+  const SpecField* other = findSpecField(key);
+  if (!other) throw CaseParseError(fmt::format("unknown key '{}'", key));
+  std::string has;
+  for (const SpecField* f : spec.fields) has += (has.empty() ? "" : ", ") + f->key;
+  throw CaseParseError(fmt::format("'{}' ({}) is not a spec field of op={}; {}", key, other->meaning, c.op,
+                                   has.empty() ? "it has none" : "its spec fields: " + has));
 }
 
-/// Throws CaseParseError where the case sets a spec field its op does not declare.
-void checkSpecFieldsDeclared(const CaseSpec& c) {
-  const auto declared = declaredSpecFields().find(c.op);
-  for (const Field& f : fields()) {
-    if (!f.spec_meaning || f.is_default(c)) continue;
-    if (declared != declaredSpecFields().end() &&
-        std::find(declared->second.begin(), declared->second.end(), f.key) != declared->second.end())
-      continue;
-    std::string has;
-    if (declared != declaredSpecFields().end())
-      for (const std::string& k : declared->second) has += (has.empty() ? "" : ", ") + k;
-    throw CaseParseError(fmt::format("'{}' ({}) is not a spec field of op={}; {}", f.key, f.spec_meaning, c.op,
-                                     has.empty() ? "it has none" : "its spec fields: " + has));
+/// Throws CaseParseError where the spec sets a field its op lacks, a value
+/// out of its field's range, or a combination its op's rules exclude.
+void validateSpec(const CaseSpec& c) {
+  for (const auto& [key, code] : c.spec.values()) {
+    const SpecField& f = specFieldOf(c, key);
+    if (f.check) f.check(code, c.dtype);
+  }
+  for (const SpecRule& r : specOf(c.op).rules)
+    if (c.spec.code(r.when).value_or(0) == r.when_code && c.spec.code(r.then)) throw CaseParseError(r.message);
+}
+
+/// Whether `key` is a spec field of another op set to its default (bias=no on a
+/// LayerNorm case): a value that says nothing, accepted as the absent field.
+bool defaultOfAnotherOp(const CaseSpec& c, const std::string& key, const std::string& value) {
+  const SpecField* f = findSpecField(key);
+  if (!f) return false;
+  for (const SpecField* own : specOf(c.op).fields)
+    if (own == f) return false;
+  try {
+    return f->parse(value, c.dtype) == 0;
+  } catch (const CaseParseError&) {
+    return false;
   }
 }
 
@@ -202,21 +166,28 @@ CaseSpec fromPairs(const std::vector<std::pair<std::string, std::string>>& pairs
   CaseSpec c;
   std::set<std::string> seen;
   bool ld_given = false;
+  std::vector<std::pair<std::string, std::string>> spec_pairs;  // read once op and dtype are known
   for (const auto& [key, value] : pairs) {
     const Field* field = nullptr;
     for (const Field& f : fields())
       if (key == f.key) field = &f;
-    if (!field) throw CaseParseError(fmt::format("unknown key '{}'", key));
+    if (!field && !findSpecField(key)) throw CaseParseError(fmt::format("unknown key '{}'", key));
     if (!seen.insert(key).second) throw CaseParseError(fmt::format("key '{}' given twice", key));
+    if (!field) {
+      spec_pairs.emplace_back(key, value);
+      continue;
+    }
     field->parse(c, value);
     ld_given |= key == "ld";
   }
   for (const Field& f : fields())
     if (f.required && !seen.count(f.key)) throw CaseParseError(fmt::format("missing required key '{}'", f.key));
   if (!ld_given) c.ld = c.N;
-  if (c.spec.weight == c.dtype) c.spec.weight.reset();   // one spelling per case: "same as the activations"
-  if (c.spec.stats == DType::F32) c.spec.stats.reset();  // and "fp32", the default
-  if (c.spec.residual == c.dtype) c.spec.residual.reset();
+  for (const auto& [key, value] : spec_pairs) {
+    if (defaultOfAnotherOp(c, key, value)) continue;
+    const SpecField& f = specFieldOf(c, key);
+    c.spec.setCode(key, f.parse(value, c.dtype));
+  }
   validateCase(c);
   return c;
 }
@@ -234,20 +205,6 @@ std::optional<Dist> parseDist(std::string_view name) {
   return std::nullopt;
 }
 
-std::string specLabel(const NormSpec& s) {
-  if (s.plain()) return "plain";
-  std::string out;
-  auto add = [&](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
-  if (s.weight) add(fmt::format("w={}", dtypeName(*s.weight)));
-  if (s.rounding != Rounding::Plain) add(roundingName(s.rounding));
-  if (s.weight_offset != 0.f) add(fmt::format("offset={:g}", s.weight_offset));
-  if (s.affine != Affine::Full) add(fmt::format("affine={}", affineName(s.affine)));
-  if (s.stats) add(fmt::format("stats={}", dtypeName(*s.stats)));
-  if (s.bias) add("bias");
-  if (s.residual) add(fmt::format("res={}", dtypeName(*s.residual)));
-  return out;
-}
-
 bool CaseSpec::operator==(const CaseSpec& o) const { return toCaseString(*this) == toCaseString(o); }
 
 double maxAbsInput(const DistParams& p) {
@@ -259,15 +216,6 @@ double maxAbsInput(const DistParams& p) {
     case Dist::NearOverflow: return 65504.0;
     default: return normal;
   }
-}
-
-void declareSpecFields(const std::string& op, std::vector<std::string> keys) {
-  for (const std::string& k : keys) {
-    const auto f = std::find_if(fields().begin(), fields().end(), [&](const Field& f) { return f.key == k; });
-    if (f == fields().end() || !f->spec_meaning)
-      throw std::logic_error(fmt::format("op {} declares '{}', which is not a spec field", op, k));
-  }
-  declaredSpecFields()[op] = std::move(keys);
 }
 
 void validateCase(const CaseSpec& c) {
@@ -294,38 +242,19 @@ void validateCase(const CaseSpec& c) {
                      hexFloat(c.x.sigma), hexFloat(c.x.mean), maxAbsInput(c.x), dtypeName(c.dtype),
                      maxFinite(c.dtype)));
   if (3.4642 * c.dy_sigma >= maxFinite(c.dtype)) fail("'dy_sigma' overflows the dtype");
-  // Offsets in use are 0 and 1 (Gemma); a large one would make offset + w
-  // the weight's whole value and its rounding in fp32 the whole test.
-  if (!(std::fabs(c.spec.weight_offset) <= 16.f))
-    fail(fmt::format("'offset' must be in [-16, 16], got {}", hexFloat(c.spec.weight_offset)));
-  checkSpecFieldsDeclared(c);
-  if (c.spec.affine == Affine::None && c.spec.weight)
-    fail("'wdtype' with affine=none: there are no weights to give a dtype");
-  if (c.spec.stats) {
-    if (*c.spec.stats != c.dtype && *c.spec.stats != DType::F32)
-      fail(fmt::format("'stats' must be fp32 or the activation dtype ({}), got {}", dtypeName(c.dtype),
-                       dtypeName(*c.spec.stats)));
-    // Llama's backward rounds x-hat; rebuilt from a rounded rstd it would be
-    // round_T(x round_T(r)), a spec no library ships and the oracle does not model.
-    if (c.spec.rounding == Rounding::Llama) fail("'stats' in the activation dtype with rounding=llama is not modelled");
-  }
-  // Rounded x-hat times w, plus b: no library ships it.
-  if (c.spec.bias && c.spec.rounding == Rounding::Llama) fail("'bias' with rounding=llama is not modelled");
-  // quack's residual_dtype=fp32; a 16-bit residual beside other activations is nowhere in use.
-  if (c.spec.residual && *c.spec.residual != DType::F32)
-    fail(fmt::format("'res' must be fp32 or the activation dtype ({}), got {}", dtypeName(c.dtype),
-                     dtypeName(*c.spec.residual)));
+  validateSpec(c);
 }
 
 std::string toCaseString(const CaseSpec& c) {
   std::string out;
-  for (const Field& f : fields()) {
-    if (f.is_default && f.is_default(c)) continue;
-    if (!out.empty()) out += ' ';
-    out += f.key;
-    out += '=';
-    out += f.print(c);
-  }
+  auto add = [&](const std::string& key, const std::string& value) {
+    out += (out.empty() ? "" : " ") + key + "=" + value;
+  };
+  for (const Field& f : fields())
+    if (!f.is_default || !f.is_default(c)) add(f.key, f.print(c));
+  // The spec, in its op's order: only the fields that are not at their default.
+  for (const SpecField* f : specOf(c.op).fields)
+    if (const auto code = c.spec.code(f->key)) add(f->key, f->print(*code, c.dtype));
   return out;
 }
 
@@ -354,6 +283,8 @@ nlohmann::json toJson(const CaseSpec& c) {
     if (f.is_default && f.is_default(c)) continue;
     j[f.key] = f.print(c);
   }
+  for (const SpecField* f : specOf(c.op).fields)
+    if (const auto code = c.spec.code(f->key)) j[f->key] = f->print(*code, c.dtype);
   j["case"] = toCaseString(c);
   return j;
 }

@@ -13,7 +13,7 @@
 
 #include "core/distribution.h"
 #include "core/dtype.h"
-#include "core/norm_spec.h"
+#include "core/spec.h"
 
 namespace ulpcheck {
 
@@ -30,7 +30,7 @@ struct CaseSpec {
   uint64_t seed = 0;         // data seed of the counter-based generator
   int ranks = 1;             // rank count R of allreduce ops
   int ctas = 0;              // launch override: CTA count of the reduction grid (0: kernel's choice)
-  NormSpec spec;             // weight dtype, rounding points, weight offset (core/norm_spec.h)
+  Spec spec;                 // the values of its op's spec fields (core/spec.h) that differ from their defaults
 
   bool operator==(const CaseSpec& o) const;
   bool operator!=(const CaseSpec& o) const { return !(*this == o); }
@@ -56,13 +56,6 @@ CaseSpec parseCaseString(std::string_view text);
 
 nlohmann::json toJson(const CaseSpec& c);
 CaseSpec caseFromJson(const nlohmann::json& j);
-
-/// Declares the spec fields (case-string keys: wdtype, rounding, offset,
-/// affine, stats, bias, res) op `op` has; its table does, when it registers
-/// (properties/op.h, OpAdapter::specFields). A case that sets a field its
-/// op has not declared is malformed (validateCase says which fields it has).
-/// Throws std::logic_error for a key that is not a spec field.
-void declareSpecFields(const std::string& op, std::vector<std::string> keys);
 
 /// Throws CaseParseError when the case is not well formed (shape, eps, a
 /// distribution whose values would overflow the dtype).

@@ -1,5 +1,8 @@
-// The spec a norm kernel implements, beyond its op's formula: the dtype of
-// its weights, where it rounds, and a weight offset. Production norms differ
+// The spec fields every norm op shares (core/spec.h): the dtype of its
+// weights, where it rounds, a weight offset and the dtype of its saved
+// statistics. An op's own fields live in its folder (LayerNorm's affine in
+// kernels/layernorm/layernorm.h, RMSNorm's bias in kernels/rmsnorm/rmsnorm.h,
+// allreduce_rmsnorm's residual dtype in kernels/allreduce_rmsnorm/). Production norms differ
 // exactly here (../docs/ARCHITECTURE.md, "Specs"):
 //   plain  y = round_T(x rstd (offset + w)), all in fp32, one rounding
 //          (PyTorch's F.rms_norm, quack, Liger's gemma mode; with offset 1
@@ -17,78 +20,44 @@
 // rebuilt x-hat from those rounded values, so the backward's spec is the
 // derivative taken at the saved, rounded statistics. The kernel ABI passes
 // them as fp32 arrays either way; under stats=T their values are values of T.
-// RMSNorm may carry a bias, y = xhat (offset + w) + b with b and db in the
-// weight dtype (quack's rmsnorm(bias=), whose db is the sum of dy over rows
-// rounded to the weight's dtype). allreduce_rmsnorm's residual and
-// residual_out may have a dtype of their own: quack's residual_dtype=fp32
-// adds the residual in fp32, keeps the sum in fp32 and normalises that sum.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 
 #include "core/dtype.h"
+#include "core/spec.h"
 
 namespace ulpcheck {
 
 enum class Rounding : uint8_t { Plain = 0, Llama = 1 };
 
-/// LayerNorm's affine parameters: gamma and beta (torch.nn.LayerNorm's
-/// default), gamma only (bias=False: y = xhat gamma, no dbeta), or neither
-/// (elementwise_affine=False: y = xhat, no dgamma and no dbeta). A kernel is
-/// given null pointers for the parameters and gradients the spec lacks.
-enum class Affine : uint8_t { Full = 0, NoBias = 1, None = 2 };
+/// Where a forward's saved statistics are rounded: fp32 (the default), or
+/// the activation dtype (stats=T).
+enum class SavedStats : uint8_t { Fp32 = 0, Activation = 1 };
 
-struct NormSpec {
-  std::optional<DType> weight;  // unset: the activation dtype
-  Rounding rounding = Rounding::Plain;
-  float weight_offset = 0.f;      // y = xhat (offset + w); Gemma's 1
-  Affine affine = Affine::Full;   // LayerNorm only
-  std::optional<DType> stats;     // unset: saved in fp32; else the activation dtype
-  bool bias = false;              // RMSNorm only: y = xhat (offset + w) + b
-  std::optional<DType> residual;  // allreduce_rmsnorm only: residual and residual_out; unset: the activation dtype
+/// The weights' dtype (w, gamma, beta and their gradients); unset: the activation dtype.
+inline constexpr SpecKey<std::optional<DType>> kWeightDtype{"wdtype"};
+inline constexpr SpecKey<Rounding> kRounding{"rounding"};
+/// y = xhat (offset + w), offset + w formed in fp32; Gemma's 1.
+inline constexpr SpecKey<float> kWeightOffset{"offset"};
+inline constexpr SpecKey<SavedStats> kSavedStats{"stats"};
 
-  bool operator==(const NormSpec& o) const {
-    return weight == o.weight && rounding == o.rounding && weight_offset == o.weight_offset && affine == o.affine &&
-           stats == o.stats && bias == o.bias && residual == o.residual;
-  }
-  bool plain() const {
-    return !weight && rounding == Rounding::Plain && weight_offset == 0.f && affine == Affine::Full && !stats &&
-           !bias && !residual;
-  }
-  bool hasGamma() const { return affine != Affine::None; }
-  bool hasBeta() const { return affine == Affine::Full; }
-};
+/// Their descriptors: an op whose spec has one declares it (OpAdapter::spec).
+const SpecField& weightDtypeField();
+const SpecField& roundingField();
+const SpecField& weightOffsetField();
+const SpecField& savedStatsField();
 
-inline DType weightDtype(DType activations, const NormSpec& s) { return s.weight.value_or(activations); }
-
-/// The dtype of allreduce_rmsnorm's residual and residual_out.
-inline DType residualDtype(DType activations, const NormSpec& s) { return s.residual.value_or(activations); }
+inline DType weightDtype(DType activations, const Spec& s) { return kWeightDtype(s).value_or(activations); }
 
 /// The dtype whose values the saved statistics hold (stored as fp32 floats).
-inline DType statsDtype(const NormSpec& s) { return s.stats.value_or(DType::F32); }
+inline DType statsDtype(DType activations, const Spec& s) {
+  return kSavedStats(s) == SavedStats::Activation ? activations : DType::F32;
+}
+inline bool statsInActivationDtype(const Spec& s) { return kSavedStats(s) == SavedStats::Activation; }
 
 inline const char* roundingName(Rounding r) { return r == Rounding::Llama ? "llama" : "plain"; }
-
-inline std::optional<Rounding> parseRounding(std::string_view name) {
-  if (name == "plain") return Rounding::Plain;
-  if (name == "llama") return Rounding::Llama;
-  return std::nullopt;
-}
-
-inline const char* affineName(Affine a) { return a == Affine::NoBias ? "nobias" : a == Affine::None ? "none" : "full"; }
-
-inline std::optional<Affine> parseAffine(std::string_view name) {
-  if (name == "full") return Affine::Full;
-  if (name == "nobias") return Affine::NoBias;
-  if (name == "none") return Affine::None;
-  return std::nullopt;
-}
-
-/// "plain", or the parts that differ from it, e.g. "w=fp32 llama offset=1":
-/// how tables and reports name a case's spec.
-std::string specLabel(const NormSpec& s);
 
 }  // namespace ulpcheck

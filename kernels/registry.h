@@ -12,6 +12,7 @@
 
 #include "core/buffer.h"
 #include "core/dtype.h"
+#include "core/spec.h"
 #include "kernels/common/row_launch.h"
 
 namespace ulpcheck {
@@ -44,42 +45,42 @@ struct LayoutPreconditions {
   }
 };
 
-/// The specs a variant implements (core/norm_spec.h): a case asking
-/// for another is neither generated for it nor run on it (skipped, saying
-/// why). The defaults are the plain spec; a variant may implement more
+/// The specs a variant implements: for each field of its op's spec
+/// (core/spec.h), the values it takes, the default only where it names
+/// none. A case asking for another is neither generated for it nor run on it
+/// (skipped, saying why). A variant may implement more than the default
 /// (ulpcheck's own kernels take every rounding point and offset) or only
 /// another (Liger's llama mode rounds x-hat to the activation dtype, never
 /// implementing the plain spec in 16 bits). Shrinking goes toward the first
-/// rounding and offset listed.
+/// value listed.
 struct SpecSupport {
-  bool fp32_weights = false;                         // w (and dw) in fp32 beside 16-bit activations, too
-  std::vector<Rounding> roundings{Rounding::Plain};  // the rounding points it implements
-  std::vector<float> offsets{0.f};                   // the weight offsets it implements
-  bool affine_variants = false;   // LayerNorm without beta (affine=nobias) and without either (affine=none), too
-  bool fp32_stats = true;         // saves its statistics in fp32
-  bool activation_stats = false;  // saves them rounded to the activation dtype (stats=T)
-  bool rms_bias = false;          // RMSNorm with a bias too (bias=yes): y = xhat (offset + w) + b, and db
-  bool fp32_residual = false;     // allreduce_rmsnorm's residual and residual_out in fp32 too (res=fp32)
+  SpecCodes implements;
 
-  bool implements(Rounding r) const { return std::find(roundings.begin(), roundings.end(), r) != roundings.end(); }
-  bool implementsOffset(float o) const { return std::find(offsets.begin(), offsets.end(), o) != offsets.end(); }
+  /// Declares the values of one field it takes: `.with(kRounding, {Rounding::Plain, Rounding::Llama})`.
+  template <typename T>
+  SpecSupport& with(const SpecKey<T>& key, std::vector<T> values) {
+    std::vector<SpecCode>& codes = implements[key.key];
+    codes.clear();
+    for (const T& v : values) codes.push_back(key.code(v));
+    return *this;
+  }
+  /// The values it takes of field `key`: the default only, if it names none.
+  const std::vector<SpecCode>& of(const std::string& key) const {
+    static const std::vector<SpecCode> default_only{0};
+    const auto it = implements.find(key);
+    return it == implements.end() ? default_only : it->second;
+  }
   /// Why a case's spec is not one of these; empty if it is.
-  std::string violation(DType activations, const NormSpec& s) const {
-    if (s.weight && *s.weight != activations && !(*s.weight == DType::F32 && fp32_weights))
-      return fp32_weights ? "takes weights in fp32 or in the activation dtype"
-                          : "takes weights in the activation dtype only";
-    if (!implements(s.rounding))
-      return roundings.size() == 1 ? fmt::format("implements rounding={} only", roundingName(roundings[0]))
-                                   : fmt::format("does not implement rounding={}", roundingName(s.rounding));
-    if (!implementsOffset(s.weight_offset))
-      return fmt::format("does not implement weight offset {:g}", s.weight_offset);
-    if (s.affine != Affine::Full && !affine_variants) return "implements LayerNorm with gamma and beta only";
-    // In fp32 both are the same spec.
-    if (activations != DType::F32 && s.stats && !activation_stats) return "saves its statistics in fp32 only";
-    if (activations != DType::F32 && !s.stats && !fp32_stats)
-      return fmt::format("saves its statistics in the activation dtype ({}) only", dtypeName(activations));
-    if (s.bias && !rms_bias) return "implements RMSNorm without a bias only";
-    if (s.residual && !fp32_residual) return "keeps the residual in the activation dtype only";
+  std::string violation(const std::string& op, DType activations, const Spec& s) const {
+    for (const SpecField* f : specOf(op).fields) {
+      const SpecCode code = s.code(f->key).value_or(0);
+      const std::vector<SpecCode>& can = of(f->key);
+      if (f->unsupported) {
+        if (std::string why = f->unsupported(can, code, activations); !why.empty()) return why;
+      } else if (std::find(can.begin(), can.end(), code) == can.end()) {
+        return fmt::format("does not implement {}={}", f->key, f->print(code, activations));
+      }
+    }
     return "";
   }
 };
@@ -154,9 +155,9 @@ struct KernelInfo {
   bool supports(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }
   /// Why a case of this dtype, layout and spec cannot run on the variant (its
   /// preconditions, its specs); empty if it can.
-  std::string violation(DType t, int64_t N, int64_t ld, const NormSpec& spec) const {
+  std::string violation(DType t, int64_t N, int64_t ld, const Spec& spec) const {
     if (std::string why = preconditions.violation(t, N, ld); !why.empty()) return why;
-    return specs.violation(t, spec);
+    return specs.violation(op, t, spec);
   }
 };
 

@@ -124,11 +124,9 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   const int64_t M = r0.rows, N = r0.cols;
   const DType T = r0.dtype;
   const DType Rd = in.residual.dtype;  // residual and residual_out: T, or fp32 (res=fp32)
-  if (Rd != residualDtype(T, in.spec))
-    throw std::invalid_argument("allreduce_rmsnorm oracle: the residual's dtype is not the spec's");
   const int R = static_cast<int>(in.x.size());
   const double K = tolerance::kBudgetSafety, u32 = unitRoundoff(DType::F32);
-  if (in.spec.rounding != Rounding::Plain)
+  if (kRounding(in.spec) != Rounding::Plain)
     throw std::invalid_argument("the allreduce_rmsnorm oracle models rounding=plain only");
 
   AllreduceRmsNormReference ref{ReferenceTensor::zeros("residual_out", Rd, M, N, true),
@@ -193,9 +191,8 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
     oracleCounts().fell_back += undecided;
   }
   const HostMatrix no_grad{T, M, N, N, std::vector<uint32_t>(size_t(M * N), 0u)};
-  NormSpec norm_spec = in.spec;
-  norm_spec.residual.reset();  // the RMSNorm's own spec; its x is residual_out, whatever its dtype
-  RmsNormReference norm = rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps, norm_spec, nullptr, T}, contract,
+  // The RMSNorm's spec (it reads its own fields); its x is residual_out, whatever its dtype.
+  RmsNormReference norm = rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps, in.spec, nullptr, T}, contract,
                                            pool, mode);
   ref.y.exact = std::move(norm.y.exact);
   ref.y.budget = std::move(norm.y.budget);
@@ -217,7 +214,7 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
     for (int64_t j = 0; j < N; ++j) {
       const int64_t e = i * N + j;
       const double xhat = std::fabs(ro.value(i, j) * r);
-      const double g = double(in.spec.weight_offset) + in.w.value(0, j);
+      const double g = double(kWeightOffset(in.spec)) + in.w.value(0, j);
       ref.y.budget[size_t(e)] += K * std::fabs(g) * r * (ref.residual_out.budget[size_t(e)] + xhat * coupled);
     }
   }

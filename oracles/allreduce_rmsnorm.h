@@ -19,7 +19,7 @@ struct AllreduceRmsNormInputs {
   const HostMatrix& residual;        // M x N, row stride ld, in the spec's residual dtype
   const HostMatrix& w;               // 1 x N, in the spec's weight dtype
   float eps;
-  NormSpec spec;  // weight offset (rounding=llama is not modelled here)
+  Spec spec;  // weight offset (rounding=llama is not modelled here)
 };
 
 struct AllreduceRmsNormReference {

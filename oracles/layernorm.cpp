@@ -161,7 +161,7 @@ struct Setup {
         Dc(double(c.depths.col)),
         eps(double(inputs.eps)),
         // stats=T: mean and rstd saved in T, the backward taken at the saved values.
-        S(statsDtype(inputs.spec)),
+        S(statsDtype(inputs.x.dtype, inputs.spec)),
         stats_in_T(S != DType::F32),
         gamma(size_t(N)),
         beta(size_t(N)) {
@@ -757,7 +757,7 @@ int64_t referenceElements(const LayerNormInputs& in) { return in.x.rows * (2 * i
 
 }  // namespace
 
-bool layernormFastPathApplies(const LayerNormInputs& in) { return statsDtype(in.spec) == DType::F32; }
+bool layernormFastPathApplies(const LayerNormInputs& in) { return statsDtype(in.x.dtype, in.spec) == DType::F32; }
 
 LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
                                           FastOracleCounts* counts, double widen) {

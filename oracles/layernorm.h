@@ -20,7 +20,7 @@ struct LayerNormInputs {
   const HostMatrix& beta;   // 1 x N, gamma's dtype
   const HostMatrix& dy;     // M x N, row stride ld
   float eps;
-  NormSpec spec{};  // its stats: the dtype of the saved mean and rstd (the weight dtype is gamma's)
+  Spec spec{};  // its stats: the dtype of the saved mean and rstd (the weight dtype is gamma's)
 };
 
 struct LayerNormReference {

@@ -190,8 +190,8 @@ struct Setup {
         d_row(double(contract.depths.row)),
         d_col(double(contract.depths.col)),
         delta_r((d_row + 3.0) / 2.0 + tolerance::kRsqrtUnits),
-        llama(inputs.spec.rounding == Rounding::Llama),
-        offset(inputs.spec.weight_offset),
+        llama(kRounding(inputs.spec) == Rounding::Llama),
+        offset(kWeightOffset(inputs.spec)),
         // Llama's dw terms dy round_T(x r), products of two activation-dtype
         // values, are formed in T (see the derivation).
         llama_terms_in_T(llama && T != DType::F32),
@@ -199,17 +199,15 @@ struct Setup {
         w_units(offset != 0.0 ? 1.0 : 0.0),
         u(unitRoundoff(acc)),
         // stats=T: rstd saved in T, and the backward taken at the saved value.
-        stats_in_T(inputs.spec.stats && T != DType::F32),
+        stats_in_T(statsInActivationDtype(inputs.spec) && T != DType::F32),
         // rstd's relative error in the backward, in units of u: none where it consumes a saved T value exactly.
         delta_b(stats_in_T ? 0.0 : delta_r),
         budget{T, acc, d_row, delta_r, delta_b, w_units, inputs.b != nullptr},
         w(size_t(N)),
         w_exact(size_t(N), kWeightPrec),
         w_words(size_t(N)) {
-    if (T != x.dtype && (inputs.spec.rounding != Rounding::Plain || inputs.spec.stats))
+    if (T != x.dtype && (kRounding(inputs.spec) != Rounding::Plain || statsInActivationDtype(inputs.spec)))
       throw std::invalid_argument("rmsnorm oracle: an x in another dtype than y is modelled for rounding=plain only");
-    if (inputs.spec.bias != (inputs.b != nullptr))
-      throw std::invalid_argument("rmsnorm oracle: spec.bias and the b given disagree");
     if (stats_in_T && llama) throw std::invalid_argument("rmsnorm oracle: stats=T with rounding=llama is not modelled");
     if (inputs.b && llama) throw std::invalid_argument("rmsnorm oracle: a bias with rounding=llama is not modelled");
     // The effective weight offset + w: in double for the budgets (rounded),
@@ -243,7 +241,7 @@ struct Setup {
 RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract, ThreadPool& pool, bool fast,
                                 FastOracleCounts* counts = nullptr, double widen = 1.0) {
   RmsNormReference ref{ReferenceTensor::zeros("y", s.T, s.M, s.N, true),
-                       ReferenceTensor::zeros("rstd", statsDtype(s.in.spec), s.M, 1, true),
+                       ReferenceTensor::zeros("rstd", statsDtype(s.T, s.in.spec), s.M, 1, true),
                        ReferenceTensor::zeros("dx", s.T, s.M, s.N, true),
                        ReferenceTensor::zeros("dw", s.W, 1, s.N, false)};
   ref.dx.withMagnitudes();  // r (|a| + |xhat c|): dx = r (a - xhat c) cancels
@@ -691,7 +689,8 @@ std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contra
 }  // namespace
 
 bool rmsnormFastPathApplies(const RmsNormInputs& in) {
-  return in.spec.rounding == Rounding::Plain && !(in.spec.stats && in.y_dtype.value_or(in.x.dtype) != DType::F32);
+  return kRounding(in.spec) == Rounding::Plain &&
+         !(statsInActivationDtype(in.spec) && in.y_dtype.value_or(in.x.dtype) != DType::F32);
 }
 
 RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,

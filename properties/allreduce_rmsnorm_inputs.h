@@ -10,6 +10,7 @@
 #include "core/buffer.h"
 #include "core/case_spec.h"
 #include "core/datagen.h"
+#include "kernels/allreduce_rmsnorm/allreduce_rmsnorm.h"
 #include "properties/rmsnorm_inputs.h"
 
 namespace ulpcheck {

@@ -55,7 +55,9 @@ class AllreduceRmsNormOp final : public OpAdapter {
   std::string name() const override { return "allreduce_rmsnorm"; }
   bool multiRank() const override { return true; }
   // RMSNorm's weight specs, and the residual's dtype (quack's residual_dtype).
-  std::vector<std::string> specFields() const override { return {"wdtype", "rounding", "offset", "res"}; }
+  OpSpecDeclaration spec() const override {
+    return {{&weightDtypeField(), &roundingField(), &weightOffsetField(), &residualDtypeField()}, {}};
+  }
   float testSuiteEps() const override { return 1e-6f; }
   // Allreduce fusions: TensorRT-LLM's and FlashInfer's tests.
   std::vector<std::string> baselineSuites() const override { return {"trtllm_check_accuracy", "flashinfer_ar_fusion"}; }

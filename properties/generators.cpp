@@ -167,54 +167,77 @@ rc::Gen<CaseSpec> mostly(CaseSpec usual, CaseSpec rare) {
 
 namespace {
 
-/// One of `choices` (the first weighted 3, each other 1), shrinking to the first.
-template <typename V>
-rc::Gen<V> firstMostly(const std::vector<V>& choices) {
-  if (choices.size() == 1) return just(choices[0]);
-  std::vector<std::pair<size_t, rc::Gen<V>>> weighted;
-  for (size_t i = 0; i < choices.size(); ++i) weighted.push_back({i == 0 ? size_t(3) : size_t(1), just(choices[i])});
-  return shrinkingWeightedOneOf<V>(std::move(weighted));
+/// One of weighted codes, shrinking toward the first; a single one drawn as just it.
+rc::Gen<SpecCode> weightedCodes(const std::vector<SpecDraw>& draws) {
+  if (draws.size() == 1) return just(draws[0].code);
+  std::vector<std::pair<size_t, rc::Gen<SpecCode>>> weighted;
+  for (const SpecDraw& d : draws) weighted.push_back({d.weight, just(d.code)});
+  return shrinkingWeightedOneOf<SpecCode>(std::move(weighted));
+}
+
+/// The values of a spec's draw slots, drawn as rc::gen::tuple draws its
+/// elements: one split of the random per slot, in slot order, and shrinks
+/// that exhaust the first slot's before the next's. So the same seeds draw
+/// (and shrink to) the same specs as the tuple of fields drawn here before
+/// fields were descriptors, and a new field's slot leaves the others' draws.
+class SlotsShrinkable {
+ public:
+  explicit SlotsShrinkable(std::vector<rc::Shrinkable<SpecCode>> slots) : slots_(std::move(slots)) {}
+  std::vector<SpecCode> value() const {
+    std::vector<SpecCode> v;
+    for (const auto& s : slots_) v.push_back(s.value());
+    return v;
+  }
+  rc::Seq<rc::Shrinkable<std::vector<SpecCode>>> shrinks() const {
+    std::vector<rc::Seq<rc::Shrinkable<std::vector<SpecCode>>>> per_slot;
+    for (size_t i = 0; i < slots_.size(); ++i)
+      per_slot.push_back(rc::seq::map(slots_[i].shrinks(), [slots = slots_, i](rc::Shrinkable<SpecCode>&& s) {
+        auto shrunk = slots;
+        shrunk[i] = std::move(s);
+        return rc::makeShrinkable<SlotsShrinkable>(std::move(shrunk));
+      }));
+    return rc::seq::join(rc::seq::fromContainer(std::move(per_slot)));
+  }
+
+ private:
+  std::vector<rc::Shrinkable<SpecCode>> slots_;
+};
+
+rc::Gen<std::vector<SpecCode>> drawSlots(std::vector<rc::Gen<SpecCode>> slots) {
+  return rc::Gen<std::vector<SpecCode>>([slots = std::move(slots)](const rc::Random& random, int size) {
+    rc::Random r = random;
+    std::vector<rc::Shrinkable<SpecCode>> drawn;
+    for (const auto& g : slots) drawn.push_back(g(r.split(), size));
+    return rc::makeShrinkable<SlotsShrinkable>(std::move(drawn));
+  });
 }
 
 }  // namespace
 
 rc::Gen<CaseSpec> withSpec(CaseSpec base) {
   const SpecSupport& can = OpAdapter::requireKernel(base.op, base.kernel).specs;
-  const bool sixteen_bit = base.dtype != DType::F32;
-  // fp32 weights beside 16-bit activations (mixed-precision training, where
-  // production runs) in half the cases of a variant that takes them; another
-  // rounding point, a weight offset (Gemma's 1) and statistics saved in the
-  // activation dtype in 1 of 4 where the variant also implements the plain
-  // one (only them where it implements nothing else). Each shrinks toward
-  // the plain spec, or toward the first the variant lists.
-  auto weight = sixteen_bit && can.fp32_weights
-                    ? shrinkingWeightedOneOf<std::optional<DType>>(
-                          {{1, just(std::optional<DType>{})}, {1, just(std::optional<DType>{DType::F32})}})
-                    : just(std::optional<DType>{});
-  auto rounding = firstMostly(can.roundings);
-  auto offset = firstMostly(can.offsets);
-  // LayerNorm without beta (bias=False) and without either parameter, 1 in 4 each.
-  auto affine = can.affine_variants ? shrinkingWeightedOneOf<Affine>(
-                                          {{2, just(Affine::Full)}, {1, just(Affine::NoBias)}, {1, just(Affine::None)}})
-                                    : just(Affine::Full);
-  std::vector<std::optional<DType>> stats_choices;
-  if (can.fp32_stats || !sixteen_bit) stats_choices.push_back(std::nullopt);
-  if (can.activation_stats && sixteen_bit) stats_choices.push_back(base.dtype);
-  auto stats = firstMostly(stats_choices);
-  // RMSNorm's bias (quack) and an fp32 residual (quack's residual_dtype) in 1 of 4.
-  auto bias = can.rms_bias ? firstMostly(std::vector<bool>{false, true}) : just(false);
-  auto residual = can.fp32_residual && sixteen_bit
-                      ? firstMostly(std::vector<std::optional<DType>>{std::nullopt, DType::F32})
-                      : just(std::optional<DType>{});
-  return rc::gen::map(rc::gen::tuple(weight, rounding, offset, affine, stats, bias, residual), [base](const auto& t) {
+  const OpSpecDeclaration declared = specOf(base.op);
+  // Each field of the op's spec draws from the values the variant declares
+  // (SpecField::draws: fp32 weights beside 16-bit activations in half the
+  // cases of a variant that takes them; another rounding point, an offset,
+  // statistics in the activation dtype, a bias, an fp32 residual in 1 of 4
+  // where the variant also implements the default), each shrinking toward
+  // the default, or toward the first the variant lists.
+  std::vector<rc::Gen<SpecCode>> slots(size_t(specDrawSlots()), just(SpecCode(0)));
+  for (const SpecField* f : declared.fields) {
+    const std::vector<SpecCode>& codes = can.of(f->key);
+    std::vector<SpecDraw> draws;
+    if (f->draws) draws = f->draws(codes, base.dtype);
+    else
+      for (SpecCode c : codes) draws.push_back({draws.empty() ? size_t(3) : size_t(1), c});
+    slots[size_t(f->draw_slot)] = weightedCodes(draws);
+  }
+  return rc::gen::map(drawSlots(std::move(slots)), [base, declared](const std::vector<SpecCode>& codes) {
     CaseSpec c = base;
-    c.spec = NormSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
-                      std::get<4>(t), std::get<5>(t), std::get<6>(t)};
-    if (c.spec.affine == Affine::None) c.spec.weight.reset();  // no weights to give a dtype
-    if (c.spec.rounding == Rounding::Llama) {                  // not modelled together (case_spec.cpp)
-      c.spec.stats.reset();
-      c.spec.bias = false;
-    }
+    for (const SpecField* f : declared.fields) c.spec.setCode(f->key, codes[size_t(f->draw_slot)]);
+    // A combination the op's rules exclude (case_spec.cpp) keeps the second field's default.
+    for (const SpecRule& r : declared.rules)
+      if (c.spec.code(r.when).value_or(0) == r.when_code) c.spec.setCode(r.then, 0);
     return c;
   });
 }

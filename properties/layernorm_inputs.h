@@ -9,6 +9,7 @@
 #include "core/buffer.h"
 #include "core/case_spec.h"
 #include "core/datagen.h"
+#include "kernels/layernorm/layernorm.h"
 
 namespace ulpcheck {
 
@@ -36,8 +37,8 @@ inline LayerNormInputData generateLayerNormInputs(const CaseSpec& c, const std::
       generateHost(layerNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad)};
   // A spec without gamma or beta (affine=nobias, none) is the spec with
   // gamma = 1 and beta = 0: what the oracle computes; kernels get no pointer.
-  if (!c.spec.hasGamma()) std::fill(in.gamma.bits.begin(), in.gamma.bits.end(), doubleToBits(wt, 1.0));
-  if (!c.spec.hasBeta()) std::fill(in.beta.bits.begin(), in.beta.bits.end(), doubleToBits(wt, 0.0));
+  if (!hasGamma(c.spec)) std::fill(in.gamma.bits.begin(), in.gamma.bits.end(), doubleToBits(wt, 1.0));
+  if (!hasBeta(c.spec)) std::fill(in.beta.bits.begin(), in.beta.bits.end(), doubleToBits(wt, 0.0));
   return in;
 }
 

@@ -35,7 +35,11 @@ const LayerNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<Lay
 class LayerNormOp final : public OpAdapter {
  public:
   std::string name() const override { return "layernorm"; }
-  std::vector<std::string> specFields() const override { return {"wdtype", "affine", "stats"}; }
+  OpSpecDeclaration spec() const override {
+    return {{&weightDtypeField(), &affineField(), &savedStatsField()},
+            {{"affine", kAffine.code(Affine::None), "wdtype",
+              "'wdtype' with affine=none: there are no weights to give a dtype"}}};
+  }
   float testSuiteEps() const override { return 1e-5f; }  // torch.nn.LayerNorm's default
   std::vector<std::string> baselineSuites() const override {
     return {"torch_assert_close", "quack_atol", "trtllm_check_accuracy"};
@@ -58,16 +62,16 @@ class LayerNormOp final : public OpAdapter {
     RunBuffers buf(k.info.backend, k.info.unprovided_outputs);
     const void* x = buf.input("x", in.x);
     // Parameters and gradients the spec lacks (affine=nobias, none) are null.
-    const void* gamma = c.spec.hasGamma() ? buf.input("gamma", in.gamma) : nullptr;
-    const void* beta = c.spec.hasBeta() ? buf.input("beta", in.beta) : nullptr;
+    const void* gamma = hasGamma(c.spec) ? buf.input("gamma", in.gamma) : nullptr;
+    const void* beta = hasBeta(c.spec) ? buf.input("beta", in.beta) : nullptr;
     const void* dy = buf.input("dy", in.dy);
     void* y = buf.output("y", c.dtype, M, c.N, c.ld, true);
     auto* mean = static_cast<float*>(buf.output("mean", DType::F32, M, 1, 1, true));
     auto* rstd = static_cast<float*>(buf.output("rstd", DType::F32, M, 1, 1, true));
     void* dx = buf.output("dx", c.dtype, M, c.N, c.ld, true);
     const DType wt = weightDtype(c.dtype, c.spec);  // gamma, beta and their gradients
-    void* dgamma = c.spec.hasGamma() ? buf.output("dgamma", wt, 1, c.N, c.N, false) : nullptr;
-    void* dbeta = c.spec.hasBeta() ? buf.output("dbeta", wt, 1, c.N, c.N, false) : nullptr;
+    void* dgamma = hasGamma(c.spec) ? buf.output("dgamma", wt, 1, c.N, c.N, false) : nullptr;
+    void* dbeta = hasBeta(c.spec) ? buf.output("dbeta", wt, 1, c.N, c.N, false) : nullptr;
     void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
 
     // Started after the inputs are in place, so the load overlaps the launches.
@@ -97,8 +101,8 @@ class LayerNormOp final : public OpAdapter {
       LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec}, at,
                                                   ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
       std::vector<ReferenceTensor> out{std::move(ref.y), std::move(ref.mean), std::move(ref.rstd), std::move(ref.dx)};
-      if (c.spec.hasGamma()) out.push_back(std::move(ref.dgamma));
-      if (c.spec.hasBeta()) out.push_back(std::move(ref.dbeta));
+      if (hasGamma(c.spec)) out.push_back(std::move(ref.dgamma));
+      if (hasBeta(c.spec)) out.push_back(std::move(ref.dbeta));
       return out;
     });
   }
@@ -108,9 +112,8 @@ class LayerNormOp final : public OpAdapter {
     auto at = [&](const DistParams& d, TensorStream s, int64_t r, int64_t j, DType t) {
       return hexFloat(sampleValue(d, t, c.seed, s, r, j));
     };
-    const std::string gamma = c.spec.hasGamma() ? at(kLayerNormGammaDist, TensorStream::Weight, 0, col, wt)
-                                                : "1 (none)";
-    const std::string beta = c.spec.hasBeta() ? at(kLayerNormBetaDist, TensorStream::Bias, 0, col, wt) : "0 (none)";
+    const std::string gamma = hasGamma(c.spec) ? at(kLayerNormGammaDist, TensorStream::Weight, 0, col, wt) : "1 (none)";
+    const std::string beta = hasBeta(c.spec) ? at(kLayerNormBetaDist, TensorStream::Bias, 0, col, wt) : "0 (none)";
     if (tensor == "dgamma" || tensor == "dbeta") return fmt::format("gamma[{}]={} (sum over {} rows)", col, gamma, c.M);
     if (tensor == "mean" || tensor == "rstd") return fmt::format("row {} of x ({} columns)", row, c.N);
     return fmt::format("x={} gamma={} beta={} dy={}", at(c.x, TensorStream::X, row, col, c.dtype), gamma, beta,

@@ -151,9 +151,10 @@ class OpAdapter {
   virtual ~OpAdapter() = default;
   virtual std::string name() const = 0;
   virtual std::vector<KernelInfo> kernels() const = 0;
-  /// The spec fields (case-string keys, core/norm_spec.h) the op
-  /// has; a case setting another is malformed (declareSpecFields).
-  virtual std::vector<std::string> specFields() const = 0;
+  /// Its spec (core/spec.h): the fields it has, in the order a case string
+  /// prints them, and the rules between them; a case setting another field
+  /// is malformed (declareSpec).
+  virtual OpSpecDeclaration spec() const = 0;
   /// Runs the case's variant on the rows of `layout` (positions 0..size-1).
   virtual RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const = 0;
   /// The oracle: exact values and budgets of every checked output.

@@ -22,7 +22,7 @@ std::vector<std::unique_ptr<OpAdapter>>& ownedOps() {
 }  // namespace
 
 bool registerOp(std::unique_ptr<OpAdapter> op) {
-  declareSpecFields(op->name(), op->specFields());
+  declareSpec(op->name(), op->spec());
   opRegistry().push_back(op.get());
   ownedOps().push_back(std::move(op));
   return true;

@@ -80,8 +80,8 @@ TensorJudgment fromDevice(const std::string& name, const std::vector<gpu_oracle:
 }  // namespace
 
 bool rmsnormGpuJudgeApplies(const CaseSpec& c, const KernelInfo& k) {
-  return k.backend == Backend::Cuda && c.spec.rounding == Rounding::Plain && statsDtype(c.spec) == DType::F32 &&
-         !c.spec.bias;
+  return k.backend == Backend::Cuda && kRounding(c.spec) == Rounding::Plain && !statsInActivationDtype(c.spec) &&
+         !kRmsBias(c.spec);
 }
 
 Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const ExecContext& ctx,
@@ -140,7 +140,7 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
 
   // y, rstd and dx, every element, on the GPU.
   gpu_oracle::RmsNormDeviceCase dc;
-  dc.T = c.dtype, dc.W = wt, dc.M = M, dc.N = N, dc.ld = c.ld, dc.eps = c.eps, dc.offset = c.spec.weight_offset;
+  dc.T = c.dtype, dc.W = wt, dc.M = M, dc.N = N, dc.ld = c.ld, dc.eps = c.eps, dc.offset = kWeightOffset(c.spec);
   dc.x = x, dc.w = w, dc.dy = dy, dc.y = y, dc.rstd = rstd, dc.dx = dx;
   dc.acc = contract.accumulation;
   dc.d_row = double(contract.depths.row);

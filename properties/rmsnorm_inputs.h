@@ -8,13 +8,14 @@
 #include "core/buffer.h"
 #include "core/case_spec.h"
 #include "core/datagen.h"
+#include "kernels/rmsnorm/rmsnorm.h"
 
 namespace ulpcheck {
 
 // Norm weights sit around 1 after training; sigma 1/2 also gives small and
 // negative weights. With a weight offset (Gemma: y = xhat (1 + w)) the stored
 // weights sit around 1 - offset, so the effective weight is still around 1.
-inline DistParams rmsNormWeightDist(const NormSpec& s) { return DistParams{Dist::Normal, 0.5, 1.0 - s.weight_offset}; }
+inline DistParams rmsNormWeightDist(const Spec& s) { return DistParams{Dist::Normal, 0.5, 1.0 - kWeightOffset(s)}; }
 
 inline DistParams rmsNormGradDist(const CaseSpec& c) { return DistParams{Dist::Normal, c.dy_sigma, 0.0}; }
 
@@ -24,7 +25,7 @@ inline constexpr DistParams kRmsNormBiasDist{Dist::Normal, 1.0, 0.0};
 
 struct RmsNormInputData {
   HostMatrix x, w, dy;
-  std::optional<HostMatrix> b;  // under spec.bias
+  std::optional<HostMatrix> b;  // under the spec's bias (kRmsBias)
 };
 
 /// Rows at the logical ids of `rows` (identityRows(c.M) for the case itself).
@@ -35,7 +36,8 @@ inline RmsNormInputData generateRmsNormInputs(const CaseSpec& c, const std::vect
       generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
       generateHost(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, {0}, c.N, c.N, poisonBits(wt)),
       generateHost(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad), std::nullopt};
-  if (c.spec.bias) in.b = generateHost(kRmsNormBiasDist, wt, c.seed, TensorStream::Bias, {0}, c.N, c.N, poisonBits(wt));
+  if (kRmsBias(c.spec))
+    in.b = generateHost(kRmsNormBiasDist, wt, c.seed, TensorStream::Bias, {0}, c.N, c.N, poisonBits(wt));
   return in;
 }
 

@@ -79,8 +79,9 @@ std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::s
   CaseContext ctx(spec, *op, exec);
   if (const std::string why = ctx.kernel().preconditions.violation(spec.dtype, spec.N, spec.ld); !why.empty())
     throw CaseNotRunnableHere(fmt::format("{} {}: the case has N={} ld={}", spec.kernel, why, spec.N, spec.ld));
-  if (const std::string why = ctx.kernel().specs.violation(spec.dtype, spec.spec); !why.empty())
-    throw CaseNotRunnableHere(fmt::format("{} {}: the case's spec is {}", spec.kernel, why, specLabel(spec.spec)));
+  if (const std::string why = ctx.kernel().specs.violation(spec.op, spec.dtype, spec.spec); !why.empty())
+    throw CaseNotRunnableHere(
+        fmt::format("{} {}: the case's spec is {}", spec.kernel, why, specLabel(spec.op, spec.dtype, spec.spec)));
   std::vector<ReplayResult> out;
   for (const Property& p : propertyRegistry()) {
     const bool named = std::find(properties.begin(), properties.end(), p.name) != properties.end();

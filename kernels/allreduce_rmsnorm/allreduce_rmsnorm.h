@@ -6,7 +6,7 @@
 //   residual_out = round_T(s + residual)
 //   y            = round_T(RMSNorm(residual_out) * w)   (kernels/rmsnorm/rmsnorm.h's forward)
 //
-// Under res=fp32 (core/norm_spec.h) the residual and residual_out
+// Under res=fp32 (kResidualDtype) the residual and residual_out
 // are fp32: residual_out = round_fp32(s + residual), and y normalises that
 // fp32 value (quack's rmsnorm(residual=..., residual_dtype=torch.float32):
 // the residual stream kept in fp32 beside 16-bit activations). With R = 1
@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 
 #include "core/accuracy.h"
 #include "kernels/common/row_launch.h"
@@ -36,6 +37,14 @@
 namespace ulpcheck {
 
 inline constexpr int kMaxRanks = 8;
+
+/// The dtype of the residual and residual_out (res=fp32: quack's
+/// residual_dtype=fp32 adds the residual in fp32, keeps the sum in fp32 and
+/// normalises that sum); unset: the activation dtype. Its descriptor:
+/// allreduce_rmsnorm_spec.cpp.
+inline constexpr SpecKey<std::optional<DType>> kResidualDtype{"res"};
+inline DType residualDtype(DType activations, const Spec& s) { return kResidualDtype(s).value_or(activations); }
+const SpecField& residualDtypeField();
 
 /// Per-rank pointers; entries [0, ranks) are used.
 template <typename P>

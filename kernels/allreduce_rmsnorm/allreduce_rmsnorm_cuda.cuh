@@ -266,7 +266,7 @@ inline const std::vector<DType> kDTypes{DType::F32, DType::F16, DType::BF16};
 /// specs: weights in fp32 or T, with an offset (the rounding=llama point
 /// after an allreduce is not modelled by the oracle).
 inline KernelInfo withCudaPaths(KernelInfo info) {
-  info.specs = SpecSupport{.fp32_weights = true, .offsets = {0.f, 1.f}};
+  info.specs = SpecSupport{}.with(kWeightDtype, {std::nullopt, DType::F32}).with(kWeightOffset, {0.f, 1.f});
   return withRowPaths(std::move(info), {true, 1, false, 0});
 }
 

@@ -41,7 +41,6 @@ DType residualOf(const RowShape& s) { return residualDtype(s.dtype, s.spec); }
 void normalise(const RowShape& rows, const void* residual_out, const void* w, void* y, float* rstd,
                const LaunchEnv& env) {
   RmsNormForwardArgs f{rows, residual_out, w, y, rstd};
-  f.shape.spec.residual.reset();  // RMSNorm's own spec
   if (residualOf(rows) != rows.dtype) f.x_dtype = residualOf(rows);
   rmsnorm_host::forward(f, env);
 }
@@ -62,7 +61,7 @@ void fusedRows(const AllreduceRmsNormArgs& a, int r, int64_t begin, int64_t end,
     }
   RowShape rows = s;
   rows.M = end - begin;
-  if (defects.gamma_as_input_dtype) rows.spec.weight.reset();  // w's bytes read as T
+  if (defects.gamma_as_input_dtype) kWeightDtype.set(rows.spec, std::nullopt);  // w's bytes read as T
   rstd.resize(size_t(rows.M));
   normalise(rows, static_cast<const char*>(a.residual_out[r]) + size_t(begin * s.ld) * storageBytes(rt), a.w[r],
             static_cast<char*>(a.y[r]) + size_t(begin * s.ld) * storageBytes(s.dtype), rstd.data(), env);
@@ -126,7 +125,10 @@ bool registerPort(const char* name, const char* description, const char* bug, co
                   contracts,           description, bug,           caught_by};
   // rmsnorm's host forward implements every spec; the oracle does not model
   // rounding=llama after an allreduce.
-  info.specs = SpecSupport{.fp32_weights = true, .offsets = {0.f, 1.f}, .fp32_residual = true};
+  info.specs = SpecSupport{}
+                   .with(kWeightDtype, {std::nullopt, DType::F32})
+                   .with(kWeightOffset, {0.f, 1.f})
+                   .with(kResidualDtype, {std::nullopt, DType::F32});
   return AllreduceRmsNormRegistry::add(AllreduceRmsNormKernel{withRowPaths(std::move(info), {.backward = false}),
                                                               noWorkspace, std::move(run), rmsnormDepths});
 }

@@ -192,7 +192,7 @@ __global__ void roundStatsKernel(float* __restrict__ stats, int64_t n) {
 /// Rounds a forward's saved statistics in place where the spec saves them in
 /// the activation dtype; nothing otherwise.
 inline void roundSavedStats(const RowShape& s, std::initializer_list<float*> stats, cudaStream_t stream) {
-  if (!s.spec.stats || s.dtype == DType::F32) return;
+  if (!statsInActivationDtype(s.spec) || s.dtype == DType::F32) return;
   withStorageType(s.dtype, [&](auto tag) {
     using T = decltype(tag);
     for (float* p : stats)

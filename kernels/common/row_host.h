@@ -32,7 +32,7 @@ inline void store(void* base, DType t, int64_t i, float v) {
 /// dtype under stats=T (core/norm_spec.h), as a kernel storing it in a
 /// T tensor does; the forward's own y uses the fp32 value.
 inline float savedStat(const RowShape& s, float v) {
-  return s.spec.stats ? static_cast<float>(roundToFormat(s.dtype, v)) : v;
+  return statsInActivationDtype(s.spec) ? static_cast<float>(roundToFormat(s.dtype, v)) : v;
 }
 
 inline float flushSubnormal(float v) { return std::fabs(v) < 0x1p-126f ? std::copysign(0.f, v) : v; }

@@ -13,7 +13,7 @@ struct RowShape {
   DType dtype = DType::F32;  // activations: x, dy, y, dx
   int64_t M = 1, N = 1, ld = 1;
   float eps = 1e-6f;
-  NormSpec spec;  // weight dtype (w, dw), rounding points, weight offset
+  Spec spec;  // the case's spec (core/spec.h): weight dtype (w, dw), rounding points, weight offset, ...
   DType wdtype() const { return weightDtype(dtype, spec); }
 };
 

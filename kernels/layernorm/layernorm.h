@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 #include "core/accuracy.h"
@@ -23,6 +24,17 @@
 #include "kernels/registry.h"
 
 namespace ulpcheck {
+
+/// LayerNorm's affine parameters: gamma and beta (torch.nn.LayerNorm's
+/// default), gamma only (bias=False: y = xhat gamma, no dbeta), or neither
+/// (elementwise_affine=False: y = xhat, no dgamma and no dbeta). A kernel is
+/// given null pointers for the parameters and gradients the spec lacks.
+enum class Affine : uint8_t { Full = 0, NoBias = 1, None = 2 };
+inline constexpr SpecKey<Affine> kAffine{"affine"};
+inline bool hasGamma(const Spec& s) { return kAffine(s) != Affine::None; }
+inline bool hasBeta(const Spec& s) { return kAffine(s) == Affine::Full; }
+/// Its descriptor: layernorm_spec.cpp.
+const SpecField& affineField();
 
 struct LayerNormForwardArgs {
   RowShape shape;

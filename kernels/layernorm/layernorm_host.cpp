@@ -114,7 +114,10 @@ bool registerPort(const char* name, const char* description, const char* bug, co
                   bug,
                   caught_by};
   // gamma, beta (and their gradients) in fp32 or T; without beta, without either.
-  info.specs = SpecSupport{.fp32_weights = true, .affine_variants = true, .activation_stats = true};
+  info.specs = SpecSupport{}
+                   .with(kWeightDtype, {std::nullopt, DType::F32})
+                   .with(kAffine, {Affine::Full, Affine::NoBias, Affine::None})
+                   .with(kSavedStats, {SavedStats::Fp32, SavedStats::Activation});
   return LayerNormRegistry::add(LayerNormKernel{
       withRowPaths(std::move(info), paths), workspaceBytes,
       [defects](const LayerNormForwardArgs& f, const LaunchEnv& e) { forward(f, e, defects); },

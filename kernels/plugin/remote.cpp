@@ -347,6 +347,13 @@ Worker& worker() {
   return w;
 }
 
+/// A call's spec: {key: value as a case string writes it} of its non-default fields.
+json specJson(const RowShape& s) {
+  json j = json::object();
+  for (const auto& [key, code] : s.spec.values()) j[key] = findSpecField(key)->print(code, s.dtype);
+  return j;
+}
+
 /// A call's request: its tensors as (region, offset) and the regions they lie in.
 class Request {
  public:
@@ -354,14 +361,10 @@ class Request {
     j_ = {{"entry", entry},
           {"variant", variant},
           {"shape", {int(s.dtype), s.M, s.N, s.ld, s.eps}},
-          // The spec beside the shape (whose list a Python worker unpacks as is).
-          {"spec",
-           {{"wdtype", int(s.wdtype())},
-            {"rounding", roundingName(s.spec.rounding)},
-            {"offset", s.spec.weight_offset},
-            {"affine", affineName(s.spec.affine)},
-            {"stats", int(statsDtype(s.spec))},
-            {"bias", s.spec.bias}}},
+          // The spec beside the shape: its fields that are not at their default,
+          // as a case string writes them (wdtype=fp32; a Python worker reads
+          // the weights' and the statistics' dtypes from it).
+          {"spec", specJson(s)},
           {"env", {e.sm_count, e.ctas_override, e.perturb_schedule}}};
   }
   Request& ptr(const char* name, const void* p) {
@@ -442,22 +445,12 @@ std::string execute(const json& req) {
   const json& sh = req.at("shape");
   RowShape s{DType(sh.at(0).get<int>()), sh.at(1).get<int64_t>(), sh.at(2).get<int64_t>(), sh.at(3).get<int64_t>(),
              sh.at(4).get<float>()};
-  if (const auto spec = req.find("spec"); spec != req.end()) {
-    const auto wdtype = DType(spec->at("wdtype").get<int>());
-    if (wdtype != s.dtype) s.spec.weight = wdtype;
-    const auto rounding = parseRounding(spec->at("rounding").get<std::string>());
-    if (!rounding) throw std::invalid_argument("unknown rounding in a call's spec");
-    s.spec.rounding = *rounding;
-    s.spec.weight_offset = spec->at("offset").get<float>();
-    if (const auto affine = spec->find("affine"); affine != spec->end()) {
-      const auto a = parseAffine(affine->get<std::string>());
-      if (!a) throw std::invalid_argument("unknown affine in a call's spec");
-      s.spec.affine = *a;
+  if (const auto spec = req.find("spec"); spec != req.end())
+    for (const auto& [key, text] : spec->items()) {
+      const SpecField* f = findSpecField(key);
+      if (!f) throw std::invalid_argument(fmt::format("unknown spec field '{}' in a call", key));
+      s.spec.setCode(key, f->parse(text.get<std::string>(), s.dtype));
     }
-    if (const auto stats = spec->find("stats"); stats != spec->end() && DType(stats->get<int>()) != DType::F32)
-      s.spec.stats = DType(stats->get<int>());
-    s.spec.bias = spec->value("bias", false);
-  }
   const json& ev = req.at("env");
   const LaunchEnv env{ev.at(0).get<int>(), ev.at(1).get<int>(), nullptr, ev.at(2).get<bool>()};
   const json& ptrs = req.at("ptrs");
@@ -563,29 +556,17 @@ DType dtypeNamed(const std::string& n) {
   return *t;
 }
 
-/// What a Python variant declares it implements (python/ulpcheck/__init__.py):
-/// one rounding point, one weight offset, the dtype of its saved statistics,
-/// and, as well as its own, fp32 weights beside 16-bit activations and
-/// LayerNorm without beta or without either parameter.
-SpecSupport pythonSpecSupport(const json& v) {
+/// What a Python variant declares it implements (python/ulpcheck/ops/<op>.py):
+/// each field of its op's spec reads its own options (SpecField::from_python).
+SpecSupport pythonSpecSupport(const std::string& op, const json& v) {
   SpecSupport s;
-  s.fp32_weights = v.value("fp32_weights", false);
-  s.affine_variants = v.value("affine_variants", false);
-  s.rms_bias = v.value("bias_variants", false);
-  const std::string rounding = v.value("rounding", "plain");
-  const auto r = parseRounding(rounding);
-  if (!r) throw PluginError(fmt::format("rounding '{}' is not one of plain, llama", rounding));
-  s.roundings = {*r};
-  const double offset = v.value("weight_offset", 0.0);
-  if (!(std::fabs(offset) <= 16.0) || double(float(offset)) != offset)
-    throw PluginError(fmt::format("weight_offset {} is not an fp32 value in [-16, 16]", offset));
-  s.offsets = {float(offset)};
-  const std::string stats = v.value("stats", "fp32");
-  if (stats == "activation") {
-    s.fp32_stats = false;
-    s.activation_stats = true;
-  } else if (stats != "fp32") {
-    throw PluginError(fmt::format("stats '{}' is not one of fp32, activation", stats));
+  for (const SpecField* f : specOf(op).fields) {
+    if (!f->from_python) continue;
+    try {
+      s.implements[f->key] = f->from_python(v);
+    } catch (const std::invalid_argument& e) {
+      throw PluginError(e.what());
+    }
   }
   return s;
 }
@@ -645,7 +626,7 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       info.origin = v.at("origin");
       info.black_box = true;
       info.compiles_per_shape = v.value("compiles_per_shape", false);
-      info.specs = pythonSpecSupport(v);
+      info.specs = pythonSpecSupport(info.op, v);
       info.python_file = pythonFiles().front();
       for (const auto& f : pythonFiles())
         if (info.origin.find(f) != std::string::npos) info.python_file = f;

@@ -20,13 +20,19 @@
 
 namespace ulpcheck {
 
+/// RMSNorm's bias (bias=yes): y = xhat (offset + w) + b, b and db in the
+/// weight dtype (quack's rmsnorm(bias=), whose db is the sum of dy over rows
+/// rounded to the weight's dtype). Its descriptor: rmsnorm_spec.cpp.
+inline constexpr SpecKey<bool> kRmsBias{"bias"};
+const SpecField& rmsBiasField();
+
 struct RmsNormForwardArgs {
   RowShape shape;
   const void* x;
   const void* w;
   void* y;
   float* rstd;
-  const void* b = nullptr;  // 1 x N in the weight dtype under spec.bias
+  const void* b = nullptr;  // 1 x N in the weight dtype under the spec's bias (kRmsBias)
   // x's dtype where it is not y's (allreduce_rmsnorm normalising an fp32
   // residual_out under res=fp32); a variant that cannot read it refuses.
   std::optional<DType> x_dtype;
@@ -41,7 +47,7 @@ struct RmsNormBackwardArgs {
   void* dx;
   void* dw;
   void* workspace;     // workspace_bytes(shape, env) bytes, contents undefined on entry
-  void* db = nullptr;  // 1 x N in the weight dtype under spec.bias
+  void* db = nullptr;  // 1 x N in the weight dtype under the spec's bias (kRmsBias)
 };
 
 struct RmsNormKernel {

@@ -302,10 +302,11 @@ bool registerVariant(const char* name, const char* description, Contracts contra
                                             mutant.bug,
                                             mutant.caught_by},
                                  paths);
-  info.specs = SpecSupport{.fp32_weights = true,
-                           .roundings = {Rounding::Plain, Rounding::Llama},
-                           .offsets = {0.f, 1.f},
-                           .activation_stats = true};
+  info.specs = SpecSupport{}
+                   .with(kWeightDtype, {std::nullopt, DType::F32})
+                   .with(kRounding, {Rounding::Plain, Rounding::Llama})
+                   .with(kWeightOffset, {0.f, 1.f})
+                   .with(kSavedStats, {SavedStats::Fp32, SavedStats::Activation});
   return RmsNormRegistry::add(RmsNormKernel{
       std::move(info),
       [launch](const RowShape& s, const LaunchEnv& e) { return variantWorkspaceLayout(s, e, launch).bytes; },

@@ -35,7 +35,7 @@ struct WeightSpec {
 };
 
 inline WeightSpec weightSpecOf(const RowShape& s) {
-  return WeightSpec{s.spec.weight_offset, s.spec.rounding == Rounding::Llama};
+  return WeightSpec{kWeightOffset(s.spec), kRounding(s.spec) == Rounding::Llama};
 }
 
 /// offset + w in fp32; kOffsetInActivationDtype rounds it to T.

@@ -18,7 +18,7 @@ float roundToBf16(float v) { return static_cast<float>(roundToFormat(DType::BF16
 /// offset + w of every column, in fp32 (or, with the defect, in the activation dtype).
 std::vector<float> effectiveWeights(const void* w, const RowShape& s, const Defects& defects) {
   std::vector<float> out(size_t(s.N));
-  const float offset = s.spec.weight_offset;
+  const float offset = kWeightOffset(s.spec);
   for (int64_t col = 0; col < s.N; ++col) {
     const float v = load(w, s.wdtype(), col);
     out[size_t(col)] = offset == 0.f                        ? v
@@ -31,7 +31,7 @@ std::vector<float> effectiveWeights(const void* w, const RowShape& s, const Defe
 /// The factor the weight multiplies: x-hat, rounded to the activation dtype
 /// under rounding=llama.
 float weightedXhat(float xhat, const RowShape& s, const Defects& defects) {
-  const bool llama = s.spec.rounding == Rounding::Llama && !defects.llama_xhat_unrounded;
+  const bool llama = kRounding(s.spec) == Rounding::Llama && !defects.llama_xhat_unrounded;
   return llama ? float(roundToFormat(s.dtype, xhat)) : xhat;
 }
 
@@ -40,7 +40,7 @@ float weightedXhat(float xhat, const RowShape& s, const Defects& defects) {
 /// forward.cuh's accumulateDw); elsewhere an fma.
 float accumulateDw(float acc, float g, float xhat, const RowShape& s, const Defects& defects) {
   const float weighted = weightedXhat(xhat, s, defects);
-  const bool in_t = s.spec.rounding == Rounding::Llama && s.dtype != DType::F32;
+  const bool in_t = kRounding(s.spec) == Rounding::Llama && s.dtype != DType::F32;
   return in_t ? acc + float(roundToFormat(s.dtype, g * weighted)) : std::fma(g, weighted, acc);
 }
 
@@ -193,11 +193,12 @@ const bool registered =
 }  // namespace
 
 SpecSupport specSupport() {
-  return SpecSupport{.fp32_weights = true,
-                     .roundings = {Rounding::Plain, Rounding::Llama},
-                     .offsets = {0.f, 1.f},
-                     .activation_stats = true,
-                     .rms_bias = true};
+  return SpecSupport{}
+      .with(kWeightDtype, {std::nullopt, DType::F32})
+      .with(kRounding, {Rounding::Plain, Rounding::Llama})
+      .with(kWeightOffset, {0.f, 1.f})
+      .with(kSavedStats, {SavedStats::Fp32, SavedStats::Activation})
+      .with(kRmsBias, {false, true});
 }
 
 bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects,

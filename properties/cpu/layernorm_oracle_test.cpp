@@ -148,12 +148,12 @@ std::vector<CaseSpec> coverageCases(uint64_t seed, int per_combination, const st
     cases.push_back(makeCase(t, s, d, eps, dy_sigma, rng()));
     if (t == DType::F32) return;
     CaseSpec fp32_weights = cases.back();
-    fp32_weights.spec.weight = DType::F32;
+    kWeightDtype.set(fp32_weights.spec, DType::F32);
     validateCase(fp32_weights);
     cases.push_back(fp32_weights);
     // And with mean and rstd saved in T (stats=T), every other case with fp32 weights.
     CaseSpec saved_in_t = cases[cases.size() - 1 - (cases.size() / 2) % 2];
-    saved_in_t.spec.stats = t;
+    kSavedStats.set(saved_in_t.spec, SavedStats::Activation);
     validateCase(saved_in_t);
     cases.push_back(saved_in_t);
   };
@@ -173,8 +173,8 @@ std::string layoutProblem(const CaseSpec& c, const LayerNormReference& ref) {
     int64_t rows, cols;
     bool per_row;
   } want[] = {{&ref.y, c.dtype, c.M, c.N, true},
-              {&ref.mean, statsDtype(c.spec), c.M, 1, true},
-              {&ref.rstd, statsDtype(c.spec), c.M, 1, true},
+              {&ref.mean, statsDtype(c.dtype, c.spec), c.M, 1, true},
+              {&ref.rstd, statsDtype(c.dtype, c.spec), c.M, 1, true},
               {&ref.dx, c.dtype, c.M, c.N, true},
               {&ref.dgamma, weightDtype(c.dtype, c.spec), 1, c.N, false},
               {&ref.dbeta, weightDtype(c.dtype, c.spec), 1, c.N, false}};
@@ -279,7 +279,7 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const L
     gv[j] = in.gamma.value(0, j);
     bv[j] = in.beta.value(0, j);
   }
-  const bool stats_in_T = statsDtype(c.spec) != DType::F32;
+  const bool stats_in_T = statsDtype(c.dtype, c.spec) != DType::F32;
   for (int64_t i = 0; i < M; ++i) {
     ++stats.rows;
     Big S = 0, Q = 0, A = 0;
@@ -447,8 +447,8 @@ TEST(LayerNormOracleCrossCheck, MatchesBoostForEveryDTypeDistributionAndWeightDt
     const std::optional<LayerNormReference> oracle = wellFormedOracle(c, in, pool);
     if (!oracle) continue;
     const LayerNormReference& ref = *oracle;
-    fp32_weight_cases += c.spec.weight == DType::F32;
-    saved_stats_cases += c.spec.stats.has_value();
+    fp32_weight_cases += kWeightDtype(c.spec) == DType::F32;
+    saved_stats_cases += statsInActivationDtype(c.spec);
     for (const auto& f : crossCheck(c, in, ref, stats)) ADD_FAILURE() << toCaseString(c) << "\n  " << f;
   }
   RecordProperty("fp32_weight_cases", std::to_string(fp32_weight_cases));
@@ -651,7 +651,7 @@ TEST(LayerNormOracleFiniteDifference, GradientsMatchCentralDifferencesOfTheLoss)
   std::vector<CaseSpec> cases = coverageCases(0xfd1a7e5ULL, 6, shapes);
   // A backward taken at statistics saved in T is not the derivative of the
   // forward's loss (LayerNormOracleCrossCheck checks it at round_T instead).
-  std::erase_if(cases, [](const CaseSpec& c) { return c.spec.stats.has_value(); });
+  std::erase_if(cases, [](const CaseSpec& c) { return statsInActivationDtype(c.spec); });
   // Constant rows far from 0 with the smallest eps: rstd = 2^30, |mean| r ~ 2^42.
   for (DType t : kAllDTypes)
     cases.push_back(makeCase(t, Shape{3, 6, 2}, DistParams{Dist::ConstantRows, 1.0, 3000.0}, 0x1p-60f, 1.0,
@@ -854,7 +854,7 @@ TEST(LayerNormOracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
         const double b = r->budget[e], exact = r->exact[e];
         // stats=T in fp16 with rstd beyond 65504 (a constant row, eps 2^-60):
         // the saved rstd is inf and the backward NaN, in oracle and kernel alike.
-        if (c.spec.stats && !std::isfinite(exact) && (r == &ref.dx || r == &ref.dgamma)) {
+        if (statsInActivationDtype(c.spec) && !std::isfinite(exact) && (r == &ref.dx || r == &ref.dgamma)) {
           ++saved_overflow;
           continue;
         }

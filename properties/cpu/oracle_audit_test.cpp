@@ -72,9 +72,9 @@ TEST(OracleAudit, FastPathIsBitwiseTheMpfrOracleOnGeneratedCases) {
     EXPECT_NO_THROW(auditReferences("rmsnorm", tensors(exact), tensors(fast))) << toCaseString(a.c);
     if (!rmsnormFastPathApplies(a.inputs())) continue;
     plain += a.c.spec.plain();
-    bias += a.c.spec.bias;
-    offset += a.c.spec.weight_offset != 0.f;
-    mixed += a.c.spec.weight.has_value();
+    bias += kRmsBias(a.c.spec);
+    offset += kWeightOffset(a.c.spec) != 0.f;
+    mixed += kWeightDtype(a.c.spec).has_value();
   }
   // The fast path carried the generated cases of its specs; the others (Llama, stats=T) went to MPFR whole.
   EXPECT_GT(plain, 50);

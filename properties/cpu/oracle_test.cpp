@@ -65,21 +65,23 @@ RmsNormReference oracleOf(const CaseSpec& c, const Inputs& in, ThreadPool& pool)
 }
 
 /// The plain spec only: weights in the activation dtype, no offset, one rounding.
-std::vector<NormSpec> plainSpec(DType) { return {NormSpec{}}; }
+std::vector<Spec> plainSpec(DType) { return {Spec{}}; }
 
 /// Every spec an rmsnorm case with activations t may take: weight dtype
 /// {same, fp32 (beside 16-bit activations only: for fp32 it is the same)} x
 /// rounding {plain, llama} x offset {0, 1 (Gemma)}, and the plain rounding's
 /// with rstd saved in T (stats=T, 16-bit only) and with a bias (quack's).
-std::vector<NormSpec> everySpec(DType t) {
+std::vector<Spec> everySpec(DType t) {
   std::vector<std::optional<DType>> weights{std::nullopt};
   if (t != DType::F32) weights.push_back(DType::F32);
-  std::vector<NormSpec> specs;
+  std::vector<Spec> specs;
   for (const std::optional<DType>& w : weights)
     for (float offset : {0.f, 1.f}) {
-      for (Rounding rounding : {Rounding::Plain, Rounding::Llama}) specs.push_back(NormSpec{w, rounding, offset});
-      if (t != DType::F32) specs.push_back(NormSpec{w, Rounding::Plain, offset, Affine::Full, t});
-      specs.push_back(NormSpec{w, Rounding::Plain, offset, Affine::Full, std::nullopt, true});
+      for (Rounding rounding : {Rounding::Plain, Rounding::Llama})
+        specs.push_back(withSpec(kWeightDtype, w, kRounding, rounding, kWeightOffset, offset));
+      if (t != DType::F32)
+        specs.push_back(withSpec(kWeightDtype, w, kWeightOffset, offset, kSavedStats, SavedStats::Activation));
+      specs.push_back(withSpec(kWeightDtype, w, kWeightOffset, offset, kRmsBias, true));
     }
   return specs;
 }
@@ -87,9 +89,9 @@ std::vector<NormSpec> everySpec(DType t) {
 /// everySpec but stats=T: a backward taken at the saved round_T(rstd) is not
 /// the derivative of the forward's loss, so central differences cannot check it
 /// (OracleCrossCheck does, with Boost at round_T(r)).
-std::vector<NormSpec> everyDerivativeSpec(DType t) {
-  std::vector<NormSpec> specs = everySpec(t);
-  std::erase_if(specs, [](const NormSpec& s) { return s.stats.has_value(); });
+std::vector<Spec> everyDerivativeSpec(DType t) {
+  std::vector<Spec> specs = everySpec(t);
+  std::erase_if(specs, [](const Spec& s) { return statsInActivationDtype(s); });
   return specs;
 }
 
@@ -122,12 +124,12 @@ CaseSpec drawCase(rc::Random& random, DType t, Dist kind) {
 /// shrink the shape (keeping the padding).
 template <typename Shape>
 std::vector<CaseSpec> coverageCases(uint64_t seed, int per_combination, Shape shape,
-                                    std::vector<NormSpec> (*specs)(DType) = plainSpec) {
+                                    std::vector<Spec> (*specs)(DType) = plainSpec) {
   rc::Random random(seed);
   std::vector<CaseSpec> cases;
   for (DType t : kAllDTypes)
     for (int d = 0; d < static_cast<int>(Dist::kCount); ++d)
-      for (const NormSpec& spec : specs(t))
+      for (const Spec& spec : specs(t))
         for (int k = 0; k < per_combination; ++k) {
           CaseSpec c = drawCase(random, t, static_cast<Dist>(d));
           c.spec = spec;
@@ -173,9 +175,9 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const R
                                     Agreement& agreement, SpecCoverage& coverage) {
   const int64_t M = c.M, N = c.N;
   const DType T = c.dtype, W = weightDtype(c.dtype, c.spec);
-  const bool llama = c.spec.rounding == Rounding::Llama;
-  const bool stats_in_T = c.spec.stats && T != DType::F32;
-  const Big offset = Big(double(c.spec.weight_offset));
+  const bool llama = kRounding(c.spec) == Rounding::Llama;
+  const bool stats_in_T = statsInActivationDtype(c.spec) && T != DType::F32;
+  const Big offset = Big(double(kWeightOffset(c.spec)));
   // Llama in 16 bits: dw's terms dy q, products of two T values, are T values.
   const bool terms_in_T = llama && T != DType::F32;
   std::vector<std::string> failures;
@@ -187,12 +189,12 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const R
     note(fmt::format("dtypes: w {} dw {} y {} dx {}, spec wants w/dw {} and y/dx {}", dtypeName(in.w.dtype),
                      dtypeName(ref.dw.dtype), dtypeName(ref.y.dtype), dtypeName(ref.dx.dtype), dtypeName(W),
                      dtypeName(T)));
-  if (c.spec.bias != !ref.db.exact.empty() || (c.spec.bias && ref.db.dtype != W))
+  if (kRmsBias(c.spec) != !ref.db.exact.empty() || (kRmsBias(c.spec) && ref.db.dtype != W))
     note(fmt::format("db: {} elements of {}, the spec {} a bias in {}", ref.db.exact.size(), dtypeName(ref.db.dtype),
-                     c.spec.bias ? "has" : "has no", dtypeName(W)));
-  if (ref.rstd.dtype != statsDtype(c.spec))
+                     kRmsBias(c.spec) ? "has" : "has no", dtypeName(W)));
+  if (ref.rstd.dtype != statsDtype(c.dtype, c.spec))
     note(fmt::format("rstd's tensor is {}, the spec saves it in {}", dtypeName(ref.rstd.dtype),
-                     dtypeName(statsDtype(c.spec))));
+                     dtypeName(statsDtype(c.dtype, c.spec))));
   // v = offset + w, exact at 256 bits (|offset| <= 16, w's last bit >= 2^-149).
   std::vector<Big> v(N);
   std::vector<double> v_abs(N);
@@ -247,7 +249,7 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const R
       const Big x = xv, dy = dyv;
       const int64_t e = i * N + j;
       const double xhat = xv * rd;
-      coverage.offset_elements += c.spec.weight_offset != 0.f;
+      coverage.offset_elements += kWeightOffset(c.spec) != 0.f;
       if (llama) {
         // x r is within kHighPrecisionSlack |x r| of Boost's value (r carries
         // a few 2^-256 roundings and an N-term sum, N < 2^13).
@@ -331,7 +333,7 @@ std::pair<Agreement, SpecCoverage> crossCheckAll(const std::vector<CaseSpec>& ca
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
     const RmsNormReference ref = oracleOf(c, in, pool);
-    Agreement& share = c.spec.stats ? saved_stats : c.spec.bias ? biased : agreement;
+    Agreement& share = statsInActivationDtype(c.spec) ? saved_stats : kRmsBias(c.spec) ? biased : agreement;
     for (const auto& f : crossCheck(c, in, ref, share, coverage)) ADD_FAILURE() << toCaseString(c) << "\n  " << f;
   }
   // The bitwise comparison must really have been made, not skipped as
@@ -432,7 +434,7 @@ TEST(OracleCrossCheck, ClosedFormConstantRow) {
 }
 
 /// A one-row case of N = 4 with hand-made values: x and dy in T, w in the spec's weight dtype.
-std::pair<CaseSpec, Inputs> handMadeRow(DType t, const NormSpec& spec, const double (&x)[4], const double (&w)[4],
+std::pair<CaseSpec, Inputs> handMadeRow(DType t, const Spec& spec, const double (&x)[4], const double (&w)[4],
                                         const double (&dy)[4]) {
   CaseSpec c;
   c.kernel = "host_separate";
@@ -472,7 +474,7 @@ TEST(OracleCrossCheck, ClosedFormGemmaOffset) {
   const double v[4] = {1.0 + 0x1p-20, -0.5, 3.0, 0.25};
   const double w[4] = {v[0] - 1.0, v[1] - 1.0, v[2] - 1.0, v[3] - 1.0};  // exact: fp32 values
   const double x[4] = {2.0, 2.0, 2.0, 2.0}, dy[4] = {1.0, 1.0, 1.0, 1.0};
-  auto [c, in] = handMadeRow(DType::BF16, NormSpec{DType::F32, Rounding::Plain, 1.f}, x, w, dy);
+  auto [c, in] = handMadeRow(DType::BF16, withSpec(kWeightDtype, DType::F32, kWeightOffset, 1.f), x, w, dy);
   ThreadPool pool(1);
   const RmsNormReference ref = oracleOf(c, in, pool);
   EXPECT_EQ(ref.y.dtype, DType::BF16);
@@ -515,8 +517,8 @@ TEST(OracleCrossCheck, ClosedFormLlamaRounding) {
       v[j] = gemma_fp32 ? v_bf16[j] + 0x1p-20 : v_bf16[j];
       w[j] = gemma_fp32 ? v[j] - 1.0 : v[j];  // exact
     }
-    const NormSpec spec = gemma_fp32 ? NormSpec{DType::F32, Rounding::Llama, 1.f}
-                                     : NormSpec{std::nullopt, Rounding::Llama, 0.f};
+    const Spec spec = gemma_fp32 ? withSpec(kWeightDtype, DType::F32, kRounding, Rounding::Llama, kWeightOffset, 1.f)
+                                 : withSpec(kRounding, Rounding::Llama);
     auto [c, in] = handMadeRow(DType::BF16, spec, x, w, dy);
     ThreadPool pool(1);
     const RmsNormReference ref = oracleOf(c, in, pool);
@@ -605,8 +607,8 @@ FdCounts finiteDifferenceCheck(const std::vector<CaseSpec>& cases) {
     const Inputs in = makeInputs(c);
     const RmsNormReference ref = oracleOf(c, in, pool);
     const int64_t M = c.M, N = c.N;
-    const double eps = c.eps, offset = c.spec.weight_offset;
-    const bool llama = c.spec.rounding == Rounding::Llama;
+    const double eps = c.eps, offset = kWeightOffset(c.spec);
+    const bool llama = kRounding(c.spec) == Rounding::Llama;
     std::vector<std::string> failures;
     int64_t compared = 0;
     auto note = [&](std::string f) {
@@ -615,7 +617,7 @@ FdCounts finiteDifferenceCheck(const std::vector<CaseSpec>& cases) {
     };
     if (llama) {
       CaseSpec plain_case = c;
-      plain_case.spec.rounding = Rounding::Plain;
+      kRounding.set(plain_case.spec, Rounding::Plain);
       const RmsNormReference plain = oracleOf(plain_case, in, pool);
       for (size_t e = 0; e < ref.dx.exact.size(); ++e) {
         ++counts.llama_bitwise;
@@ -754,20 +756,25 @@ TEST(OracleThreads, ResultDoesNotDependOnTheThreadCount) {
     DType t;
     int64_t M, N, ld;
     DistParams x;
-    NormSpec spec;
+    Spec spec;
   } shapes[] = {
       {DType::F32, 70, 37, 41, {Dist::Normal, 1.0, 0.0}, {}},
       {DType::BF16, 133, 65, 65, {Dist::OutlierChannels, 0.5, 0.0}, {}},
       {DType::F16, 257, 19, 24, {Dist::LargeMean, 4.0, 1024.0}, {}},
-      {DType::BF16, 133, 65, 65, {Dist::Normal, 1.0, 0.0}, {DType::F32, Rounding::Llama, 1.f}},
-      {DType::F16, 70, 37, 41, {Dist::Normal, 1.0, 0.0}, {std::nullopt, Rounding::Llama, 0.f}},
-      {DType::F32, 257, 19, 24, {Dist::LargeMean, 4.0, 1024.0}, {std::nullopt, Rounding::Plain, 1.f}},
       {DType::BF16,
        133,
        65,
        65,
        {Dist::Normal, 1.0, 0.0},
-       {DType::F32, Rounding::Plain, 1.f, Affine::Full, DType::BF16}},
+       withSpec(kWeightDtype, DType::F32, kRounding, Rounding::Llama, kWeightOffset, 1.f)},
+      {DType::F16, 70, 37, 41, {Dist::Normal, 1.0, 0.0}, withSpec(kRounding, Rounding::Llama)},
+      {DType::F32, 257, 19, 24, {Dist::LargeMean, 4.0, 1024.0}, withSpec(kWeightOffset, 1.f)},
+      {DType::BF16,
+       133,
+       65,
+       65,
+       {Dist::Normal, 1.0, 0.0},
+       withSpec(kWeightDtype, DType::F32, kWeightOffset, 1.f, kSavedStats, SavedStats::Activation)},
   };
   for (const auto& s : shapes) {
     CaseSpec c;
@@ -960,16 +967,16 @@ TEST(OracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
     const RmsNormReference ref = oracleOf(c, in, pool);
-    const bool llama = c.spec.rounding == Rounding::Llama;
+    const bool llama = kRounding(c.spec) == Rounding::Llama;
     int failures = 0;
     std::vector<const ReferenceTensor*> tensors{&ref.y, &ref.rstd, &ref.dx, &ref.dw};
-    if (c.spec.bias) tensors.push_back(&ref.db);
+    if (kRmsBias(c.spec)) tensors.push_back(&ref.db);
     for (const ReferenceTensor* r : tensors) {
       ASSERT_EQ(r->budget.size(), size_t(r->rows * r->cols));
       for (size_t e = 0; e < r->budget.size() && failures < 5; ++e) {
         // stats=T in fp16 with rstd beyond 65504 (a zero row, a tiny eps): the
         // saved rstd is inf and the backward non-finite, in oracle and kernel alike.
-        if (c.spec.stats && !std::isfinite(r->exact[e]) && (r == &ref.dx || r == &ref.dw)) {
+        if (statsInActivationDtype(c.spec) && !std::isfinite(r->exact[e]) && (r == &ref.dx || r == &ref.dw)) {
           ++saved_overflow;
           continue;
         }
@@ -980,7 +987,7 @@ TEST(OracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
           // (G_rstd = 0), v = offset + w the effective weight.
           const bool y = r == &ref.y;
           const int64_t i = int64_t(e) / c.N, j = int64_t(e) % c.N;
-          const double v = y ? std::fabs(double(c.spec.weight_offset) + in.w.value(0, j)) : 0.0;
+          const double v = y ? std::fabs(double(kWeightOffset(c.spec)) + in.w.value(0, j)) : 0.0;
           const double rstd = y ? ref.rstd.exact[size_t(i)] : 0.0;
           // The size of the element's terms: |exact|, or |xhat v| + |b| where a bias may cancel y.
           const double size = r->magnitudeAt(int64_t(e));
@@ -1006,11 +1013,11 @@ TEST(OracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
 }
 
 /// The Llama specs beside bf16 activations (none for the other dtypes).
-std::vector<NormSpec> llamaBf16Specs(DType t) {
-  std::vector<NormSpec> specs;
+std::vector<Spec> llamaBf16Specs(DType t) {
+  std::vector<Spec> specs;
   if (t == DType::BF16)
-    for (const NormSpec& s : everySpec(t))
-      if (s.rounding == Rounding::Llama) specs.push_back(s);
+    for (const Spec& s : everySpec(t))
+      if (kRounding(s) == Rounding::Llama) specs.push_back(s);
   return specs;
 }
 
@@ -1047,20 +1054,20 @@ TEST(OracleBudget, LlamaYTightAwayFromRoundingBoundaries) {
   int64_t elements = 0, loose = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> caught;  // spec -> (caught, generic elements)
   for (const CaseSpec& c : cases) {
-    ASSERT_EQ(c.spec.rounding, Rounding::Llama);
+    ASSERT_EQ(kRounding(c.spec), Rounding::Llama);
     ASSERT_EQ(c.dtype, DType::BF16);
     const Inputs in = makeInputs(c);
     const RmsNormReference ref = oracleOf(c, in, pool);
     CaseSpec plain_case = c;
-    plain_case.spec.rounding = Rounding::Plain;
+    kRounding.set(plain_case.spec, Rounding::Plain);
     const RmsNormReference plain = oracleOf(plain_case, in, pool);
     const bool generic = c.x.kind != Dist::ConstantRows && c.x.kind != Dist::LargeMean;
-    auto& [caught_n, generic_n] = caught[specLabel(c.spec)];
+    auto& [caught_n, generic_n] = caught[specLabel(c.op, c.dtype, c.spec)];
     for (int64_t i = 0; i < c.M; ++i)
       for (int64_t j = 0; j < c.N; ++j) {
         const size_t e = size_t(i * c.N + j);
         const double exact = std::fabs(ref.y.exact[e]);
-        const double v = std::fabs(double(c.spec.weight_offset) + in.w.value(0, j));
+        const double v = std::fabs(double(kWeightOffset(c.spec)) + in.w.value(0, j));
         const double g = K * eta * (1.0 + v + ref.rstd.exact[size_t(i)]);
         const double tight = 0.5 * ulpOf(DType::BF16, exact + kRelative * exact + g) + kRelative * exact + g;
         ++elements;
@@ -1102,8 +1109,9 @@ TEST(OracleBudget, StatsInTAdmitsEitherRoundingOfTheSavedRstd) {
   int seed = 0;
   for (DType t : {DType::F16, DType::BF16})
     for (int64_t N : {3, 8, 33})
-      for (const NormSpec& spec : {NormSpec{std::nullopt, Rounding::Plain, 0.f, Affine::Full, t},
-                                   NormSpec{DType::F32, Rounding::Plain, 1.f, Affine::Full, t}}) {
+      for (const Spec& spec :
+           {withSpec(kSavedStats, SavedStats::Activation),
+            withSpec(kWeightDtype, DType::F32, kWeightOffset, 1.f, kSavedStats, SavedStats::Activation)}) {
         const CaseSpec c = parseCaseString(
             fmt::format("op=rmsnorm kernel=host_separate dtype={} M=8192 N={} seed={}", dtypeName(t), N, ++seed));
         CaseSpec cs = c;
@@ -1132,12 +1140,12 @@ TEST(OracleBudget, StatsInTAdmitsEitherRoundingOfTheSavedRstd) {
           alt_rows += saved != rb;
           Big C = 0;
           for (int64_t j = 0; j < N; ++j)
-            C += (Big(double(spec.weight_offset)) + Big(in.w.value(0, j))) * Big(in.dy.value(i, j)) *
+            C += (Big(double(kWeightOffset(spec))) + Big(in.w.value(0, j))) * Big(in.dy.value(i, j)) *
                  Big(in.x.value(i, j));
           C /= Big(N);
           const Big R(saved);
           for (int64_t j = 0; j < N; ++j) {
-            const Big v = Big(double(spec.weight_offset)) + Big(in.w.value(0, j)), x = in.x.value(i, j);
+            const Big v = Big(double(kWeightOffset(spec))) + Big(in.w.value(0, j)), x = in.x.value(i, j);
             admit(ref.dx, i * N + j, R * v * Big(in.dy.value(i, j)) - R * R * R * x * C);
             dw[size_t(j)] += Big(in.dy.value(i, j)) * x * R;
           }
@@ -1170,7 +1178,7 @@ TEST(AllreduceOracle, AnFp32ResidualIsOneFp32AddAndYNormalisesThatSum) {
     ASSERT_EQ(ref.y.dtype, DType::BF16);
     // The same inputs under the activation-dtype residual spec, for contrast.
     CaseSpec in_t = c;
-    in_t.spec.residual.reset();
+    kResidualDtype.set(in_t.spec, std::nullopt);
     HostMatrix residual_t = in.residual;  // the fp32 residual rounded to bf16, as a bf16 residual
     residual_t.dtype = DType::BF16;
     for (size_t e = 0; e < residual_t.bits.size(); ++e)
@@ -1197,7 +1205,7 @@ TEST(AllreduceOracle, AnFp32ResidualIsOneFp32AddAndYNormalisesThatSum) {
       const double r = 1.0 / std::sqrt(ms / double(c.N) + double(c.eps));
       for (int64_t j = 0; j < c.N; ++j) {
         const int64_t e = i * c.N + j;
-        const double y = h[size_t(j)] * r * (double(c.spec.weight_offset) + in.w.value(0, j));
+        const double y = h[size_t(j)] * r * (double(kWeightOffset(c.spec)) + in.w.value(0, j));
         EXPECT_NEAR(ref.y.exact[size_t(e)], y, 0x1p-40 * (std::fabs(y) + 1e-30))
             << toCaseString(c) << " y[" << e << "]";
         y_differs += roundToFormat(DType::BF16, ref.y.exact[size_t(e)]) !=

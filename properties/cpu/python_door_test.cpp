@@ -148,7 +148,8 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
       {"stats='bf16', saves_stats=True", "stats must be 'fp32' or 'activation'"},
       {"stats='activation'", "it saves none"},
       {"weight_offset=100.0", "weight_offset must be a number in [-16, 16]"},
-      {"affine_variants=True", "affine_variants is not among rmsnorm's specs (rounding, weight_offset, bias_variants)"},
+      {"affine_variants=True",
+       "affine_variants is not among rmsnorm's specs (fp32_weights, rounding, weight_offset, stats, bias_variants)"},
       {"bias_variants=True, rounding='llama'", "a bias with rounding='llama' is not modelled"},
   };
   for (const auto& b : bad) {

@@ -69,21 +69,16 @@ class Variant:
     saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
     two_pass_statistics: bool = False     # LayerNorm: mean, then sum (x - mean)^2 (not running means, as Welford)
     compiles_per_shape: bool = False      # JIT-compiles per (dtype, N, M bucket): each first call gets 900 s, not --case-timeout
-    fp32_weights: bool = False            # takes w (gamma) in fp32 beside 16-bit x, returning dw in fp32 (the spec's wdtype=fp32)
-    # The one spec it implements beyond those (ulpcheck's NormSpec; a variant is tested on it alone):
-    rounding: str = "plain"               # RMSNorm: "plain" (one rounding) or "llama" (x rstd rounded to x's dtype first)
-    weight_offset: float = 0.0            # RMSNorm: y = x rstd (offset + w), offset + w in fp32 (Gemma's 1.0)
-    stats: str = "fp32"                   # the saved mean/rstd: "fp32", or "activation" (rounded to x's dtype)
-    affine_variants: bool = False         # LayerNorm: also without beta (beta None, dbeta not stored) and without
-                                          # either (gamma None too): torch.nn.LayerNorm(bias=False / elementwise_affine=False)
-    bias_variants: bool = False           # RMSNorm: also with a bias b (w's dtype): y = x rstd (offset + w) + b, db = sum dy
-                                          # (quack's rmsnorm(bias=)); forward gets bias=b, backward has_bias=True
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
+    # Its spec options (ulpcheck/ops: fp32_weights, rounding, weight_offset, stats,
+    # affine_variants, bias_variants, as its op has them), each set or at its default.
+    spec: dict = dataclasses.field(default_factory=dict)
 
     def describe(self) -> dict:
         d = dataclasses.asdict(self)
         del d["forward"], d["backward"]
+        d.update(d.pop("spec"))
         d["dtypes"] = list(self.dtypes)
         d["libraries"] = list(self.libraries)
         d["cols"] = [int(n) for n in self.cols]
@@ -93,36 +88,29 @@ class Variant:
 _registry: List[Variant] = []
 
 
-# The spec options some ops have (ops/<op>.py, Op.spec_options), each with the
-# value that leaves it off; the others (fp32_weights, stats) every op has.
-_SPEC_OPTIONS = {"rounding": "plain", "weight_offset": 0.0, "affine_variants": False, "bias_variants": False}
-
-
 def _register(op: str, name: str, **kw) -> Variant:
     if op not in ops.OPS:
         raise ValueError(f"{name}: op {op!r} is not one of {', '.join(ops.OPS)}")
-    v = Variant(op=op, name=name, **kw)
+    own = {o.name: o for o in ops.OPS[op].spec_options}
+    others = {o.name for other in ops.OPS.values() for o in other.spec_options}
+    spec = {}
+    for option in list(kw):
+        if option in own:
+            try:
+                spec[option] = own[option].check(kw.pop(option))
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
+        elif option in others:
+            raise ValueError(f"{name}: {option} is not among {op}'s specs ({', '.join(own) or 'none'})")
+    spec = {o: spec.get(o, own[o].default) for o in own}
+    v = Variant(op=op, name=name, spec=spec, **kw)
     if v.backend not in ("cuda", "host"):
         raise ValueError(f"{name}: backend must be 'cuda' or 'host', not {v.backend!r}")
     if not v.dtypes or any(t not in DTYPES for t in v.dtypes):
         raise ValueError(f"{name}: dtypes must be among {DTYPES}, not {v.dtypes!r}")
-    if v.rounding not in ("plain", "llama"):
-        raise ValueError(f"{name}: rounding must be 'plain' or 'llama', not {v.rounding!r}")
-    if v.stats not in ("fp32", "activation"):
-        raise ValueError(f"{name}: stats must be 'fp32' or 'activation', not {v.stats!r}")
-    own = ops.OPS[op].spec_options
-    for option, off in _SPEC_OPTIONS.items():
-        if getattr(v, option) != off and option not in own:
-            raise ValueError(f"{name}: {option} is not among {op}'s specs ({', '.join(own) or 'none'})")
-    if v.bias_variants and v.rounding == "llama":
-        raise ValueError(f"{name}: a bias with rounding='llama' is not modelled")
-    if v.stats != "fp32" and not v.saves_stats:
-        raise ValueError(f"{name}: stats={v.stats!r} names the dtype of saved statistics; it saves none (saves_stats)")
-    if v.stats != "fp32" and v.rounding == "llama":
-        raise ValueError(f"{name}: stats='activation' with rounding='llama' is not modelled")
-    if not (isinstance(v.weight_offset, (int, float)) and abs(v.weight_offset) <= 16.0):
-        raise ValueError(f"{name}: weight_offset must be a number in [-16, 16], not {v.weight_offset!r}")
-    v.weight_offset = float(v.weight_offset)
+    for rule in ops.OPS[op].rules:
+        if (wrong := rule(v)) is not None:
+            raise ValueError(f"{name}: {wrong}")
     if any(existing.name == name for existing in _registry):
         raise ValueError(f"{name}: registered twice")
     _registry.append(v)

@@ -230,10 +230,12 @@ class Call:
     def __init__(self, req, regions):
         dtype_code, self.M, self.N, self.ld, self.eps = req["shape"]
         self.dt = DTYPE_CODES[dtype_code]
-        # The spec's weight dtype (w, gamma, beta and their gradients); older coordinators send none.
-        self.wdt = DTYPE_CODES[req["spec"]["wdtype"]] if "spec" in req else self.dt
+        # The spec's fields that are not at their default, as a case string writes them.
+        spec = req.get("spec", {})
+        # The weight dtype (w, gamma, beta and their gradients): x's unless the spec says (wdtype=fp32).
+        self.wdt = spec.get("wdtype", self.dt)
         # The saved statistics' dtype: fp32, or x's (stats=T); ulpcheck keeps them in fp32 buffers either way.
-        self.sdt = DTYPE_CODES[req["spec"].get("stats", 0)] if "spec" in req else "fp32"
+        self.sdt = spec.get("stats", "fp32")
         self.ptrs = req["ptrs"]
         self.regions = regions
 

@@ -1,20 +1,33 @@
 """The ops the Python door knows: one module each, this side's folder of the op.
 
-Each module declares OP, an Op: the spec options its variants may set and the
-entry points the worker serves (python -m ulpcheck.worker calls them with the
-variant and the call). ulpcheck/__init__.py and worker.py meet ops only
-through OPS, never by name. Adding an op here: its module, and one line below.
+Each module declares OP, an Op: the spec options its variants may set, the
+rules between them, and the entry points the worker serves (python -m
+ulpcheck.worker calls them with the variant and the call). ulpcheck/__init__.py
+and worker.py meet ops only through OPS, never by name, and spec options only
+through their SpecOption. Adding an op here: its module, and one line below.
 """
 
 import dataclasses
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecOption:
+    """One spec option a variant may declare (ulpcheck.rmsnorm(..., bias_variants=True)):
+    the Python face of a spec field, whose C++ descriptor reads it
+    (SpecField::from_python)."""
+    name: str
+    default: Any
+    check: Callable[[Any], Any]            # value -> the value kept; raises ValueError saying what it must be
 
 
 @dataclasses.dataclass(frozen=True)
 class Op:
     name: str                              # as the C++ side names it ("rmsnorm")
-    spec_options: Tuple[str, ...]          # Variant fields beyond the common ones its variants may set
+    spec_options: Tuple[SpecOption, ...]   # the spec options its variants may set
     entries: Dict[str, Callable]           # entry point ("rmsnorm_forward") -> function(variant, call)
+    # Rules between its options (and the variant's other fields): variant -> what is wrong, or None.
+    rules: Tuple[Callable[[Any], Optional[str]], ...] = ()
 
 
 from . import layernorm, rmsnorm  # noqa: E402  (the registration list)

@@ -6,7 +6,7 @@ affine_variants=True, cases without beta and without either parameter give
 None for them (torch.nn.LayerNorm(bias=False / elementwise_affine=False)).
 """
 
-from . import Op
+from . import Op, SpecOption, norm
 
 
 def forward(variant, call):
@@ -28,5 +28,10 @@ def backward(variant, call):
     call.store_vec("dbeta", dbeta)
 
 
-OP = Op(name="layernorm", spec_options=("affine_variants",),
+# Also without beta (beta None, dbeta not stored) and without either (gamma
+# None too): torch.nn.LayerNorm(bias=False / elementwise_affine=False).
+AFFINE_VARIANTS = SpecOption("affine_variants", False, norm.flag("affine_variants"))
+
+OP = Op(name="layernorm", spec_options=(norm.FP32_WEIGHTS, AFFINE_VARIANTS, norm.STATS),
+        rules=(norm.stats_need_saving,),
         entries={"layernorm_forward": forward, "layernorm_backward": backward})

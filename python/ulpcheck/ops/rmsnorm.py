@@ -6,7 +6,7 @@ with a bias (y = xhat w + b, quack's rmsnorm(bias=)) call forward(x, w, eps,
 bias=b) and backward(..., eps, has_bias=True) -> (dx, dw, db).
 """
 
-from . import Op
+from . import Op, SpecOption, norm
 
 
 def forward(variant, call):
@@ -33,5 +33,17 @@ def backward(variant, call):
         call.store_vec("db", grads[2])
 
 
-OP = Op(name="rmsnorm", spec_options=("rounding", "weight_offset", "bias_variants"),
+# Also with a bias b (w's dtype): y = x rstd (offset + w) + b, db = sum dy
+# (quack's rmsnorm(bias=)); forward gets bias=b, backward has_bias=True.
+BIAS_VARIANTS = SpecOption("bias_variants", False, norm.flag("bias_variants"))
+
+
+def bias_not_with_llama(v):
+    return "a bias with rounding='llama' is not modelled" if v.spec["bias_variants"] and v.spec["rounding"] == "llama" \
+        else None
+
+
+OP = Op(name="rmsnorm",
+        spec_options=(norm.FP32_WEIGHTS, norm.ROUNDING, norm.WEIGHT_OFFSET, norm.STATS, BIAS_VARIANTS),
+        rules=(norm.stats_need_saving, norm.stats_in_x_dtype_not_with_llama, bias_not_with_llama),
         entries={"rmsnorm_forward": forward, "rmsnorm_backward": backward})

@@ -1,0 +1,131 @@
+#include "core/norm_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/case_spec.h"
+
+namespace ulpcheck {
+
+namespace {
+
+bool has(const std::vector<SpecCode>& can, SpecCode c) { return std::find(can.begin(), can.end(), c) != can.end(); }
+
+// Draw slots: the order these fields were drawn in before fields were
+// descriptors (wdtype, rounding, offset, affine, stats, bias, res), kept so
+// the same seeds draw the same cases.
+constexpr int kWeightDtypeSlot = 0, kRoundingSlot = 1, kWeightOffsetSlot = 2, kSavedStatsSlot = 4;
+
+}  // namespace
+
+const SpecField& weightDtypeField() {
+  static const SpecField field = [] {
+    SpecField f = dtypeField("wdtype", "the weights' dtype", kWeightDtypeSlot);
+    const SpecCode fp32 = kWeightDtype.code(DType::F32);
+    f.label = [](SpecCode c, DType a) {
+      return fmt::format("w={}", dtypeName(SpecCodec<std::optional<DType>>::decode(c).value_or(a)));
+    };
+    f.unsupported = [fp32](const std::vector<SpecCode>& can, SpecCode c, DType) {
+      if (c == 0 || (c == fp32 && has(can, fp32))) return std::string();
+      return std::string(has(can, fp32) ? "takes weights in fp32 or in the activation dtype"
+                                        : "takes weights in the activation dtype only");
+    };
+    // fp32 weights beside 16-bit activations (mixed-precision training,
+    // where production runs) in half the cases of a variant that takes them.
+    f.draws = [fp32](const std::vector<SpecCode>& can, DType a) {
+      if (a != DType::F32 && has(can, fp32)) return std::vector<SpecDraw>{{1, 0}, {1, fp32}};
+      return std::vector<SpecDraw>{{1, 0}};
+    };
+    f.from_python = [fp32](const nlohmann::json& v) {  // fp32_weights=True: fp32 as well as the activation dtype
+      return v.value("fp32_weights", false) ? std::vector<SpecCode>{0, fp32} : std::vector<SpecCode>{0};
+    };
+    return f;
+  }();
+  return field;
+}
+
+const SpecField& roundingField() {
+  static const SpecField field = [] {
+    SpecField f = choiceField("rounding", "where x-hat is rounded", kRoundingSlot, {"plain", "llama"});
+    f.label = [](SpecCode c, DType) { return std::string(roundingName(static_cast<Rounding>(c))); };
+    f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType) {
+      if (has(can, c)) return std::string();
+      return can.size() == 1 ? fmt::format("implements rounding={} only", roundingName(static_cast<Rounding>(can[0])))
+                             : fmt::format("does not implement rounding={}", roundingName(static_cast<Rounding>(c)));
+    };
+    f.from_python = [parse = f.parse](const nlohmann::json& v) {  // rounding="llama": that one only
+      const std::string r = v.value("rounding", "plain");
+      try {
+        return std::vector<SpecCode>{parse(r, DType::F32)};
+      } catch (const CaseParseError&) {
+        throw std::invalid_argument(fmt::format("rounding '{}' is not one of plain, llama", r));
+      }
+    };
+    return f;
+  }();
+  return field;
+}
+
+const SpecField& weightOffsetField() {
+  // Offsets in use are 0 and 1 (Gemma); a large one would make offset + w
+  // the weight's whole value and its rounding in fp32 the whole test.
+  static const SpecField field = [] {
+    SpecField f = realField("offset", "the weight offset", kWeightOffsetSlot, 16.f);
+    f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType) {
+      return has(can, c) ? std::string() : fmt::format("does not implement weight offset {:g}", c);
+    };
+    f.from_python = [](const nlohmann::json& v) {  // weight_offset=1.0: that one only
+      const double offset = v.value("weight_offset", 0.0);
+      if (!(std::fabs(offset) <= 16.0) || double(float(offset)) != offset)
+        throw std::invalid_argument(fmt::format("weight_offset {} is not an fp32 value in [-16, 16]", offset));
+      return std::vector<SpecCode>{offset};
+    };
+    return f;
+  }();
+  return field;
+}
+
+const SpecField& savedStatsField() {
+  static const SpecField field = [] {
+    SpecField f;
+    f.key = "stats";
+    f.meaning = "the dtype of saved statistics";
+    f.draw_slot = kSavedStatsSlot;
+    f.print = [](SpecCode c, DType a) { return std::string(dtypeName(c != 0 ? a : DType::F32)); };
+    f.parse = [](const std::string& text, DType a) {  // "fp32" is the default, in an fp32 case too
+      const auto t = parseDType(text);
+      if (!t) throw CaseParseError(fmt::format("'stats': '{}' is not one of fp32, fp16, bf16", text));
+      if (*t == DType::F32) return SpecCode(0);
+      if (*t != a)
+        throw CaseParseError(
+            fmt::format("'stats' must be fp32 or the activation dtype ({}), got {}", dtypeName(a), dtypeName(*t)));
+      return kSavedStats.code(SavedStats::Activation);
+    };
+    f.label = [](SpecCode, DType a) { return fmt::format("stats={}", dtypeName(a)); };
+    f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType a) {
+      if (a == DType::F32 || has(can, c)) return std::string();  // in fp32 both are the same spec
+      return c != 0 ? std::string("saves its statistics in fp32 only")
+                    : fmt::format("saves its statistics in the activation dtype ({}) only", dtypeName(a));
+    };
+    f.draws = [](const std::vector<SpecCode>& can, DType a) {
+      std::vector<SpecDraw> d;
+      if (has(can, 0) || a == DType::F32) d.push_back({3, 0});
+      if (has(can, 1) && a != DType::F32) d.push_back({d.empty() ? size_t(3) : size_t(1), 1});
+      return d;
+    };
+    f.from_python = [](const nlohmann::json& v) {  // stats="activation": that one only
+      const std::string stats = v.value("stats", "fp32");
+      if (stats == "activation") return std::vector<SpecCode>{1};
+      if (stats != "fp32") throw std::invalid_argument(fmt::format("stats '{}' is not one of fp32, activation", stats));
+      return std::vector<SpecCode>{0};
+    };
+    return f;
+  }();
+  return field;
+}
+
+}  // namespace ulpcheck

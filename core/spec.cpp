@@ -1,0 +1,165 @@
+#include "core/spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/case_spec.h"
+
+namespace ulpcheck {
+
+namespace {
+
+std::map<std::string, OpSpecDeclaration>& declarations() {
+  static std::map<std::string, OpSpecDeclaration> by_op;
+  return by_op;
+}
+
+std::map<std::string, const SpecField*>& fieldsByKey() {
+  static std::map<std::string, const SpecField*> by_key;
+  return by_key;
+}
+
+bool has(const std::vector<SpecCode>& can, SpecCode c) { return std::find(can.begin(), can.end(), c) != can.end(); }
+
+DType dtypeOrThrow(const std::string& key, const std::string& text) {
+  const auto t = parseDType(text);
+  if (!t) throw CaseParseError(fmt::format("'{}': '{}' is not one of fp32, fp16, bf16", key, text));
+  return *t;
+}
+
+}  // namespace
+
+void declareSpec(const std::string& op, OpSpecDeclaration declaration) {
+  std::map<int, std::string> slots;
+  for (const auto& [key, f] : fieldsByKey()) slots[f->draw_slot] = key;
+  for (const SpecField* f : declaration.fields) {
+    const auto known = fieldsByKey().find(f->key);
+    if (known != fieldsByKey().end() && known->second != f)
+      throw std::logic_error(fmt::format("op {} declares a second spec field named '{}'", op, f->key));
+    const auto slot = slots.find(f->draw_slot);
+    if (slot != slots.end() && slot->second != f->key)
+      throw std::logic_error(
+          fmt::format("spec fields '{}' and '{}' share draw slot {}", slot->second, f->key, f->draw_slot));
+    fieldsByKey()[f->key] = f;
+    slots[f->draw_slot] = f->key;
+  }
+  for (const SpecRule& r : declaration.rules) {
+    auto declared = [&](const std::string& k) {
+      return std::any_of(declaration.fields.begin(), declaration.fields.end(),
+                         [&](const SpecField* f) { return f->key == k; });
+    };
+    if (!declared(r.when) || !declared(r.then))
+      throw std::logic_error(
+          fmt::format("op {}: a rule between '{}' and '{}', not both its fields", op, r.when, r.then));
+  }
+  declarations()[op] = std::move(declaration);
+}
+
+const OpSpecDeclaration& specOf(const std::string& op) {
+  static const OpSpecDeclaration none;
+  const auto it = declarations().find(op);
+  return it == declarations().end() ? none : it->second;
+}
+
+const SpecField* findSpecField(const std::string& key) {
+  const auto it = fieldsByKey().find(key);
+  return it == fieldsByKey().end() ? nullptr : it->second;
+}
+
+int specDrawSlots() {
+  int n = 0;
+  for (const auto& [key, f] : fieldsByKey()) n = std::max(n, f->draw_slot + 1);
+  return n;
+}
+
+std::string specLabel(const std::string& op, DType activations, const Spec& s) {
+  if (s.plain()) return "plain";
+  std::string out;
+  for (const SpecField* f : specOf(op).fields)
+    if (const auto c = s.code(f->key)) {
+      if (!out.empty()) out += ' ';
+      out += f->label(*c, activations);
+    }
+  return out;
+}
+
+SpecField choiceField(std::string key, std::string meaning, int draw_slot, std::vector<std::string> names) {
+  SpecField f;
+  f.key = std::move(key);
+  f.meaning = std::move(meaning);
+  f.draw_slot = draw_slot;
+  f.print = [names](SpecCode c, DType) { return names.at(size_t(c)); };
+  f.parse = [key = f.key, names](const std::string& text, DType) {
+    const auto it = std::find(names.begin(), names.end(), text);
+    if (it == names.end()) {
+      std::string all;
+      for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+      throw CaseParseError(fmt::format("'{}': '{}' is not one of {}", key, text, all));
+    }
+    return SpecCode(it - names.begin());
+  };
+  f.label = [key = f.key, names](SpecCode c, DType) { return fmt::format("{}={}", key, names.at(size_t(c))); };
+  return f;
+}
+
+SpecField yesNoField(std::string key, std::string meaning, int draw_slot) {
+  SpecField f = choiceField(std::move(key), std::move(meaning), draw_slot, {"no", "yes"});
+  f.parse = [key = f.key](const std::string& text, DType) {
+    if (text != "yes" && text != "no") throw CaseParseError(fmt::format("'{}': '{}' is not one of yes, no", key, text));
+    return SpecCode(text == "yes" ? 1 : 0);
+  };
+  f.label = [key = f.key](SpecCode, DType) { return key; };
+  return f;
+}
+
+SpecField dtypeField(std::string key, std::string meaning, int draw_slot) {
+  using Codec = SpecCodec<std::optional<DType>>;
+  SpecField f;
+  f.key = std::move(key);
+  f.meaning = std::move(meaning);
+  f.draw_slot = draw_slot;
+  f.print = [](SpecCode c, DType activations) {
+    return std::string(dtypeName(Codec::decode(c).value_or(activations)));
+  };
+  f.parse = [key = f.key](const std::string& text,
+                          DType activations) {  // one spelling per case: "same as the activations"
+    const DType t = dtypeOrThrow(key, text);
+    return t == activations ? SpecCode(0) : Codec::encode(t);
+  };
+  f.label = [key = f.key](SpecCode c, DType activations) {
+    return fmt::format("{}={}", key, dtypeName(Codec::decode(c).value_or(activations)));
+  };
+  return f;
+}
+
+SpecField realField(std::string key, std::string meaning, int draw_slot, float limit) {
+  SpecField f;
+  f.key = std::move(key);
+  f.meaning = std::move(meaning);
+  f.draw_slot = draw_slot;
+  f.print = [](SpecCode c, DType) { return hexFloat(c); };
+  f.parse = [key = f.key](const std::string& text, DType) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);  // decimal or hex (%a)
+    if (text.empty() || *end != '\0') throw CaseParseError(fmt::format("'{}': '{}' is not a number", key, text));
+    if (static_cast<double>(static_cast<float>(v)) != v)
+      throw CaseParseError(fmt::format("'{}': {} is not exactly representable in fp32", key, text));
+    return SpecCode(v);
+  };
+  f.label = [key = f.key](SpecCode c, DType) { return fmt::format("{}={:g}", key, c); };
+  f.check = [key = f.key, limit](SpecCode c, DType) {
+    if (!(std::fabs(c) <= limit))
+      throw CaseParseError(fmt::format("'{}' must be in [-{:g}, {:g}], got {}", key, limit, limit, hexFloat(c)));
+  };
+  f.unsupported = [key = f.key](const std::vector<SpecCode>& can, SpecCode c, DType) {
+    return has(can, c) ? std::string() : fmt::format("does not implement {}={:g}", key, c);
+  };
+  return f;
+}
+
+}  // namespace ulpcheck

@@ -1,0 +1,37 @@
+// LayerNorm's own spec field: which affine parameters it has (kAffine, layernorm.h).
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/layernorm/layernorm.h"
+
+namespace ulpcheck {
+
+const SpecField& affineField() {
+  // Draw slot 3: after wdtype, rounding and offset.
+  static const SpecField field = [] {
+    SpecField f = choiceField("affine", "which affine parameters there are", 3, {"full", "nobias", "none"});
+    const std::vector<SpecCode> all{kAffine.code(Affine::Full), kAffine.code(Affine::NoBias),
+                                    kAffine.code(Affine::None)};
+    f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType) {
+      return std::find(can.begin(), can.end(), c) != can.end()
+                 ? std::string()
+                 : std::string("implements LayerNorm with gamma and beta only");
+    };
+    // Without beta (torch.nn.LayerNorm(bias=False)) and without either
+    // parameter (elementwise_affine=False), 1 in 4 each.
+    f.draws = [](const std::vector<SpecCode>& can, DType) {
+      if (can.size() == 1) return std::vector<SpecDraw>{{1, can[0]}};
+      std::vector<SpecDraw> d;
+      for (SpecCode c : can) d.push_back({c == 0 ? size_t(2) : size_t(1), c});
+      return d;
+    };
+    f.from_python = [all](const nlohmann::json& v) {  // affine_variants=True: all three
+      return v.value("affine_variants", false) ? all : std::vector<SpecCode>{0};
+    };
+    return f;
+  }();
+  return field;
+}
+
+}  // namespace ulpcheck

@@ -1,0 +1,49 @@
+"""The spec options every norm op shares (core/norm_spec.h's fields): the
+weights' dtype, the rounding point, the weight offset and the dtype of the
+saved statistics. An op lists the ones it has in its Op.spec_options."""
+
+from . import SpecOption
+
+
+def flag(name):
+    def check(value):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True or False, not {value!r}")
+        return value
+    return check
+
+
+def _one_of(name, choices):
+    def check(value):
+        if value not in choices:
+            raise ValueError(f"{name} must be {' or '.join(repr(c) for c in choices)}, not {value!r}")
+        return value
+    return check
+
+
+def _offset(value):
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= 16.0):
+        raise ValueError(f"weight_offset must be a number in [-16, 16], not {value!r}")
+    return float(value)
+
+
+# Takes w (gamma) in fp32 beside 16-bit x too, returning dw in fp32 (the spec's wdtype=fp32).
+FP32_WEIGHTS = SpecOption("fp32_weights", False, flag("fp32_weights"))
+# The one rounding point it implements: "plain" (one rounding) or "llama" (x rstd rounded to x's dtype first).
+ROUNDING = SpecOption("rounding", "plain", _one_of("rounding", ("plain", "llama")))
+# The one weight offset it implements: y = x rstd (offset + w), offset + w in fp32 (Gemma's 1.0).
+WEIGHT_OFFSET = SpecOption("weight_offset", 0.0, _offset)
+# The dtype of the saved mean/rstd: "fp32", or "activation" (rounded to x's dtype).
+STATS = SpecOption("stats", "fp32", _one_of("stats", ("fp32", "activation")))
+
+
+def stats_need_saving(v):
+    if v.spec["stats"] != "fp32" and not v.saves_stats:
+        return f"stats={v.spec['stats']!r} names the dtype of saved statistics; it saves none (saves_stats)"
+    return None
+
+
+def stats_in_x_dtype_not_with_llama(v):
+    if v.spec["stats"] != "fp32" and v.spec.get("rounding") == "llama":
+        return "stats='activation' with rounding='llama' is not modelled"
+    return None
