@@ -192,8 +192,9 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   }
   const HostMatrix no_grad{T, M, N, N, std::vector<uint32_t>(size_t(M * N), 0u)};
   // The RMSNorm's spec (it reads its own fields); its x is residual_out, whatever its dtype.
-  RmsNormReference norm = rmsnormReference(RmsNormInputs{ro, in.w, no_grad, in.eps, in.spec, nullptr, T}, contract,
-                                           pool, mode);
+  // Named members: the RMSNorm oracle's inputs of its own fields (a bias) stay its business.
+  const RmsNormInputs norm_inputs{.x = ro, .w = in.w, .dy = no_grad, .eps = in.eps, .spec = in.spec, .y_dtype = T};
+  RmsNormReference norm = rmsnormReference(norm_inputs, contract, pool, mode);
   ref.y.exact = std::move(norm.y.exact);
   ref.y.budget = std::move(norm.y.budget);
 
