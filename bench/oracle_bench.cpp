@@ -59,7 +59,7 @@ Timing timeBoth(const char* op, bool fast_only, Fast fast, Mpfr mpfr, Tensors te
 
 Timing timeRmsNorm(const CaseSpec& c, ThreadPool& pool, bool fast_only) {
   const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
-  const RmsNormInputs inputs{in.x, in.w, in.dy, c.eps, c.spec};
+  const RmsNormInputs inputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr};
   const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
   Timing t = timeBoth(
       "rmsnorm", fast_only, [&](FastOracleCounts* n) { return rmsnormReferenceFast(inputs, contract, pool, n); },

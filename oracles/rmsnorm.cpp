@@ -67,6 +67,14 @@
 // dw does not involve the weight. A kernel that forms offset + w in the
 // activation dtype (2^-9 relative in bf16) is far outside.
 //
+// Bias (quack's rmsnorm(bias=)): y = x r (offset + w) + b, b in the weight
+// dtype, added in fp32: one more rounding, of a value no larger than
+// |xhat w| + |b|, so S_y gains |xhat w| + |b|. Where y cancels (xhat w near
+// -b) the budget stays at the size of its terms, which y's magnitude
+// records. db_j = sum_i dy_ij, exact leaves summed like LayerNorm's dbeta
+// (mp::biasGradientReference, oracles/column_sum.h); dx and dw do not
+// involve b. Not modelled with rounding=llama (no library ships it).
+//
 // An x of another dtype than y (allreduce_rmsnorm's fp32 residual_out under
 // res=fp32, normalised into 16-bit y): x^2 and x w stay exact in a double
 // (24 x 24 bits), (w dy) x in 80 bits, so nothing above changes.
@@ -194,13 +202,14 @@ struct Setup {
         stats_in_T(statsInActivationDtype(inputs.spec) && T != DType::F32),
         // rstd's relative error in the backward, in units of u: none where it consumes a saved T value exactly.
         delta_b(stats_in_T ? 0.0 : delta_r),
-        budget{T, acc, d_row, delta_r, delta_b, w_units},
+        budget{T, acc, d_row, delta_r, delta_b, w_units, inputs.b != nullptr},
         w(size_t(N)),
         w_exact(size_t(N), kWeightPrec),
         w_words(size_t(N)) {
     if (T != x.dtype && (kRounding(inputs.spec) != Rounding::Plain || statsInActivationDtype(inputs.spec)))
       throw std::invalid_argument("rmsnorm oracle: an x in another dtype than y is modelled for rounding=plain only");
     if (stats_in_T && llama) throw std::invalid_argument("rmsnorm oracle: stats=T with rounding=llama is not modelled");
+    if (inputs.b && llama) throw std::invalid_argument("rmsnorm oracle: a bias with rounding=llama is not modelled");
     // The effective weight offset + w: in double for the budgets (rounded),
     // exactly in MPFR and as a double word (exact: a sum of two doubles).
     for (int64_t j = 0; j < N; ++j) {
@@ -227,23 +236,31 @@ struct Setup {
   std::vector<dw::DW> w_words;
 };
 
-/// The reference's tensors, zero.
-RmsNormReference emptyReference(const Setup& s) {
+/// The reference's tensors, zero; db made already (by MPFR, or certified where
+/// `fast`, counted in `counts`, its intervals times `widen`).
+RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract, ThreadPool& pool, bool fast,
+                                FastOracleCounts* counts = nullptr, double widen = 1.0) {
   RmsNormReference ref{ReferenceTensor::zeros("y", s.T, s.M, s.N, true),
                        ReferenceTensor::zeros("rstd", statsDtype(s.T, s.in.spec), s.M, 1, true),
                        ReferenceTensor::zeros("dx", s.T, s.M, s.N, true),
                        ReferenceTensor::zeros("dw", s.W, 1, s.N, false)};
   ref.dx.withMagnitudes();  // r (|a| + |xhat c|): dx = r (a - xhat c) cancels
   ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
+  if (s.in.b) {
+    ref.y.withMagnitudes();  // |xhat (offset + w)| + |b|: y = xhat w + b cancels
+    ref.db = mp::biasGradientReference("db", s.in.dy, s.W, contract, pool, fast, counts, widen);
+  }
   return ref;
 }
 
 // The budgets, one function each so that both paths compute the same doubles.
 
-/// y = x r (offset + w) under plain rounding.
-void setPlainY(const Setup& s, RmsNormReference& ref, int64_t e, int64_t j, double exact, double xhat, double r) {
+/// y = x r (offset + w) (+ b) under plain rounding.
+void setPlainY(const Setup& s, RmsNormReference& ref, int64_t e, int64_t j, double exact, double xhat, double bias,
+               double r) {
   ref.y.exact[e] = exact;
-  ref.y.budget[e] = rmsnorm_budget::plainY(s.budget, exact, xhat, s.w[j], r);
+  ref.y.budget[e] = rmsnorm_budget::plainY(s.budget, exact, xhat, s.w[j], bias, r);
+  if (s.in.b) ref.y.magnitude[e] = std::fabs(xhat * s.w[j]) + std::fabs(bias);
 }
 
 void setDx(const Setup& s, RmsNormReference& ref, int64_t e, double exact, double a, double xv, double c, double m,
@@ -371,7 +388,9 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
     } else {
       if (s.offset == 0.0) mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
       else mpfr_mul(sc.out, sc.t, s.w_exact[j], MPFR_RNDN);                 // y = (x r) (offset + w)
-      setPlainY(s, ref, e, j, toDoubleRoundToOdd(sc.out), xhat, r);
+      const double bias = s.in.b ? s.in.b->value(0, j) : 0.0;
+      if (s.in.b) mpfr_add_d(sc.out, sc.out, bias, MPFR_RNDN);
+      setPlainY(s, ref, e, j, toDoubleRoundToOdd(sc.out), xhat, bias, r);
       if (dwc) {
         addPlainDwMagnitudes(*dwc, j, dyv, xv, rb, spread_r);
         mpfr_mul_d(sc.acc_term, sc.rb, dyv * xv, MPFR_RNDN);  // exact at 256 bits: 160 + 48
@@ -460,7 +479,7 @@ void finishDw(const Setup& s, const AccuracyContract& contract, const std::vecto
 
 RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
   const Setup s(in, contract);
-  RmsNormReference ref = emptyReference(s);
+  RmsNormReference ref = emptyReference(s, contract, pool, false);
   // Fixed chunking of rows for dW (sum |dy xhat| and sum (1 + |dy|) beside
   // the exact sum), so the 256-bit sums are reproducible.
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
@@ -594,10 +613,16 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
       y = dw::times(dw::times(r, xv), s.w_words[j]);
       e_y = (rel_r + 6.0 * kU2) * std::fabs(y.h);
     }
-    const double y_terms = std::fabs(y.h);
+    double bias = 0.0, y_terms = std::fabs(y.h);
+    if (s.in.b) {
+      bias = s.in.b->value(0, j);
+      y_terms += std::fabs(bias);
+      y = dw::plus(y, bias);
+      e_y += 2.0 * kU2 * std::fabs(y.h);
+    }
     double y_odd;
     if (!dw::inRange(y) || !dw::roundToOdd(y, widen * dw::up(e_y + kMpfrSlack * y_terms), y_odd)) return false;
-    setPlainY(s, ref, e, j, y_odd, xhat, r_near);
+    setPlainY(s, ref, e, j, y_odd, xhat, bias, r_near);
 
     // dx = (a - (x r) c) r
     const dw::DW xr = dw::times(r, xv);
@@ -676,7 +701,7 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
     if (counts) counts->mpfr_only += elements;
     return rmsnormReferenceMpfr(in, contract, pool);
   }
-  RmsNormReference ref = emptyReference(s);
+  RmsNormReference ref = emptyReference(s, contract, pool, true, counts, widen);
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
   mp::WordColumnChunks dw_chunks(chunks);
   DwRows rows(s, orderedDw(contract));

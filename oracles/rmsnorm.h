@@ -23,7 +23,8 @@ struct RmsNormInputs {
   const HostMatrix& w;   // 1 x N, in the spec's weight dtype (dw's too)
   const HostMatrix& dy;  // M x N, row stride ld
   float eps;
-  Spec spec;  // rounding points and weight offset (the weight dtype is w's)
+  Spec spec;                      // rounding points and weight offset (the weight dtype is w's)
+  const HostMatrix* b = nullptr;  // 1 x N in w's dtype where the spec has a bias: y = xhat (offset + w) + b
   // y's dtype where it is not x's: allreduce_rmsnorm normalises an fp32
   // residual_out (res=fp32) into activations of its own dtype.
   std::optional<DType> y_dtype;
@@ -31,6 +32,7 @@ struct RmsNormInputs {
 
 struct RmsNormReference {
   ReferenceTensor y, rstd, dx, dw;
+  ReferenceTensor db;  // under the spec's bias (kRmsBias): sum_i dy_ij in w's dtype; else empty
 };
 
 /// Exact y, rstd (fp32), dx and dw of the spec, with budgets for a kernel

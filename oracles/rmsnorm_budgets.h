@@ -25,6 +25,7 @@ struct Constants {
   double delta_r = 0;      // rstd's relative error in units of u
   double delta_b = 0;      // the backward's rstd error (0 where it reads a saved T value exactly)
   double w_units = 0;      // 1 with a weight offset (offset + w rounds once more)
+  bool bias = false;
 };
 
 // The MPFR path's distance from the exact value, relative to the magnitude
@@ -53,9 +54,12 @@ ULPCHECK_HD inline double rstd(const Constants& s, DType saved, double exact, do
   return elementBudget(saved, s.acc, exact, s.delta_r * r, 0.0);
 }
 
-/// y = x r (offset + w) under plain rounding; w is offset + w rounded to double.
-ULPCHECK_HD inline double plainY(const Constants& s, double exact, double xhat, double w, double r) {
-  return elementBudget(s.T, s.acc, exact, (s.delta_r + 2.0 + s.w_units) * std::fabs(xhat * w), 1.0 + std::fabs(w) + r);
+/// y = x r (offset + w) (+ b) under plain rounding; w is offset + w rounded to double.
+ULPCHECK_HD inline double plainY(const Constants& s, double exact, double xhat, double w, double bias, double r) {
+  // + b: one more fp32 rounding, of a sum as large as |xhat w| + |b|.
+  const double bias_units = s.bias ? std::fabs(xhat * w) + std::fabs(bias) : 0.0;
+  return elementBudget(s.T, s.acc, exact, (s.delta_r + 2.0 + s.w_units) * std::fabs(xhat * w) + bias_units,
+                       1.0 + std::fabs(w) + r);
 }
 
 /// dx = rb (a - xhat_b c), xhat_b = x rb, with the backward's rstd rb and its spread.

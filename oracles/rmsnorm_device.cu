@@ -140,8 +140,8 @@ __device__ bool certifyElement(const RmsNormDeviceCase& c, const rmsnorm_budget:
   const double y_terms = fabs(y.h);
   if (!dw::inRange(y) || !dw::roundToOdd(y, c.widen * dw::up(e_y + rmsnorm_budget::kMpfrSlack * y_terms), out.y_exact))
     return false;
-  out.y_budget = rmsnorm_budget::plainY(k, out.y_exact, xhat, w, v.r_near);
-  if (c.statistical) out.y_statistical = rmsnorm_budget::plainY(ks, out.y_exact, xhat, w, v.r_near);
+  out.y_budget = rmsnorm_budget::plainY(k, out.y_exact, xhat, w, 0.0, v.r_near);
+  if (c.statistical) out.y_statistical = rmsnorm_budget::plainY(ks, out.y_exact, xhat, w, 0.0, v.r_near);
 
   const DW xr = dw::times(v.r, xv);
   const double e_xr = (v.rel_r + 2.0 * kU2) * fabs(xr.h);
@@ -415,7 +415,7 @@ class DeviceArrays {
 /// The budget's constants at row depth d_row (rstd saved in fp32: the
 /// backward's rstd error is the forward's).
 rmsnorm_budget::Constants constantsOf(const RmsNormDeviceCase& c, double d_row, double delta_r) {
-  return rmsnorm_budget::Constants{c.T, c.acc, d_row, delta_r, delta_r, c.w_units};
+  return rmsnorm_budget::Constants{c.T, c.acc, d_row, delta_r, delta_r, c.w_units, false};
 }
 
 int ctasFor(int64_t work, int per_sm) {

@@ -29,7 +29,7 @@
 namespace ulpcheck::gpu_oracle {
 
 /// One RMSNorm case on the device (pointers are device memory, row stride
-/// ld for x, dy, y and dx), plain rounding, rstd saved in fp32.
+/// ld for x, dy, y and dx), plain rounding, rstd saved in fp32, no bias.
 struct RmsNormDeviceCase {
   DType T = DType::BF16;  // x, dy, y, dx
   DType W = DType::BF16;  // w
@@ -42,7 +42,7 @@ struct RmsNormDeviceCase {
   const void* y = nullptr;
   const float* rstd = nullptr;
   const void* dx = nullptr;
-  // The budget's constants (rmsnorm_budget::Constants).
+  // The budget's constants (rmsnorm_budget::Constants, no bias).
   DType acc = DType::F32;
   double d_row = 1, delta_r = 0, w_units = 0;
   // A black box on data the random-rounding model fits is also held to the

@@ -19,8 +19,13 @@ inline DistParams rmsNormWeightDist(const Spec& s) { return DistParams{Dist::Nor
 
 inline DistParams rmsNormGradDist(const CaseSpec& c) { return DistParams{Dist::Normal, c.dy_sigma, 0.0}; }
 
+// A bias of the size of y's own values (x-hat w is around 1), so y = xhat w + b
+// cancels in some elements: sigma 1.
+inline constexpr DistParams kRmsNormBiasDist{Dist::Normal, 1.0, 0.0};
+
 struct RmsNormInputData {
   HostMatrix x, w, dy;
+  std::optional<HostMatrix> b;  // under the spec's bias (kRmsBias)
 };
 
 /// Rows at the logical ids of `rows` (identityRows(c.M) for the case itself).
@@ -30,7 +35,9 @@ inline RmsNormInputData generateRmsNormInputs(const CaseSpec& c, const std::vect
   RmsNormInputData in{
       generateHost(c.x, c.dtype, c.seed, TensorStream::X, rows, c.N, c.ld, pad),
       generateHost(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, {0}, c.N, c.N, poisonBits(wt)),
-      generateHost(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad)};
+      generateHost(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad), std::nullopt};
+  if (kRmsBias(c.spec))
+    in.b = generateHost(kRmsNormBiasDist, wt, c.seed, TensorStream::Bias, {0}, c.N, c.N, poisonBits(wt));
   return in;
 }
 

@@ -1,6 +1,6 @@
 // The rmsnorm op: runs a registered variant's forward then backward (on the
 // rstd its own forward saved, as training does) and asks the MPFR oracle for
-// y, rstd, dx and dw.
+// y, rstd, dx and dw (and db under a bias).
 #include <chrono>
 
 #include <fmt/format.h>
@@ -38,9 +38,10 @@ class RmsNormOp final : public OpAdapter {
     const SpecCode llama = kRounding.code(Rounding::Llama);
     // Llama's backward rounds x-hat; rebuilt from a rounded rstd it would be
     // round_T(x round_T(r)), a spec no library ships and the oracle does not
-    // model.
-    return {{&weightDtypeField(), &roundingField(), &weightOffsetField(), &savedStatsField()},
-            {{"rounding", llama, "stats", "'stats' in the activation dtype with rounding=llama is not modelled"}}};
+    // model. Rounded x-hat times w, plus b: no library ships it either.
+    return {{&weightDtypeField(), &roundingField(), &weightOffsetField(), &savedStatsField(), &rmsBiasField()},
+            {{"rounding", llama, "stats", "'stats' in the activation dtype with rounding=llama is not modelled"},
+             {"rounding", llama, "bias", "'bias' with rounding=llama is not modelled"}}};
   }
   float testSuiteEps() const override { return 1e-6f; }
   std::vector<std::string> baselineSuites() const override {
@@ -65,18 +66,20 @@ class RmsNormOp final : public OpAdapter {
     const void* x = buf.input("x", in.x);
     const void* w = buf.input("w", in.w);
     const void* dy = buf.input("dy", in.dy);
+    const void* b = in.b ? buf.input("b", *in.b) : nullptr;
     void* y = buf.output("y", c.dtype, M, c.N, c.ld, true);
     auto* rstd = static_cast<float*>(buf.output("rstd", DType::F32, M, 1, 1, true));
     void* dx = buf.output("dx", c.dtype, M, c.N, c.ld, true);
     void* dw = buf.output("dw", shape.wdtype(), 1, c.N, c.N, false);
+    void* db = in.b ? buf.output("db", shape.wdtype(), 1, c.N, c.N, false) : nullptr;
     void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
 
     // Started after the inputs are in place, so the load overlaps the launches
     // (the synchronisation below waits for it too: perturbed timings include it).
     ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
     const auto t0 = std::chrono::steady_clock::now();
-    k.forward(RmsNormForwardArgs{shape, x, w, y, rstd}, env);
-    k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace}, env);
+    k.forward(RmsNormForwardArgs{shape, x, w, y, rstd, b}, env);
+    k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, db}, env);
     const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("rmsnorm forward + backward")
                                                                   : "";
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -96,9 +99,11 @@ class RmsNormOp final : public OpAdapter {
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
                                     k.info.contracts.column_reduction_ftz};
     return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
-      RmsNormReference ref = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec}, at,
-                                              ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
-      return std::vector<ReferenceTensor>{std::move(ref.y), std::move(ref.rstd), std::move(ref.dx), std::move(ref.dw)};
+      RmsNormReference ref = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr},
+                                              at, ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
+      std::vector<ReferenceTensor> out{std::move(ref.y), std::move(ref.rstd), std::move(ref.dx), std::move(ref.dw)};
+      if (kRmsBias(c.spec)) out.push_back(std::move(ref.db));
+      return out;
     });
   }
 
@@ -119,8 +124,13 @@ class RmsNormOp final : public OpAdapter {
     const std::string w = hexFloat(
         sampleValue(rmsNormWeightDist(c.spec), weightDtype(c.dtype, c.spec), c.seed, TensorStream::Weight, 0, col));
     if (tensor == "dw") return fmt::format("w[{}]={} (sum over {} rows)", col, w, c.M);
+    if (tensor == "db") return fmt::format("dy of column {} (sum over {} rows)", col, c.M);
+    const std::string b = kRmsBias(c.spec)
+                              ? " b=" + hexFloat(sampleValue(kRmsNormBiasDist, weightDtype(c.dtype, c.spec), c.seed,
+                                                             TensorStream::Bias, 0, col))
+                              : "";
     if (tensor == "rstd") return fmt::format("row {} of x ({} columns)", row, c.N);
-    return fmt::format("x={} w={} dy={}", at(c.x, TensorStream::X, row, col), w,
+    return fmt::format("x={} w={}{} dy={}", at(c.x, TensorStream::X, row, col), w, b,
                        at(rmsNormGradDist(c), TensorStream::GradOut, row, col));
   }
 

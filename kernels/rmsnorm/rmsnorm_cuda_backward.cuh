@@ -224,6 +224,7 @@ inline void checkLaunch(const cuda_defects::LaunchDefects& defects, const char* 
 /// needs to finish dW; a mutant's defects D and `defects` switched on.
 template <DwStrategy S, unsigned D = cuda_defects::kNone>
 void launchBackward(const RmsNormBackwardArgs& b, const LaunchEnv& env, const cuda_defects::LaunchDefects& defects) {
+  if (b.db) throw std::invalid_argument("the RMSNorm CUDA backward does not implement a bias");  // not declared
   const auto s = addressedShape(b.shape, defects);
   // The correct plan caps the CTA at the kernel's launch bound; Paddle PR
   // #74055's sized it from the row alone.

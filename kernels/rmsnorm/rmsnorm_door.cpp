@@ -12,7 +12,7 @@ RmsNormKernel forwarded(RmsNormKernel k, RemoteEntry call) {
   k.info.remote = true;
   k.forward = [call](const RmsNormForwardArgs& f, const LaunchEnv& e) {
     if (f.x_dtype) throw std::invalid_argument("a variant in a worker takes x in y's dtype only");
-    call("rmsnorm_forward", f.shape, e, {{"x", f.x}, {"w", f.w}, {"y", f.y}, {"rstd", f.rstd}});
+    call("rmsnorm_forward", f.shape, e, {{"x", f.x}, {"w", f.w}, {"y", f.y}, {"rstd", f.rstd}, {"b", f.b}});
   };
   k.backward = [call](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
     call("rmsnorm_backward", b.shape, e,
@@ -22,6 +22,7 @@ RmsNormKernel forwarded(RmsNormKernel k, RemoteEntry call) {
           {"rstd", b.rstd},
           {"dx", b.dx},
           {"dw", b.dw},
+          {"db", b.db},
           {"workspace", b.workspace}});
   };
   return k;
@@ -63,13 +64,13 @@ const bool registered = registerDoor(withRegistry<RmsNormKernel>(
         .statistics = {"rstd"},
         .entries = {{"rmsnorm_forward",
                      [](const std::string& name, const RowShape& s, const TensorAt& at, const LaunchEnv& env) {
-                       variantNamed(name).forward({s, at("x"), at("w"), at("y"), floatsAt(at, "rstd")}, env);
+                       variantNamed(name).forward({s, at("x"), at("w"), at("y"), floatsAt(at, "rstd"), at("b")}, env);
                      }},
                     {"rmsnorm_backward",
                      [](const std::string& name, const RowShape& s, const TensorAt& at, const LaunchEnv& env) {
-                       variantNamed(name).backward(
-                           {s, at("x"), at("w"), at("dy"), floatsAt(at, "rstd"), at("dx"), at("dw"), at("workspace")},
-                           env);
+                       variantNamed(name).backward({s, at("x"), at("w"), at("dy"), floatsAt(at, "rstd"), at("dx"),
+                                                    at("dw"), at("workspace"), at("db")},
+                                                   env);
                      }}},
         .plugin_problem = [](const ulpcheck_variant& v) -> std::string {
           if (v.rmsnorm_forward && v.rmsnorm_backward) return "";

@@ -144,7 +144,8 @@ __global__ void __launch_bounds__(kMaxThreads)
 template <unsigned D = cuda_defects::kNone>
 void forward(const RmsNormForwardArgs& f, const LaunchEnv& env, const cuda_defects::LaunchDefects& defects = {}) {
   // The CUDA variants do not declare them (SpecSupport): such a case never reaches here.
-  if (f.x_dtype) throw std::invalid_argument("the RMSNorm CUDA forward does not implement an x of y's dtype");
+  if (f.b || f.x_dtype)
+    throw std::invalid_argument("the RMSNorm CUDA forward implements neither a bias nor an x of y's dtype");
   const RowShape s = addressedShape(f.shape, defects);
   // vLLM #48271's launch: at most 256 threads per CTA once the batch has 256 rows.
   const int max_threads = defects.threads_from_m && s.M >= 256 ? 256 : kMaxThreads;

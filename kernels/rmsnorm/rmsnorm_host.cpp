@@ -71,7 +71,7 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defec
     f.rstd[row] = savedStat(s, r);
     for (int64_t col = 0; col < s.N; ++col) {
       const float scaled = weightedXhat(load(f.x, xt, base + col) * r, s, defects) * w[size_t(col)];
-      store(f.y, s.dtype, base + col, scaled);
+      store(f.y, s.dtype, base + col, f.b ? scaled + load(f.b, s.wdtype(), col) : scaled);
     }
   }
 }
@@ -90,7 +90,9 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
   const int64_t pld = partialLd(s.N);
   auto* partial = static_cast<float*>(b.workspace);
   const std::vector<float> w = effectiveWeights(b.w, s, defects);
-  std::vector<float> acc(p.threads), dw_acc(s.N);
+  std::vector<float> acc(p.threads), dw_acc(s.N), db_acc(b.db ? s.N : 0);
+  // db's partials, one row per CTA like dW's, summed the same way.
+  std::vector<float> db_partial(b.db ? size_t(ctas * s.N) : 0);
   const bool tail = !defects.drop_tail;
   // Liger PR #950: the large-M dispatch path summed the dW partials in bf16.
   const bool large_m_bf16_dw = defects.dw_in_bf16_at_large_m && s.M >= 32768;
@@ -102,6 +104,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
   std::vector<float> before_last_row;
   for (int64_t cta = 0; cta < ctas; ++cta) {
     std::fill(dw_acc.begin(), dw_acc.end(), 0.f);
+    std::fill(db_acc.begin(), db_acc.end(), 0.f);
     for (int64_t row = cta; row < s.M; row += ctas) {
       if (racy && row + ctas >= s.M) before_last_row = dw_acc;
       const float r = b.rstd[row];
@@ -123,6 +126,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
           const float xhat = load(b.x, s.dtype, base + col) * r;
           store(b.dx, s.dtype, base + col, r * std::fma(-xhat, c, g * w[col]));
           dw_acc[col] = accumulateDw(dw_acc[col], g, xhat, s, defects);
+          if (b.db) db_acc[col] += g;
         });
       }
     }
@@ -132,6 +136,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
         // of its vector, thread (col / vec) % threads, wrote it.
         const bool peer_warp = col < p.nvec * p.vec && (col % p.threads) / kWarp != ((col / p.vec) % p.threads) / kWarp;
         partial[cta * pld + col] = racy && peer_warp ? before_last_row[col] : dw_acc[col];
+        if (b.db) db_partial[size_t(cta * s.N + col)] = db_acc[col];
       });
   }
 
@@ -145,6 +150,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
       total = sumPartials(partial, pld, ctas - 1, col, strategy, first);
     else total = sumPartials(partial, pld, ctas, col, strategy, first);
     store(b.dw, s.wdtype(), col, total);
+    if (b.db) store(b.db, s.wdtype(), col, sumPartials(db_partial.data(), s.N, ctas, col, strategy, first));
   }
 }
 
@@ -191,7 +197,8 @@ SpecSupport specSupport() {
       .with(kWeightDtype, {std::nullopt, DType::F32})
       .with(kRounding, {Rounding::Plain, Rounding::Llama})
       .with(kWeightOffset, {0.f, 1.f})
-      .with(kSavedStats, {SavedStats::Fp32, SavedStats::Activation});
+      .with(kSavedStats, {SavedStats::Fp32, SavedStats::Activation})
+      .with(kRmsBias, {false, true});
 }
 
 bool registerMutant(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects,

@@ -147,6 +147,18 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=1 N=2 stats=bf16",
               "'stats' (the dtype of saved statistics) is not a spec field of op=allreduce_rmsnorm");
   expectError(base + "stats=half", "'stats'");
+  // RMSNorm's bias (quack): yes/no, RMSNorm only, not with llama.
+  const CaseSpec biased = parseCaseString(base + "wdtype=fp32 bias=yes");
+  EXPECT_TRUE(kRmsBias(biased.spec));
+  EXPECT_EQ(specLabel(biased.op, biased.dtype, biased.spec), "w=fp32 bias");
+  EXPECT_EQ(parseCaseString(toCaseString(biased)), biased);
+  EXPECT_EQ(caseFromJson(toJson(biased)), biased);
+  EXPECT_TRUE(parseCaseString(base + "bias=no").spec.plain());
+  expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 bias=yes",
+              "'bias' (a bias added after the weight, y = xhat w + b) is not a spec field of op=layernorm; its spec "
+              "fields: wdtype, affine, stats");
+  expectError(base + "bias=yes rounding=llama", "not modelled");
+  expectError(base + "bias=1", "'bias': '1' is not one of yes, no");
   // allreduce_rmsnorm's residual dtype: fp32 or the activations' (the default, printing nothing).
   const CaseSpec fused = parseCaseString("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 ranks=1 res=fp32");
   EXPECT_EQ(kResidualDtype(fused.spec), DType::F32);
@@ -166,7 +178,7 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
 /// Counts, over generated cases of one kernel, the 16-bit ones and the specs drawn.
 struct SpecCounts {
   int cases = 0, sixteen_bit = 0, fp32_weights = 0, llama = 0, offset = 0, no_bias = 0, no_affine = 0, saved_in_t = 0;
-  int fp32_residual = 0;
+  int rms_bias = 0, fp32_residual = 0;
 };
 
 SpecCounts drawSpecs(const std::string& op, const std::string& kernel, int n) {
@@ -183,7 +195,11 @@ SpecCounts drawSpecs(const std::string& op, const std::string& kernel, int n) {
     k.no_bias += kAffine(c.spec) == Affine::NoBias;
     k.no_affine += kAffine(c.spec) == Affine::None;
     k.saved_in_t += statsInActivationDtype(c.spec);
+    k.rms_bias += kRmsBias(c.spec);
     k.fp32_residual += kResidualDtype(c.spec).has_value();
+    if (kRmsBias(c.spec)) {
+      EXPECT_EQ(kRounding(c.spec), Rounding::Plain) << toCaseString(c);
+    }
     if (statsInActivationDtype(c.spec)) {
       EXPECT_NE(c.dtype, DType::F32) << toCaseString(c);
     }
@@ -204,8 +220,13 @@ TEST(Generators, SpecsAreDrawnWhereProductionRunsAndOnlyForVariantsThatImplement
   EXPECT_EQ(rms.no_bias + rms.no_affine, 0);  // LayerNorm specs
   // rstd saved in the activation dtype: 1 in 4 of the 16-bit plain-rounding cases.
   EXPECT_GE(rms.saved_in_t * 8, rms.sixteen_bit) << rms.saved_in_t << " of " << rms.sixteen_bit;
-  // No residual dtype (allreduce_rmsnorm's).
+  // A bias in 1 of 4 of the plain-rounding cases; no residual dtype (allreduce_rmsnorm's).
+  EXPECT_GE(rms.rms_bias * 6, rms.cases - rms.llama) << rms.rms_bias << " of " << rms.cases - rms.llama;
   EXPECT_EQ(rms.fp32_residual, 0);
+  // The CUDA variants implement no bias: never generated for them (where built).
+  if (OpAdapter::findKernel("rmsnorm", "cuda_separate")) {
+    EXPECT_EQ(drawSpecs("rmsnorm", "cuda_separate", 300).rms_bias, 0);
+  }
   // host_twopass implements fp32 gamma and beta and LayerNorm without beta or
   // without either, and neither rounding=llama nor an offset: those are never
   // generated for it. Without gamma there is no weight dtype.
@@ -213,7 +234,7 @@ TEST(Generators, SpecsAreDrawnWhereProductionRunsAndOnlyForVariantsThatImplement
   EXPECT_GE(ln.fp32_weights * 10, (ln.sixteen_bit - ln.no_affine) * 4) << ln.fp32_weights << " of " << ln.sixteen_bit;
   EXPECT_GE(ln.no_bias * 6, ln.cases) << ln.no_bias << " of " << ln.cases;
   EXPECT_GE(ln.no_affine * 6, ln.cases) << ln.no_affine << " of " << ln.cases;
-  EXPECT_EQ(ln.llama + ln.offset + ln.fp32_residual, 0);
+  EXPECT_EQ(ln.llama + ln.offset + ln.rms_bias + ln.fp32_residual, 0);
   EXPECT_GE(ln.saved_in_t * 6, ln.sixteen_bit) << ln.saved_in_t << " of " << ln.sixteen_bit;
   // The fused allreduce's host port implements fp32 weights, an offset and an
   // fp32 residual (1 in 4 of 16-bit cases), not llama.
@@ -221,7 +242,7 @@ TEST(Generators, SpecsAreDrawnWhereProductionRunsAndOnlyForVariantsThatImplement
   EXPECT_GE(ar.fp32_weights * 10, ar.sixteen_bit * 4) << ar.fp32_weights << " of " << ar.sixteen_bit;
   EXPECT_GE(ar.offset * 5, ar.cases) << ar.offset << " of " << ar.cases;
   EXPECT_GE(ar.fp32_residual * 6, ar.sixteen_bit) << ar.fp32_residual << " of " << ar.sixteen_bit;
-  EXPECT_EQ(ar.llama + ar.no_bias + ar.no_affine + ar.saved_in_t, 0);
+  EXPECT_EQ(ar.llama + ar.no_bias + ar.no_affine + ar.saved_in_t + ar.rms_bias, 0);
 }
 
 TEST(Generators, SpecShrinksTowardPlain) {

@@ -34,7 +34,7 @@ namespace {
 struct Audited {
   CaseSpec c;
   RmsNormInputData in;
-  RmsNormInputs inputs() const { return RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec}; }
+  RmsNormInputs inputs() const { return RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr}; }
 };
 
 /// `count` Smoke-tier cases of op's `kernel`: shapes, distributions and
@@ -65,18 +65,20 @@ std::vector<const ReferenceTensor*> tensors(const RmsNormReference& r) { return 
 TEST(OracleAudit, FastPathIsBitwiseTheMpfrOracleOnGeneratedCases) {
   ThreadPool pool(2);
   FastOracleCounts counts;
-  int64_t plain = 0, offset = 0, mixed = 0;
+  int64_t plain = 0, bias = 0, offset = 0, mixed = 0;
   for (const Audited& a : generatedCases(0xa0d17, 400)) {
     const RmsNormReference exact = rmsnormReferenceMpfr(a.inputs(), contractOf(a.c), pool);
     const RmsNormReference fast = rmsnormReferenceFast(a.inputs(), contractOf(a.c), pool, &counts);
     EXPECT_NO_THROW(auditReferences("rmsnorm", tensors(exact), tensors(fast))) << toCaseString(a.c);
     if (!rmsnormFastPathApplies(a.inputs())) continue;
     plain += a.c.spec.plain();
+    bias += kRmsBias(a.c.spec);
     offset += kWeightOffset(a.c.spec) != 0.f;
     mixed += kWeightDtype(a.c.spec).has_value();
   }
   // The fast path carried the generated cases of its specs; the others (Llama, stats=T) went to MPFR whole.
   EXPECT_GT(plain, 50);
+  EXPECT_GT(bias, 30);
   EXPECT_GT(offset, 30);
   EXPECT_GT(mixed, 30);
   EXPECT_GT(counts.fast.load(), 1'000'000);

@@ -3,7 +3,7 @@
 // bit in the round-to-odd conversion or a thread-dependent sum shows up here
 // before it silently passes or fails kernels:
 //   OracleCrossCheck        an independent Boost.Multiprecision RMSNorm
-//   OracleFiniteDifference  dx, dw against central differences of the loss
+//   OracleFiniteDifference  dx, dw (db) against central differences of the loss
 //   OracleThreads           bitwise the same result on 1, 3 and 4 threads
 //   OracleRoundToOdd        round-to-odd then roundToFormat == direct rounding
 //   OracleBudget            budgets finite, positive and not absurdly loose
@@ -60,7 +60,8 @@ Inputs makeInputs(const CaseSpec& c) { return generateRmsNormInputs(c, identityR
 
 RmsNormReference oracleOf(const CaseSpec& c, const Inputs& in, ThreadPool& pool) {
   const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
-  return rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec}, contract, pool, OracleMode::Fast);
+  return rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr}, contract, pool,
+                          OracleMode::Fast);
 }
 
 /// The plain spec only: weights in the activation dtype, no offset, one rounding.
@@ -69,7 +70,7 @@ std::vector<Spec> plainSpec(DType) { return {Spec{}}; }
 /// Every spec an rmsnorm case with activations t may take: weight dtype
 /// {same, fp32 (beside 16-bit activations only: for fp32 it is the same)} x
 /// rounding {plain, llama} x offset {0, 1 (Gemma)}, and the plain rounding's
-/// with rstd saved in T (stats=T, 16-bit only).
+/// with rstd saved in T (stats=T, 16-bit only) and with a bias (quack's).
 std::vector<Spec> everySpec(DType t) {
   std::vector<std::optional<DType>> weights{std::nullopt};
   if (t != DType::F32) weights.push_back(DType::F32);
@@ -80,6 +81,7 @@ std::vector<Spec> everySpec(DType t) {
         specs.push_back(withSpec(kWeightDtype, w, kRounding, rounding, kWeightOffset, offset));
       if (t != DType::F32)
         specs.push_back(withSpec(kWeightDtype, w, kWeightOffset, offset, kSavedStats, SavedStats::Activation));
+      specs.push_back(withSpec(kWeightDtype, w, kWeightOffset, offset, kRmsBias, true));
     }
   return specs;
 }
@@ -153,6 +155,8 @@ struct SpecCoverage {
   int64_t saved_rstd_rows = 0;   // stats=T rows whose backward Boost took at round_T(r) (decided)
   int64_t undecided_rstd = 0;    // stats=T rows whose round_T(r) Boost could not decide (backward skipped)
   int64_t overflowing_rstd = 0;  // stats=T rows whose rstd overflows T (backward skipped)
+  int64_t bias_y = 0;            // y elements of cases with a bias
+  int64_t bias_cancelled = 0;    // ... where |y| < |b| / 4 (x-hat v and b cancel)
 };
 
 /// RMSNorm forward and backward of the case's spec written the textbook way
@@ -165,6 +169,7 @@ struct SpecCoverage {
 ///   both   dx = r v dy - r^3 x (1/N) sum_j v_j dy_j x_j
 ///   stats=T: rstd's tensor in T; dx and dw as above with r replaced by the
 ///          saved rb = round_T(r), the backward rebuilding x-hat = x rb
+///   bias:  y = x r v + b (b in the weight dtype), db_j = sum_i dy_ij
 /// Returns failures.
 std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const RmsNormReference& ref,
                                     Agreement& agreement, SpecCoverage& coverage) {
@@ -184,6 +189,9 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const R
     note(fmt::format("dtypes: w {} dw {} y {} dx {}, spec wants w/dw {} and y/dx {}", dtypeName(in.w.dtype),
                      dtypeName(ref.dw.dtype), dtypeName(ref.y.dtype), dtypeName(ref.dx.dtype), dtypeName(W),
                      dtypeName(T)));
+  if (kRmsBias(c.spec) != !ref.db.exact.empty() || (kRmsBias(c.spec) && ref.db.dtype != W))
+    note(fmt::format("db: {} elements of {}, the spec {} a bias in {}", ref.db.exact.size(), dtypeName(ref.db.dtype),
+                     kRmsBias(c.spec) ? "has" : "has no", dtypeName(W)));
   if (ref.rstd.dtype != statsDtype(c.dtype, c.spec))
     note(fmt::format("rstd's tensor is {}, the spec saves it in {}", dtypeName(ref.rstd.dtype),
                      dtypeName(statsDtype(c.dtype, c.spec))));
@@ -262,8 +270,13 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const R
           if (dyv != 0.0 && *q != 0.0) dw_low[j] = std::min(dw_low[j], std::ilogb(dyv) + std::ilogb(*q) - 104);
         }
       } else {
-        const Big y = x * r_exact * v[j];
-        note(agreement.check("y", e, ref.y.exact[e], y, bmp::abs(y).convert_to<double>()));
+        const double b = in.b ? in.b->value(0, j) : 0.0;  // decoded from its bits in the weight dtype
+        const Big scaled = x * r_exact * v[j], y = scaled + Big(b);
+        if (in.b) {
+          ++coverage.bias_y;
+          coverage.bias_cancelled += bmp::abs(y) < Big(std::fabs(b) / 4);
+        }
+        note(agreement.check("y", e, ref.y.exact[e], y, (bmp::abs(scaled) + Big(std::fabs(b))).convert_to<double>()));
         dw[j] += dy * x * r;
         dw_scale[j] += std::fabs(dyv * xhat);
       }
@@ -292,23 +305,35 @@ std::vector<std::string> crossCheck(const CaseSpec& c, const Inputs& in, const R
     }
     note(agreement.check("dw", j, ref.dw.exact[j], dw[j], dw_scale[j]));
   }
+  if (in.b)
+    for (int64_t j = 0; j < N; ++j) {
+      Big db = 0;
+      double scale = 0;
+      for (int64_t i = 0; i < M; ++i) {
+        db += Big(in.dy.value(i, j));
+        scale += std::fabs(in.dy.value(i, j));
+      }
+      note(agreement.check("db", j, ref.db.exact[j], db, scale));
+    }
   return failures;
 }
 
 /// Runs the cross-check over `cases`; records and returns the counts (of
 /// the cases without stats=T: those are held to their own share below).
 std::pair<Agreement, SpecCoverage> crossCheckAll(const std::vector<CaseSpec>& cases) {
-  // A spec variant made largely of doubles, held to its own share: stats=T's
-  // backward of T values (the saved rstd among them), often exactly a double
-  // at power-of-two N. Such values are compared by agreement only, and the
-  // rest must be decided as everywhere else.
-  Agreement agreement, saved_stats;
+  // Two spec variants are made largely of doubles, held to their own share:
+  // stats=T's backward of T values (the saved rstd among them), often exactly
+  // a double at power-of-two N; a bias's y = x r v + b, which is b itself
+  // where x is zero and b plus a speck where x is subnormal, and db, sums of
+  // 16-bit dy. Such values are compared by agreement only, and the rest must
+  // be decided as everywhere else.
+  Agreement agreement, saved_stats, biased;
   SpecCoverage coverage;
   ThreadPool pool(2);
   for (const CaseSpec& c : cases) {
     const Inputs in = makeInputs(c);
     const RmsNormReference ref = oracleOf(c, in, pool);
-    Agreement& share = statsInActivationDtype(c.spec) ? saved_stats : agreement;
+    Agreement& share = statsInActivationDtype(c.spec) ? saved_stats : kRmsBias(c.spec) ? biased : agreement;
     for (const auto& f : crossCheck(c, in, ref, share, coverage)) ADD_FAILURE() << toCaseString(c) << "\n  " << f;
   }
   // The bitwise comparison must really have been made, not skipped as
@@ -322,7 +347,7 @@ std::pair<Agreement, SpecCoverage> crossCheckAll(const std::vector<CaseSpec>& ca
   ::testing::Test::RecordProperty("exact_elements", std::to_string(agreement.exact));
   EXPECT_GT(agreement.bitwise, agreement.nonzero * 99 / 100)
       << agreement.bitwise << " of " << agreement.nonzero << " nonzero elements compared bitwise";
-  for (const auto& [name, share] : {std::pair{"saved_stats", &saved_stats}}) {
+  for (const auto& [name, share] : {std::pair{"saved_stats", &saved_stats}, std::pair{"bias", &biased}}) {
     if (share->nonzero == 0) continue;
     ::testing::Test::RecordProperty(std::string(name) + "_nonzero", std::to_string(share->nonzero));
     ::testing::Test::RecordProperty(std::string(name) + "_near_double", std::to_string(share->near_double));
@@ -350,6 +375,8 @@ TEST(OracleCrossCheck, MatchesBoostForEverySpec) {
   RecordProperty("saved_rstd_rows", std::to_string(coverage.saved_rstd_rows));
   RecordProperty("undecided_saved_rstd", std::to_string(coverage.undecided_rstd));
   RecordProperty("overflowing_saved_rstd", std::to_string(coverage.overflowing_rstd));
+  RecordProperty("bias_y", std::to_string(coverage.bias_y));
+  RecordProperty("bias_y_cancelled", std::to_string(coverage.bias_cancelled));
   // Each variant really ran: Llama y compared exactly (and x r was not
   // already a T value, so the rounding point did something), offset cases,
   // and fp32 weights with bits the activation dtype has not.
@@ -360,6 +387,9 @@ TEST(OracleCrossCheck, MatchesBoostForEverySpec) {
   EXPECT_GT(coverage.llama_dw_exact, 1000);
   // stats=T rows had their backward checked at the saved round_T(r).
   EXPECT_GT(coverage.saved_rstd_rows, 1000);
+  // Bias cases ran, some with y cancelling.
+  EXPECT_GT(coverage.bias_y, 10000);
+  EXPECT_GT(coverage.bias_cancelled, 100);
   // Boost knows x r to 2^-140 relative: a generic x r lies that close to a
   // rounding boundary of T with probability ~2^-130, so an undecided element
   // means structured data (or a wrong r) worth a look.
@@ -557,6 +587,7 @@ struct FdCounts {
   int64_t fp32_weights = 0;   // of those, in cases with fp32 weights beside 16-bit x
   int64_t llama_dx = 0;       // of those, Llama dx (against the unrounded forward's loss)
   int64_t llama_bitwise = 0;  // Llama dx and rstd elements compared bitwise with the plain spec's
+  int64_t db = 0;             // db elements (cases with a bias)
 };
 
 /// dx and dw of every case against central differences of its loss
@@ -607,7 +638,7 @@ FdCounts finiteDifferenceCheck(const std::vector<CaseSpec>& cases) {
     std::vector<double> v(N);  // offset + w_j (within 2^-53: for the scales)
     for (int64_t j = 0; j < N; ++j) {
       mpfr_set_d(w[j], in.w.value(0, j), MPFR_RNDN);
-      mpfr_set_d(b[j], 0.0, MPFR_RNDN);
+      mpfr_set_d(b[j], in.b ? in.b->value(0, j) : 0.0, MPFR_RNDN);
       v[j] = offset + in.w.value(0, j);
     }
     for (int64_t i = 0; i < M; ++i) {
@@ -657,6 +688,18 @@ FdCounts finiteDifferenceCheck(const std::vector<CaseSpec>& cases) {
         centralDifference(g, w[j], wv, h_exp, total_loss, lp, lm);
         note(compareFd("dw", 0, j, g, ref.dw.exact[j], dw_scale[j]));
       }
+    if (in.b)
+      for (int64_t j = 0; j < N; ++j) {
+        // L is linear in b_j with coefficient sum_i dy_ij.
+        const double bv = in.b->value(0, j);
+        const mpfr_exp_t h_exp = (bv == 0.0 ? 0 : std::ilogb(bv) + 1) + kFdStepLog2;
+        double scale = 0;
+        for (int64_t i = 0; i < M; ++i) scale += std::fabs(dy[i][j]);
+        mp::Real g(kFdBits);
+        centralDifference(g, b[j], bv, h_exp, total_loss, lp, lm);
+        note(compareFd("db", 0, j, g, ref.db.exact[j], scale));
+        ++counts.db;
+      }
     for (const auto& f : failures) ADD_FAILURE() << toCaseString(c) << "\n  " << f;
     counts.compared += compared;
     if (offset != 0.0) counts.offset += compared;
@@ -691,12 +734,14 @@ TEST(OracleFiniteDifference, GradientsMatchCentralDifferencesForEverySpec) {
   RecordProperty("fp32_weights", std::to_string(counts.fp32_weights));
   RecordProperty("llama_dx", std::to_string(counts.llama_dx));
   RecordProperty("llama_bitwise", std::to_string(counts.llama_bitwise));
+  RecordProperty("db", std::to_string(counts.db));
   // Every variant was really compared (the shapes average ~2.5 x 9 elements).
   EXPECT_GT(counts.compared, 2000);
   EXPECT_GT(counts.offset, 500);
   EXPECT_GT(counts.fp32_weights, 500);
   EXPECT_GT(counts.llama_dx, 500);
   EXPECT_GT(counts.llama_bitwise, 500);
+  EXPECT_GT(counts.db, 100);
 }
 
 // ---------------------------------------------------------------------------
@@ -925,6 +970,7 @@ TEST(OracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
     const bool llama = kRounding(c.spec) == Rounding::Llama;
     int failures = 0;
     std::vector<const ReferenceTensor*> tensors{&ref.y, &ref.rstd, &ref.dx, &ref.dw};
+    if (kRmsBias(c.spec)) tensors.push_back(&ref.db);
     for (const ReferenceTensor* r : tensors) {
       ASSERT_EQ(r->budget.size(), size_t(r->rows * r->cols));
       for (size_t e = 0; e < r->budget.size() && failures < 5; ++e) {
@@ -943,7 +989,7 @@ TEST(OracleBudget, FinitePositiveAndNotAbsurdlyLoose) {
           const int64_t i = int64_t(e) / c.N, j = int64_t(e) % c.N;
           const double v = y ? std::fabs(double(kWeightOffset(c.spec)) + in.w.value(0, j)) : 0.0;
           const double rstd = y ? ref.rstd.exact[size_t(i)] : 0.0;
-          // The size of the element's terms: |exact|.
+          // The size of the element's terms: |exact|, or |xhat v| + |b| where a bias may cancel y.
           const double size = r->magnitudeAt(int64_t(e));
           double limit = ulpOf(r->dtype, size) + kBudgetLooseRelative * size + 2.0 * eta * (1.0 + v + rstd);
           // Llama near a rounding boundary of x r adds spread |v|, spread =

@@ -114,6 +114,31 @@ TEST_F(PythonDoor, ALayerNormDeclaringAffineVariantsRunsWithoutBetaAndWithoutEit
   EXPECT_NE(r.output.find("implements LayerNorm with gamma and beta only"), std::string::npos) << r.output;
 }
 
+TEST_F(PythonDoor, AnRmsNormDeclaringBiasVariantsIsJudgedWithAndWithoutABias) {
+  // A campaign draws cases with a bias (1 in 4) beside the others; every property passes.
+  const std::string jsonl = ::testing::TempDir() + "py_rms_norm_bias.jsonl";
+  Result r = cli("run --kernel py_rms_norm_bias --cases 100 --tier smoke --seed 9 --no-save --no-corpus --json " +
+                 jsonl + kSpecs);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  std::ifstream in(jsonl);
+  const std::string lines((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(lines.find("bias=yes"), std::string::npos) << "no case drew a bias";
+  // A bias case judges db (y's cancellations included), in fp32 weights too.
+  r = cli("repro 'op=rmsnorm kernel=py_rms_norm_bias dtype=bf16 M=5 N=33 wdtype=fp32 bias=yes' --property accuracy" +
+          kSpecs);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("db"), std::string::npos) << r.output;
+  // The bias added after y's rounding to bf16 (a second rounding) fails accuracy.
+  r = cli("repro 'op=rmsnorm kernel=py_rms_norm_bias_after_rounding dtype=bf16 M=8 N=64 bias=yes' --property accuracy" +
+          kSpecs);
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  // A variant that does not declare a bias is not run on such a case, saying why.
+  r = cli("repro 'op=rmsnorm kernel=py_gemma_rms_norm dtype=fp32 M=3 N=17 offset=1 bias=yes' --property accuracy" +
+          kSpecs);
+  EXPECT_NE(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("implements RMSNorm without a bias only"), std::string::npos) << r.output;
+}
+
 TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
   const struct {
     const char* source;
@@ -124,7 +149,8 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
       {"stats='activation'", "it saves none"},
       {"weight_offset=100.0", "weight_offset must be a number in [-16, 16]"},
       {"affine_variants=True",
-       "affine_variants is not among rmsnorm's specs (fp32_weights, rounding, weight_offset, stats)"},
+       "affine_variants is not among rmsnorm's specs (fp32_weights, rounding, weight_offset, stats, bias_variants)"},
+      {"bias_variants=True, rounding='llama'", "a bias with rounding='llama' is not modelled"},
   };
   for (const auto& b : bad) {
     const std::string file = ::testing::TempDir() + "bad_spec_kernels.py";

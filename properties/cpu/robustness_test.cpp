@@ -793,10 +793,10 @@ TEST(Robustness, ADtypeTheKernelDoesNotTakeRunsNothing) {
 }
 
 TEST(Robustness, ReproOfASpecTheKernelDoesNotImplementSaysWhy) {
-  // A Gemma case from a host port replayed on a plugin variant without the offset.
+  // A bias case from a host port replayed on a plugin variant without one.
   expectSays(
-      cli("repro 'op=rmsnorm kernel=test_rmsnorm_fails_past_64_rows dtype=fp32 M=2 N=8 offset=1' --plugin " + kGood),
-      exit_code::kNothingRan, {"cannot run here", "does not implement weight offset 1"});
+      cli("repro 'op=rmsnorm kernel=test_rmsnorm_fails_past_64_rows dtype=fp32 M=2 N=8 bias=yes' --plugin " + kGood),
+      exit_code::kNothingRan, {"cannot run here", "implements RMSNorm without a bias only"});
 }
 
 TEST(Robustness, ReproOfARowWiderThanTheKernelTakesSaysWhy) {

@@ -1,9 +1,9 @@
 """Python variants for the Python door's spec declarations (rounding,
-weight_offset, stats): each implements one spec of core/norm_spec.h
+weight_offset, stats, bias_variants): each implements one spec of core/norm_spec.h
 in fp32 torch on the CPU, the way the libraries that ship it do (Liger's
 llama and gemma casting modes, Liger's LayerNorm up to at least 0.8.2 saving
-Mean and RSTD in x's dtype), and one gets its own
-wrong (Llama declaring the plain spec), so
+Mean and RSTD in x's dtype, quack's RMSNorm bias), and two get theirs
+wrong (Llama declaring the plain spec; a bias added after y's rounding), so
 the suite sees a declaration judged, not just accepted."""
 
 import torch
@@ -49,6 +49,25 @@ def gemma_backward(x, w, dy, rstd, eps):
     return _rms_backward(x, w, dy, rstd, 1.0, llama=False)
 
 
+def biased_forward(x, w, eps, bias=None):
+    # quack's rmsnorm(bias=): y = x rstd w + b in fp32, one rounding.
+    xf = x.float()
+    r = _rstd(xf, eps)
+    y = xf * r * w.float()
+    return (y if bias is None else y + bias.float()).to(x.dtype), r.squeeze(-1)
+
+
+def biased_backward(x, w, dy, rstd, eps, has_bias=False):
+    dx, dw = _rms_backward(x, w, dy, rstd, 0.0, llama=False)
+    return (dx, dw, dy.float().sum(0).to(w.dtype)) if has_bias else (dx, dw)
+
+
+def bias_after_rounding_forward(x, w, eps, bias=None):
+    # The bug: y rounded to x's dtype, then the bias added and rounded again.
+    y, r = biased_forward(x, w, eps)
+    return (y if bias is None else (y.float() + bias.float()).to(x.dtype)), r
+
+
 def layer_norm_x_dtype_stats_forward(x, gamma, beta, eps):
     # fp32 statistics for y; Mean and RSTD saved in x's dtype.
     xf = x.float()
@@ -82,3 +101,9 @@ ulpcheck.layernorm("py_layer_norm_x_dtype_stats", forward=layer_norm_x_dtype_sta
                    backward=layer_norm_x_dtype_stats_backward, backend="host", saves_stats=True,
                    two_pass_statistics=True, stats="activation",
                    description="LayerNorm saving Mean and RSTD in x's dtype (Liger up to 0.8.2), x-hat rebuilt from them")
+ulpcheck.rmsnorm("py_rms_norm_bias", forward=biased_forward, backward=biased_backward, backend="host",
+                 saves_stats=True, fp32_weights=True, bias_variants=True,
+                 description="RMSNorm with and without a bias (quack's bias=), fp32 torch on the CPU")
+ulpcheck.rmsnorm("py_rms_norm_bias_after_rounding", forward=bias_after_rounding_forward, backward=biased_backward,
+                 backend="host", saves_stats=True, bias_variants=True, dtypes=_16,
+                 description="a bias added after y's rounding to x's dtype: must fail accuracy in 16 bits")

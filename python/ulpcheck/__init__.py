@@ -20,6 +20,8 @@ every property on them, in a worker process (python -m ulpcheck.worker):
 Calls:
   rmsnorm:   forward(x, w, eps) -> y, or (y, rstd) with saves_stats=True;
              backward(x, w, dy, rstd, eps) -> (dx, dw)
+             with bias_variants=True, cases with a bias (y = xhat w + b) call
+             forward(x, w, eps, bias=b) and backward(..., eps, has_bias=True) -> (dx, dw, db)
   layernorm: forward(x, gamma, beta, eps) -> y, or (y, mean, rstd) with saves_stats=True;
              backward(x, gamma, dy, mean, rstd, eps) -> (dx, dgamma, dbeta)
 Inputs are torch tensors over ulpcheck's own buffers (x has row stride ld);
@@ -70,7 +72,7 @@ class Variant:
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
     # Its spec options (ulpcheck/ops: fp32_weights, rounding, weight_offset, stats,
-    # affine_variants, as its op has them), each set or at its default.
+    # affine_variants, bias_variants, as its op has them), each set or at its default.
     spec: dict = dataclasses.field(default_factory=dict)
 
     def describe(self) -> dict:

@@ -6,7 +6,7 @@ The spec (quack-kernels 0.6.5, read from its source): fp32 math, y rounded
 once to x's dtype, rstd saved in fp32 (store_rstd=True) and consumed by the
 backward; dW from fp32 partials of a persistent grid (one per SM) summed by
 torch, rounded to the weight's dtype: ulpcheck's plain spec, with fp32
-weights and (quack_rmsnorm_gemma) the weight offset 1.
+weights, a bias, and (quack_rmsnorm_gemma) the weight offset 1.
 
 Preconditions: quack compiles each kernel for one hidden size N (and the
 backward for a power-of-two bucket of M), assuming 16-byte aligned rows, so
@@ -26,25 +26,27 @@ rmsnorm = importlib.import_module("quack.rmsnorm")  # `import quack.rmsnorm` wou
 
 
 def _variant(offset):
-    def forward(x, w, eps):
-        y, _, rstd = rmsnorm.rmsnorm_fwd(x, w, eps=eps, store_rstd=True, weight_offset=offset)
+    def forward(x, w, eps, bias=None):
+        y, _, rstd = rmsnorm.rmsnorm_fwd(x, w, bias=bias, eps=eps, store_rstd=True, weight_offset=offset)
         return y, rstd
 
-    def backward(x, w, dy, rstd, eps):
-        dx, dw, _, _ = rmsnorm.rmsnorm_bwd(x, w, dy, rstd, weight_offset=offset)
-        return dx, dw
+    def backward(x, w, dy, rstd, eps, has_bias=False):
+        dx, dw, db, _ = rmsnorm.rmsnorm_bwd(x, w, dy, rstd, has_bias=has_bias, weight_offset=offset)
+        return (dx, dw, db) if has_bias else (dx, dw)
 
     return forward, backward
 
 
 # quack takes a weight of any dtype beside x (fp32 in mixed precision: y in
 # fp32, rounded once to x's dtype; dW summed in fp32 and rounded to w's
-# dtype), declared.
+# dtype) and a bias (y = x rstd w + b in fp32; db = sum of dy over rows,
+# rounded to w's dtype), both declared. The bias takes the backward's
+# general kernel (the dense fast path is bias-free).
 for name, offset, what in (("quack_rmsnorm", 0.0, ""),
                            ("quack_rmsnorm_gemma", 1.0, " with weight_offset=1.0 (Gemma's 1 + w)")):
     forward, backward = _variant(offset)
     ulpcheck.rmsnorm(name, forward=forward, backward=backward, backend="cuda", saves_stats=True,
                      aligned_rows=True, cols=(64, 1000, 4096, 5120, 8192), compiles_per_shape=True,
-                     fp32_weights=True, weight_offset=offset,
+                     fp32_weights=True, bias_variants=True, weight_offset=offset,
                      libraries=("torch", "quack", "cutlass"),
                      description="quack's CuTe DSL RMSNorm: rmsnorm_fwd (store_rstd) and rmsnorm_bwd" + what)
