@@ -99,6 +99,20 @@ TEST(CaseSpec, MalformedInputsNameTheProblem) {
                CaseParseError);
 }
 
+TEST(CaseSpec, ASpecDeclarationClashingWithAnotherIsRefused) {
+  // Two descriptors of one key would parse one case string two ways.
+  static const SpecField second_wdtype = dtypeField("wdtype", "another weights' dtype", 40);
+  EXPECT_THROW(declareSpec("test_op_a", {{&second_wdtype}, {}}), std::logic_error);
+  // Two fields of one draw slot would draw from one random stream.
+  static const SpecField same_slot = yesNoField("test_flag", "a flag", weightDtypeField().draw_slot);
+  EXPECT_THROW(declareSpec("test_op_b", {{&same_slot}, {}}), std::logic_error);
+  // A rule must be between two of the op's own fields.
+  EXPECT_THROW(declareSpec("test_op_c", {{&weightDtypeField()}, {{"rounding", 1, "wdtype", "never"}}}),
+               std::logic_error);
+  for (const char* op : {"test_op_a", "test_op_b", "test_op_c"}) EXPECT_TRUE(specOf(op).fields.empty()) << op;
+  EXPECT_EQ(findSpecField("test_flag"), nullptr);
+}
+
 TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   const CaseSpec c = parseCaseString("op=rmsnorm kernel=k dtype=bf16 M=2 N=8 wdtype=fp32 rounding=llama offset=1");
   EXPECT_EQ(kWeightDtype(c.spec), DType::F32);
