@@ -41,9 +41,3 @@ def stats_need_saving(v):
     if v.spec["stats"] != "fp32" and not v.saves_stats:
         return f"stats={v.spec['stats']!r} names the dtype of saved statistics; it saves none (saves_stats)"
     return None
-
-
-def stats_in_x_dtype_not_with_llama(v):
-    if v.spec["stats"] != "fp32" and v.spec.get("rounding") == "llama":
-        return "stats='activation' with rounding='llama' is not modelled"
-    return None

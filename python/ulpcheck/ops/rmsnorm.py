@@ -38,6 +38,12 @@ def backward(variant, call):
 BIAS_VARIANTS = SpecOption("bias_variants", False, norm.flag("bias_variants"))
 
 
+def stats_in_x_dtype_not_with_llama(v):
+    if v.spec["stats"] != "fp32" and v.spec["rounding"] == "llama":
+        return "stats='activation' with rounding='llama' is not modelled"
+    return None
+
+
 def bias_not_with_llama(v):
     return "a bias with rounding='llama' is not modelled" if v.spec["bias_variants"] and v.spec["rounding"] == "llama" \
         else None
@@ -45,5 +51,5 @@ def bias_not_with_llama(v):
 
 OP = Op(name="rmsnorm",
         spec_options=(norm.FP32_WEIGHTS, norm.ROUNDING, norm.WEIGHT_OFFSET, norm.STATS, BIAS_VARIANTS),
-        rules=(norm.stats_need_saving, norm.stats_in_x_dtype_not_with_llama, bias_not_with_llama),
+        rules=(norm.stats_need_saving, stats_in_x_dtype_not_with_llama, bias_not_with_llama),
         entries={"rmsnorm_forward": forward, "rmsnorm_backward": backward})
