@@ -29,6 +29,7 @@ float affineParameter(const void* p, DType t, int64_t col, float absent) { retur
 
 void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& defects) {
   const auto& s = f.shape;
+  const DType wt = s.wdtype();  // read from the spec once, not per element
   const RowPlan p = planRow(s.dtype, s.N, s.ld,
                             aligned16(f.x) && aligned16(f.gamma) && aligned16(f.beta) && aligned16(f.y));
   std::vector<float> acc(p.threads);
@@ -53,21 +54,21 @@ void forward(const LayerNormForwardArgs& f, const LaunchEnv&, const Defects& def
     for (int64_t col = 0; col < s.N; ++col) {
       const float xhat = (x(col) - mean) * r;
       store(f.y, s.dtype, base + col,
-            std::fma(xhat, affineParameter(f.gamma, s.wdtype(), col, 1.f),
-                     affineParameter(f.beta, s.wdtype(), col, 0.f)));
+            std::fma(xhat, affineParameter(f.gamma, wt, col, 1.f), affineParameter(f.beta, wt, col, 0.f)));
     }
   }
 }
 
 void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defects& defects) {
   const auto& s = b.shape;
+  const DType wt = s.wdtype();
   const RowPlan p = planRow(s.dtype, s.N, s.ld,
                             aligned16(b.x) && aligned16(b.gamma) && aligned16(b.dy) && aligned16(b.dx));
   const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);
   const int64_t pld = partialLd(s.N), wld = workspaceLd(s.N);
   auto* partial = static_cast<float*>(b.workspace);
   std::vector<float> gamma(s.N), acc(p.threads), dgamma_acc(s.N), dbeta_acc(s.N);
-  for (int64_t col = 0; col < s.N; ++col) gamma[col] = affineParameter(b.gamma, s.wdtype(), col, 1.f);
+  for (int64_t col = 0; col < s.N; ++col) gamma[col] = affineParameter(b.gamma, wt, col, 1.f);
 
   for (int64_t cta = 0; cta < ctas; ++cta) {
     std::fill(dgamma_acc.begin(), dgamma_acc.end(), 0.f);
@@ -97,8 +98,8 @@ void backward(const LayerNormBackwardArgs& b, const LaunchEnv& env, const Defect
   void* dgamma = swapped ? b.dbeta : b.dgamma;
   void* dbeta = swapped ? b.dgamma : b.dbeta;
   for (int64_t col = 0; col < s.N; ++col) {  // null where the spec has no such parameter
-    if (dgamma) store(dgamma, s.wdtype(), col, sumPartials(partial, wld, ctas, col, DwStrategy::Separate));
-    if (dbeta) store(dbeta, s.wdtype(), col, sumPartials(partial + pld, wld, ctas, col, DwStrategy::Separate));
+    if (dgamma) store(dgamma, wt, col, sumPartials(partial, wld, ctas, col, DwStrategy::Separate));
+    if (dbeta) store(dbeta, wt, col, sumPartials(partial + pld, wld, ctas, col, DwStrategy::Separate));
   }
 }
 

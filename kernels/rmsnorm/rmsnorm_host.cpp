@@ -28,20 +28,28 @@ std::vector<float> effectiveWeights(const void* w, const RowShape& s, const Defe
   return out;
 }
 
+/// The spec's rounding points, read once per call (not per element).
+struct RoundingPoints {
+  DType T;
+  bool xhat_in_t;      // rounding=llama: x-hat rounded to T before the weight multiplies it
+  bool dw_terms_in_t;  // and dW's terms dy round_T(x-hat), products of two T values, rounded to T
+};
+
+RoundingPoints roundingPoints(const RowShape& s, const Defects& defects) {
+  const bool llama = kRounding(s.spec) == Rounding::Llama;
+  return {s.dtype, llama && !defects.llama_xhat_unrounded, llama && s.dtype != DType::F32};
+}
+
 /// The factor the weight multiplies: x-hat, rounded to the activation dtype
 /// under rounding=llama.
-float weightedXhat(float xhat, const RowShape& s, const Defects& defects) {
-  const bool llama = kRounding(s.spec) == Rounding::Llama && !defects.llama_xhat_unrounded;
-  return llama ? float(roundToFormat(s.dtype, xhat)) : xhat;
-}
+float weightedXhat(float xhat, const RoundingPoints& p) { return p.xhat_in_t ? float(roundToFormat(p.T, xhat)) : xhat; }
 
 /// Llama's dW term dy round_T(x-hat), a product of two activation-dtype
 /// values, is rounded to T before the fp32 accumulator adds it (rmsnorm_
 /// forward.cuh's accumulateDw); elsewhere an fma.
-float accumulateDw(float acc, float g, float xhat, const RowShape& s, const Defects& defects) {
-  const float weighted = weightedXhat(xhat, s, defects);
-  const bool in_t = kRounding(s.spec) == Rounding::Llama && s.dtype != DType::F32;
-  return in_t ? acc + float(roundToFormat(s.dtype, g * weighted)) : std::fma(g, weighted, acc);
+float accumulateDw(float acc, float g, float xhat, const RoundingPoints& p) {
+  const float weighted = weightedXhat(xhat, p);
+  return p.dw_terms_in_t ? acc + float(roundToFormat(p.T, g * weighted)) : std::fma(g, weighted, acc);
 }
 
 }  // namespace
@@ -55,6 +63,8 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defec
   const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(f.x) && aligned16(f.w) && aligned16(f.y));
   std::vector<float> acc(p.threads);
   const std::vector<float> w = effectiveWeights(f.w, s, defects);
+  const RoundingPoints points = roundingPoints(s, defects);
+  const DType wt = s.wdtype();
   for (int64_t row = 0; row < s.M; ++row) {
     const int64_t base = row * rowStride(s, defects);
     for (int t = 0; t < p.threads; ++t) {
@@ -70,8 +80,8 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defec
     if (defects.rstd_in_bf16) r = roundToBf16(r);
     f.rstd[row] = savedStat(s, r);
     for (int64_t col = 0; col < s.N; ++col) {
-      const float scaled = weightedXhat(load(f.x, xt, base + col) * r, s, defects) * w[size_t(col)];
-      store(f.y, s.dtype, base + col, f.b ? scaled + load(f.b, s.wdtype(), col) : scaled);
+      const float scaled = weightedXhat(load(f.x, xt, base + col) * r, points) * w[size_t(col)];
+      store(f.y, s.dtype, base + col, f.b ? scaled + load(f.b, wt, col) : scaled);
     }
   }
 }
@@ -90,6 +100,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
   const int64_t pld = partialLd(s.N);
   auto* partial = static_cast<float*>(b.workspace);
   const std::vector<float> w = effectiveWeights(b.w, s, defects);
+  const RoundingPoints points = roundingPoints(s, defects);
   std::vector<float> acc(p.threads), dw_acc(s.N), db_acc(b.db ? s.N : 0);
   // db's partials, one row per CTA like dW's, summed the same way.
   std::vector<float> db_partial(b.db ? size_t(ctas * s.N) : 0);
@@ -125,7 +136,7 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
           const float g = load(b.dy, s.dtype, base + col);
           const float xhat = load(b.x, s.dtype, base + col) * r;
           store(b.dx, s.dtype, base + col, r * std::fma(-xhat, c, g * w[col]));
-          dw_acc[col] = accumulateDw(dw_acc[col], g, xhat, s, defects);
+          dw_acc[col] = accumulateDw(dw_acc[col], g, xhat, points);
           if (b.db) db_acc[col] += g;
         });
       }
