@@ -13,8 +13,6 @@ namespace ulpcheck {
 
 namespace {
 
-bool has(const std::vector<SpecCode>& can, SpecCode c) { return std::find(can.begin(), can.end(), c) != can.end(); }
-
 // Draw slots: the order these fields were drawn in before fields were
 // descriptors (wdtype, rounding, offset, affine, stats, bias, res), kept so
 // the same seeds draw the same cases.
@@ -30,14 +28,14 @@ const SpecField& weightDtypeField() {
       return fmt::format("w={}", dtypeName(SpecCodec<std::optional<DType>>::decode(c).value_or(a)));
     };
     f.unsupported = [fp32](const std::vector<SpecCode>& can, SpecCode c, DType) {
-      if (c == 0 || (c == fp32 && has(can, fp32))) return std::string();
-      return std::string(has(can, fp32) ? "takes weights in fp32 or in the activation dtype"
-                                        : "takes weights in the activation dtype only");
+      if (c == 0 || (c == fp32 && takes(can, fp32))) return std::string();
+      return std::string(takes(can, fp32) ? "takes weights in fp32 or in the activation dtype"
+                                          : "takes weights in the activation dtype only");
     };
     // fp32 weights beside 16-bit activations (mixed-precision training,
     // where production runs) in half the cases of a variant that takes them.
     f.draws = [fp32](const std::vector<SpecCode>& can, DType a) {
-      if (a != DType::F32 && has(can, fp32)) return std::vector<SpecDraw>{{1, 0}, {1, fp32}};
+      if (a != DType::F32 && takes(can, fp32)) return std::vector<SpecDraw>{{1, 0}, {1, fp32}};
       return std::vector<SpecDraw>{{1, 0}};
     };
     f.from_python = [fp32](const nlohmann::json& v) {  // fp32_weights=True: fp32 as well as the activation dtype
@@ -53,7 +51,7 @@ const SpecField& roundingField() {
     SpecField f = choiceField("rounding", "where x-hat is rounded", kRoundingSlot, {"plain", "llama"});
     f.label = [](SpecCode c, DType) { return std::string(roundingName(static_cast<Rounding>(c))); };
     f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType) {
-      if (has(can, c)) return std::string();
+      if (takes(can, c)) return std::string();
       return can.size() == 1 ? fmt::format("implements rounding={} only", roundingName(static_cast<Rounding>(can[0])))
                              : fmt::format("does not implement rounding={}", roundingName(static_cast<Rounding>(c)));
     };
@@ -76,7 +74,7 @@ const SpecField& weightOffsetField() {
   static const SpecField field = [] {
     SpecField f = realField("offset", "the weight offset", kWeightOffsetSlot, 16.f);
     f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType) {
-      return has(can, c) ? std::string() : fmt::format("does not implement weight offset {:g}", c);
+      return takes(can, c) ? std::string() : fmt::format("does not implement weight offset {:g}", c);
     };
     f.from_python = [](const nlohmann::json& v) {  // weight_offset=1.0: that one only
       const double offset = v.value("weight_offset", 0.0);
@@ -107,14 +105,14 @@ const SpecField& savedStatsField() {
     };
     f.label = [](SpecCode, DType a) { return fmt::format("stats={}", dtypeName(a)); };
     f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType a) {
-      if (a == DType::F32 || has(can, c)) return std::string();  // in fp32 both are the same spec
+      if (a == DType::F32 || takes(can, c)) return std::string();  // in fp32 both are the same spec
       return c != 0 ? std::string("saves its statistics in fp32 only")
                     : fmt::format("saves its statistics in the activation dtype ({}) only", dtypeName(a));
     };
     f.draws = [](const std::vector<SpecCode>& can, DType a) {
       std::vector<SpecDraw> d;
-      if (has(can, 0) || a == DType::F32) d.push_back({3, 0});
-      if (has(can, 1) && a != DType::F32) d.push_back({d.empty() ? size_t(3) : size_t(1), 1});
+      if (takes(can, 0) || a == DType::F32) d.push_back({3, 0});
+      if (takes(can, 1) && a != DType::F32) d.push_back({d.empty() ? size_t(3) : size_t(1), 1});
       return d;
     };
     f.from_python = [](const nlohmann::json& v) {  // stats="activation": that one only

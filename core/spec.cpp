@@ -24,8 +24,6 @@ std::map<std::string, const SpecField*>& fieldsByKey() {
   return by_key;
 }
 
-bool has(const std::vector<SpecCode>& can, SpecCode c) { return std::find(can.begin(), can.end(), c) != can.end(); }
-
 DType dtypeOrThrow(const std::string& key, const std::string& text) {
   const auto t = parseDType(text);
   if (!t) throw CaseParseError(fmt::format("'{}': '{}' is not one of fp32, fp16, bf16", key, text));
@@ -33,6 +31,22 @@ DType dtypeOrThrow(const std::string& key, const std::string& text) {
 }
 
 }  // namespace
+
+bool takes(const std::vector<SpecCode>& can, SpecCode code) {
+  return std::find(can.begin(), can.end(), code) != can.end();
+}
+
+std::function<std::string(const std::vector<SpecCode>&, SpecCode, DType)> unlessListed(std::string why) {
+  return [why = std::move(why)](const std::vector<SpecCode>& can, SpecCode c, DType) {
+    return takes(can, c) ? std::string() : why;
+  };
+}
+
+std::vector<SpecDraw> firstMostly(const std::vector<SpecCode>& can) {
+  std::vector<SpecDraw> d;
+  for (SpecCode c : can) d.push_back({d.empty() ? size_t(3) : size_t(1), c});
+  return d;
+}
 
 void declareSpec(const std::string& op, OpSpecDeclaration declaration) {
   std::map<int, std::string> slots;
@@ -155,9 +169,6 @@ SpecField realField(std::string key, std::string meaning, int draw_slot, float l
   f.check = [key = f.key, limit](SpecCode c, DType) {
     if (!(std::fabs(c) <= limit))
       throw CaseParseError(fmt::format("'{}' must be in [-{:g}, {:g}], got {}", key, limit, limit, hexFloat(c)));
-  };
-  f.unsupported = [key = f.key](const std::vector<SpecCode>& can, SpecCode c, DType) {
-    return has(can, c) ? std::string() : fmt::format("does not implement {}={:g}", key, c);
   };
   return f;
 }

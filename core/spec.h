@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -46,8 +47,8 @@ struct SpecCodec<std::optional<DType>> {  // unset: "the activation dtype" (code
 /// The non-default values of one case's spec fields.
 class Spec {
  public:
-  std::optional<SpecCode> code(const std::string& key) const {
-    const auto it = values_.find(key);
+  std::optional<SpecCode> code(std::string_view key) const {
+    const auto it = values_.find(key);  // no string is made: kernels read fields per call
     if (it == values_.end()) return std::nullopt;
     return it->second;
   }
@@ -57,12 +58,12 @@ class Spec {
     else values_[key] = c;
   }
   bool plain() const { return values_.empty(); }
-  const std::map<std::string, SpecCode>& values() const { return values_; }
+  const std::map<std::string, SpecCode, std::less<>>& values() const { return values_; }
   bool operator==(const Spec& o) const { return values_ == o.values_; }
   bool operator!=(const Spec& o) const { return !(*this == o); }
 
  private:
-  std::map<std::string, SpecCode> values_;
+  std::map<std::string, SpecCode, std::less<>> values_;
 };
 
 /// Typed access to one field of a spec: `kRounding(spec)`, `kRounding.set(spec, r)`.
@@ -117,8 +118,7 @@ struct SpecField {
   /// if it does. Null: "does not implement <key>=<value>" unless `can` has it.
   std::function<std::string(const std::vector<SpecCode>& can, SpecCode, DType activations)> unsupported;
   /// The choices a case of a variant implementing `can` draws, weighted,
-  /// the first the one shrinking goes toward. Null: `can`, the first weighted
-  /// 3 and each other 1.
+  /// the first the one shrinking goes toward. Null: firstMostly(can).
   std::function<std::vector<SpecDraw>(const std::vector<SpecCode>& can, DType activations)> draws;
   /// The Python door: the codes a Python variant implements, read from its
   /// declaration (ulpcheck.rmsnorm(..., <option>=...)); throws
@@ -158,6 +158,14 @@ int specDrawSlots();
 /// the default only): the Spec's counterpart in kernels/registry.h's
 /// SpecSupport.
 using SpecCodes = std::map<std::string, std::vector<SpecCode>>;
+
+/// Whether a variant implementing the codes `can` takes `code`.
+bool takes(const std::vector<SpecCode>& can, SpecCode code);
+/// SpecField::unsupported for a field whose variants either list a value or
+/// do not take it, saying `why` ("implements RMSNorm without a bias only").
+std::function<std::string(const std::vector<SpecCode>&, SpecCode, DType)> unlessListed(std::string why);
+/// The default draws: `can`, the first weighted 3 and each other 1.
+std::vector<SpecDraw> firstMostly(const std::vector<SpecCode>& can);
 
 /// Descriptors of the common kinds of field; their owner sets the rest
 /// (label, check, unsupported, draws, from_python) where the default will not do.

@@ -77,7 +77,7 @@ struct SpecSupport {
       const std::vector<SpecCode>& can = of(f->key);
       if (f->unsupported) {
         if (std::string why = f->unsupported(can, code, activations); !why.empty()) return why;
-      } else if (std::find(can.begin(), can.end(), code) == can.end()) {
+      } else if (!takes(can, code)) {
         return fmt::format("does not implement {}={}", f->key, f->print(code, activations));
       }
     }

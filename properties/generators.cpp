@@ -226,11 +226,7 @@ rc::Gen<CaseSpec> withSpec(CaseSpec base) {
   std::vector<rc::Gen<SpecCode>> slots(size_t(specDrawSlots()), just(SpecCode(0)));
   for (const SpecField* f : declared.fields) {
     const std::vector<SpecCode>& codes = can.of(f->key);
-    std::vector<SpecDraw> draws;
-    if (f->draws) draws = f->draws(codes, base.dtype);
-    else
-      for (SpecCode c : codes) draws.push_back({draws.empty() ? size_t(3) : size_t(1), c});
-    slots[size_t(f->draw_slot)] = weightedCodes(draws);
+    slots[size_t(f->draw_slot)] = weightedCodes(f->draws ? f->draws(codes, base.dtype) : firstMostly(codes));
   }
   return rc::gen::map(drawSlots(std::move(slots)), [base, declared](const std::vector<SpecCode>& codes) {
     CaseSpec c = base;

@@ -1,6 +1,4 @@
 // allreduce_rmsnorm's own spec field: the residual's dtype (kResidualDtype).
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "core/case_spec.h"
@@ -19,17 +17,10 @@ const SpecField& residualDtypeField() {
         throw CaseParseError(fmt::format("'res' must be fp32 or the activation dtype ({}), got {}", dtypeName(a),
                                          dtypeName(*SpecCodec<std::optional<DType>>::decode(c))));
     };
-    f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType) {
-      return std::find(can.begin(), can.end(), c) != can.end()
-                 ? std::string()
-                 : std::string("keeps the residual in the activation dtype only");
-    };
+    f.unsupported = unlessListed("keeps the residual in the activation dtype only");
     // An fp32 residual beside 16-bit activations in 1 of 4 cases of a variant that takes it.
     f.draws = [](const std::vector<SpecCode>& can, DType a) {
-      if (a == DType::F32) return std::vector<SpecDraw>{{1, 0}};
-      std::vector<SpecDraw> d;
-      for (SpecCode c : can) d.push_back({d.empty() ? size_t(3) : size_t(1), c});
-      return d;
+      return a == DType::F32 ? std::vector<SpecDraw>{{1, 0}} : firstMostly(can);
     };
     return f;
   }();

@@ -1,6 +1,4 @@
 // LayerNorm's own spec field: which affine parameters it has (kAffine, layernorm.h).
-#include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "kernels/layernorm/layernorm.h"
@@ -13,11 +11,7 @@ const SpecField& affineField() {
     SpecField f = choiceField("affine", "which affine parameters there are", 3, {"full", "nobias", "none"});
     const std::vector<SpecCode> all{kAffine.code(Affine::Full), kAffine.code(Affine::NoBias),
                                     kAffine.code(Affine::None)};
-    f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType) {
-      return std::find(can.begin(), can.end(), c) != can.end()
-                 ? std::string()
-                 : std::string("implements LayerNorm with gamma and beta only");
-    };
+    f.unsupported = unlessListed("implements LayerNorm with gamma and beta only");
     // Without beta (torch.nn.LayerNorm(bias=False)) and without either
     // parameter (elementwise_affine=False), 1 in 4 each.
     f.draws = [](const std::vector<SpecCode>& can, DType) {

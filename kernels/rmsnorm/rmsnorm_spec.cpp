@@ -1,6 +1,4 @@
 // RMSNorm's own spec field: its bias (kRmsBias, rmsnorm.h).
-#include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "kernels/rmsnorm/rmsnorm.h"
@@ -11,10 +9,7 @@ const SpecField& rmsBiasField() {
   // Draw slot 5: after wdtype, rounding, offset, affine and stats.
   static const SpecField field = [] {
     SpecField f = yesNoField("bias", "a bias added after the weight, y = xhat w + b", 5);
-    f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType) {
-      return std::find(can.begin(), can.end(), c) != can.end() ? std::string()
-                                                               : std::string("implements RMSNorm without a bias only");
-    };
+    f.unsupported = unlessListed("implements RMSNorm without a bias only");
     f.from_python = [](const nlohmann::json& v) {  // bias_variants=True: with a bias as well as without
       return v.value("bias_variants", false) ? std::vector<SpecCode>{0, 1} : std::vector<SpecCode>{0};
     };
