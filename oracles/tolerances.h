@@ -46,6 +46,6 @@ inline constexpr double kStatisticalFalseAlarm = 1e-6;
 
 // The oracle's self-checks (Boost.Multiprecision cross-check, MPFR finite
 // differences, round-to-odd) keep their agreement constants, each with its
-// derivation, beside them in properties/cpu/oracle_test.cpp.
+// derivation, beside them in tests/oracles/rmsnorm_test.cpp.
 
 }  // namespace ulpcheck::tolerance

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "harness/report/junit.h"
+#include "harness/runner/exit_codes.h"
+#include "harness/runner/jsonl.h"
 #include "properties/error_distribution.h"
 
 namespace ulpcheck {
@@ -633,6 +635,29 @@ std::string htmlReport(const std::vector<json>& records, const std::string& titl
       "element's scale, the size of the terms it is made of (so a result that cancels to near zero is not thousands "
       "of ulps for a correct kernel).</p>\n<script>{4}</script></body></html>\n",
       htmlEscape(title), kStyle, verdict + notes, body, kScript);
+}
+
+void writeHtmlReport(const std::string& path, const std::vector<json>& records, const std::string& title) {
+  writeWholeFile(path, htmlReport(records, title), "the HTML report");
+  fmt::print("# HTML report: {}\n", path);
+}
+
+void reportJsonLinesFiles(const std::vector<std::string>& inputs, const std::string& output, const std::string& title) {
+  checkOutputFiles({{"-o", output}});
+  for (const auto& input : inputs) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(input, output, ec))
+      throw UsageError(
+          fmt::format("-o {}: is one of the JSON-lines files to report (it would be overwritten)", output));
+  }
+  std::vector<json> records;
+  for (const auto& path : inputs) {
+    auto more = readJsonLines(path);
+    for (const auto& r : more)
+      if (r.value("type", "") == "input_note") fmt::print("# note: {}\n", r.value("text", ""));
+    records.insert(records.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  writeHtmlReport(output, records, title);
 }
 
 }  // namespace ulpcheck

@@ -31,6 +31,15 @@ std::vector<nlohmann::json> readJsonLines(const std::string& path);
 
 std::string htmlReport(const std::vector<nlohmann::json>& records, const std::string& title);
 
+/// Writes the HTML report of `records` to `path`, saying where; throws
+/// std::runtime_error if it cannot be written.
+void writeHtmlReport(const std::string& path, const std::vector<nlohmann::json>& records, const std::string& title);
+
+/// `ulpcheck report`: the page of the JSON-lines files `inputs` (their
+/// input notes said as they are read) written to `output`. A UsageError for
+/// an output that cannot be written or is one of the inputs.
+void reportJsonLinesFiles(const std::vector<std::string>& inputs, const std::string& output, const std::string& title);
+
 /// Text made safe for HTML content and attributes.
 std::string htmlEscape(const std::string& text);
 

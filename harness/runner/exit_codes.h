@@ -1,6 +1,8 @@
 // Exit codes of the ulpcheck CLI, distinct per cause so CI can tell them apart.
 #pragma once
 
+#include <stdexcept>
+
 namespace ulpcheck::exit_code {
 inline constexpr int kOk = 0;
 inline constexpr int kPropertyFailed = 1;  // a property failed (or a regression case did)
@@ -17,3 +19,12 @@ inline constexpr int kNothingJudged = 7;   // a property that applies judged no 
                                            // (BELOW TARGET), a repro that judged nothing, or a property named
                                            // with --property applies to nothing selected
 }  // namespace ulpcheck::exit_code
+
+namespace ulpcheck {
+/// Arguments that cannot work (a selection that matches no op, an option out
+/// of range, an unwritable report file): exit_code::kUsage, said before any
+/// case runs. Thrown by the CLI's parsing and by the commands it calls.
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+}  // namespace ulpcheck

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "harness/runner/exit_codes.h"
+
 namespace ulpcheck {
 
 namespace {
@@ -113,6 +115,29 @@ void checkWritableFile(const std::string& path, const std::string& option) {
   if (fd < 0) throw std::runtime_error(fmt::format("{} {}: cannot be written: {}", option, path, std::strerror(errno)));
   ::close(fd);
   if (!existed) ::unlink(path.c_str());
+}
+
+void checkOutputFiles(const std::vector<std::pair<std::string, std::string>>& files) {
+  for (const auto& [option, path] : files) {
+    if (path.empty()) continue;
+    try {
+      checkWritableFile(path, option);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
+  }
+}
+
+std::unique_ptr<JsonlWriter> openJsonLines(const std::string& path) {
+  if (path.empty()) return nullptr;
+  checkOutputFiles({{"--json", path}});
+  return std::make_unique<JsonlWriter>(path);
+}
+
+bool sayJsonLinesError(const JsonlWriter* json) {
+  if (!json || json->error().empty()) return false;
+  fmt::print("\n# I/O ERROR: {}\n", json->error());
+  return true;
 }
 
 }  // namespace ulpcheck

@@ -10,6 +10,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -54,5 +56,19 @@ void writeWholeFile(const std::string& path, const std::string& text, const std:
 /// so a report it cannot write does not cost the whole campaign first. A file
 /// created to see that it can be is removed again.
 void checkWritableFile(const std::string& path, const std::string& option);
+
+/// Checks, before any case runs, that a command's report files can be
+/// written (option, path; an empty path is none): a UsageError now, not
+/// after the whole campaign.
+void checkOutputFiles(const std::vector<std::pair<std::string, std::string>>& files);
+
+/// The JSON-lines writer of --json `path` (null for none; a UsageError if
+/// the file cannot be written).
+std::unique_ptr<JsonlWriter> openJsonLines(const std::string& path);
+
+/// A JSON-lines file that could not be written in full: said after the
+/// command's table (the table and the file's whole records stand); true
+/// then, for exit code 4.
+bool sayJsonLinesError(const JsonlWriter* json);
 
 }  // namespace ulpcheck

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "harness/report/html.h"
 #include "harness/runner/exit_codes.h"
+#include "kernels/plugin/remote.h"
 
 namespace ulpcheck {
 
@@ -323,6 +326,60 @@ std::string formatKillMatrix(const KillMatrix& m) {
     if (!c.fatal_error.empty()) out += fmt::format("  {}: FATAL {}\n", c.variant.name, c.fatal_error);
   }
   return out;
+}
+
+namespace {
+/// The matrix's variants run in a worker process where their op has doors
+/// (kernels/door.h), as plugins do (kernels/plugin/remote.h): a mutant that
+/// faults the GPU (a sticky CUDA error) or hangs is a failing case of that
+/// mutant, and the rest of the matrix still runs. A multi-rank op's (no
+/// doors) run in this process. Returns how many were sent to a worker.
+int runVariantsInWorker(Backend backend) {
+  int in_worker = 0;
+  for (const KernelInfo& k : kernelCatalog())
+    if (k.backend == backend && !k.remote && remote::canRunInWorker(k.op)) {
+      remote::runInWorker(k.op, k.name);
+      ++in_worker;
+    }
+  return in_worker;
+}
+}  // namespace
+
+int runMutants(MutantsRequest request, const ExecContext& exec) {
+  KillMatrixOptions& o = request.matrix;
+  o.backend = exec.backend;
+  o.cli = std::filesystem::read_symlink("/proc/self/exe").string();  // kills replay through this very binary
+  checkOutputFiles({{"--html", request.html}});
+  const int in_worker = request.in_process ? 0 : runVariantsInWorker(exec.backend);
+  std::unique_ptr<JsonlWriter> json = openJsonLines(request.json);
+  std::vector<nlohmann::json> kept;  // the matrix's records, for --html
+  if (!request.html.empty()) {
+    auto keep = [&kept](const nlohmann::json& r) {
+      if (r.value("type", "") == "mutant" || r.value("type", "") == "control") kept.push_back(r);
+    };
+    if (json) json->alsoKeep(keep);
+    else json = JsonlWriter::keeping(keep);
+  }
+  o.json = json.get();
+  o.log = [](const std::string& line) {
+    fmt::print("# {}\n", line);
+    std::fflush(stdout);
+  };
+  const std::string bound = o.seconds_per_mutant > 0 && request.cases_bounded
+                                ? fmt::format("{} generated cases or {:g} s each", o.max_cases, o.seconds_per_mutant)
+                            : o.seconds_per_mutant > 0
+                                ? fmt::format("{:g} s of generated cases each", o.seconds_per_mutant)
+                                : fmt::format("{} generated cases each", o.max_cases);
+  fmt::print("# kill matrix: {} mutants{}, {}, seed {:#x}, tier {}{}; {}\n", backendName(exec.backend),
+             o.controls ? " and correct variants" : "", bound, o.seed, tierName(o.tier),
+             exec.perturb_schedule ? ", schedule perturbed" : "",
+             in_worker ? fmt::format("{} variants in a worker process (those of ops with doors)", in_worker)
+                       : std::string("every variant in this process"));
+  const KillMatrix m = runKillMatrix(o, exec);
+  fmt::print("\n{}", formatKillMatrix(m));
+  if (!request.html.empty()) writeHtmlReport(request.html, kept, "ulpcheck kill matrix");
+  if (sayJsonLinesError(json.get())) return exit_code::kRuntimeError;
+  return m.exitCode();
 }
 
 }  // namespace ulpcheck

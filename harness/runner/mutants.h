@@ -102,4 +102,16 @@ KillMatrix runKillMatrix(const KillMatrixOptions& options, const ExecContext& ex
 /// mutant's declared property.
 std::string formatKillMatrix(const KillMatrix& m);
 
+/// `ulpcheck mutants` as the CLI parsed it.
+struct MutantsRequest {
+  KillMatrixOptions matrix;    // its json and log are the command's own
+  bool cases_bounded = false;  // --cases-per-mutant: matrix.max_cases bounds each campaign
+  bool in_process = false;     // --in-process: every variant in this process, none in a worker
+  std::string json, html;      // the files to write (empty: none)
+};
+
+/// The kill matrix, printed and written to the request's files; its exit
+/// code (KillMatrix::exitCode, or 4 for a file not written in full).
+int runMutants(MutantsRequest request, const ExecContext& exec);
+
 }  // namespace ulpcheck

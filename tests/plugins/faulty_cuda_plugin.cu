@@ -1,6 +1,6 @@
 // A CUDA plugin whose kernels fault the way external GPU kernels do, each in
 // one shape regime of a few percent of generated cases, for the fault
-// isolation suite (properties/gpu/plugin_faults_test.cpp): the faults must
+// isolation suite (tests/kernels/plugin/plugin_faults_gpu_test.cpp): the faults must
 // become failing cases with repros while every other case is still judged.
 // Outside its regime each variant is the example library's correct CUDA
 // RMSNorm (examples/plugin).

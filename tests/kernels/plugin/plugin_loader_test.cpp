@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/runner/exit_codes.h"
-#include "properties/cpu/cli_support.h"
+#include "tests/support/cli_support.h"
 
 namespace ulpcheck {
 namespace {

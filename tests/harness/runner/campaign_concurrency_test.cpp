@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "properties/cpu/cli_support.h"
+#include "tests/support/cli_support.h"
 #include "tests/support/test_support.h"
 
 namespace ulpcheck {

@@ -1,4 +1,4 @@
-// Plugins for the plugin and robustness suites (properties/cpu/plugin_test.cpp,
+// Plugins for the plugin and robustness suites (tests/kernels/plugin/plugin_loader_test.cpp,
 // robustness_test.cpp), one per TEST_PLUGIN_KIND: a well-formed one whose
 // variants exercise preconditions, error returns and faults, and malformed or
 // hostile ones that must be refused clearly or judged without ulpcheck dying.

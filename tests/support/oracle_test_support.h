@@ -1,4 +1,4 @@
-// Helpers shared by the oracles' self-checks (properties/cpu/*oracle_test.cpp):
+// Helpers shared by the oracles' self-checks (tests/oracles/):
 // the Boost.Multiprecision reference type, the round-to-odd decision for a
 // high-precision value known to within an error bound, the bitwise/close
 // agreement bookkeeping, and the MPFR central differences. Every constant

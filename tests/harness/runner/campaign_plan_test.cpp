@@ -14,7 +14,7 @@
 
 #include "harness/report/progress.h"
 #include "harness/runner/exit_codes.h"
-#include "properties/cpu/cli_support.h"
+#include "tests/support/cli_support.h"
 #include "tests/support/test_support.h"
 
 namespace ulpcheck {

@@ -15,7 +15,7 @@
 #include "harness/runner/campaign_json.h"
 #include "harness/runner/exit_codes.h"
 #include "harness/runner/workers.h"
-#include "properties/cpu/cli_support.h"
+#include "tests/support/cli_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -11,7 +11,7 @@
 #if defined(ULPCHECK_HAVE_CUDA)
 #include <cuda_runtime.h>
 
-#include "properties/gpu/cta_placement_probe.h"
+#include "tests/support/cta_placement_probe.h"
 #endif
 #include "tests/support/test_support.h"
 

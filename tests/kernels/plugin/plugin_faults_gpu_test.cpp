@@ -9,7 +9,7 @@
 #include <cstdlib>
 
 #include "harness/runner/exit_codes.h"
-#include "properties/cpu/cli_support.h"
+#include "tests/support/cli_support.h"
 #include "tests/support/test_support.h"
 
 namespace ulpcheck {
@@ -48,7 +48,7 @@ TEST(GpuPythonDoor, AnOutputElementATorchKernelNeverWroteIsCaught) {
   setenv("ULPCHECK_PYTHON", ULPCHECK_TEST_PYTHON, 1);
   const testing::Result r = testing::cli(
       "repro 'op=rmsnorm kernel=py_cuda_rms_column_0_unwritten dtype=fp32 M=64 N=33' --property accuracy --python " +
-      std::string(ULPCHECK_SOURCE_DIR) + "/properties/plugins/faulty_kernels.py");
+      std::string(ULPCHECK_SOURCE_DIR) + "/tests/plugins/faulty_kernels.py");
   EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
   EXPECT_NE(r.output.find("64 elements over budget; worst dx["), std::string::npos) << r.output;
 }

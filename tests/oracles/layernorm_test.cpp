@@ -1,5 +1,5 @@
 // Self-checks of the LayerNorm MPFR oracle (oracles/layernorm.cpp), modelled
-// on the RMSNorm ones (oracle_test.cpp). Every check compares the oracle with
+// on the RMSNorm ones (rmsnorm_test.cpp). Every check compares the oracle with
 // something computed another way, so a wrong formula, a lost bit in x - mean,
 // the round-to-odd conversion or a thread-dependent sum shows up here before
 // it silently passes or fails kernels:
@@ -44,9 +44,9 @@
 #include "oracles/layernorm.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/tolerances.h"
-#include "properties/cpu/oracle_test_support.h"
 #include "properties/generators.h"
 #include "properties/layernorm_inputs.h"
+#include "tests/support/oracle_test_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -18,8 +18,8 @@
 #include "harness/report/html.h"
 #include "harness/report/junit.h"
 #include "harness/runner/exit_codes.h"
-#include "properties/cpu/cli_support.h"
 #include "properties/error_distribution.h"
+#include "tests/support/cli_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "harness/runner/exit_codes.h"
-#include "properties/cpu/cli_support.h"
+#include "tests/support/cli_support.h"
 
 namespace ulpcheck {
 namespace {

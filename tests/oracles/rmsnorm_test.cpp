@@ -37,9 +37,9 @@
 #include "oracles/rmsnorm.h"
 #include "oracles/tolerances.h"
 #include "properties/allreduce_rmsnorm_inputs.h"
-#include "properties/cpu/oracle_test_support.h"
 #include "properties/generators.h"
 #include "properties/rmsnorm_inputs.h"
+#include "tests/support/oracle_test_support.h"
 
 namespace ulpcheck {
 namespace {

@@ -1,4 +1,4 @@
-#include "properties/gpu/cta_placement_probe.h"
+#include "tests/support/cta_placement_probe.h"
 
 #include <cstring>
 

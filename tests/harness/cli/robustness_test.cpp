@@ -28,7 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/runner/exit_codes.h"
-#include "properties/cpu/cli_support.h"
+#include "tests/support/cli_support.h"
 
 namespace ulpcheck {
 namespace {
@@ -1016,9 +1016,9 @@ TEST(Robustness, TwoVariantsOfOneNameInOnePluginAreRefused) {
 
 TEST(Robustness, APythonFileThatRegistersNothingIsRefused) {
   // Not a pass of the built-in variants: the user's kernels were never judged.
-  expectSays(cli("run --backend host --cases 5 --python " + std::string(ULPCHECK_SOURCE_DIR) +
-                 "/properties/plugins/no_kernels.py"),
-             exit_code::kUsage, {"no_kernels.py registers no variant", "ulpcheck.rmsnorm("});
+  expectSays(
+      cli("run --backend host --cases 5 --python " + std::string(ULPCHECK_SOURCE_DIR) + "/tests/plugins/no_kernels.py"),
+      exit_code::kUsage, {"no_kernels.py registers no variant", "ulpcheck.rmsnorm("});
 }
 
 TEST(Robustness, APythonWithoutTorchIsNamedWithTheVariableThatPicksAnother) {

@@ -8,7 +8,7 @@
 #include <iterator>
 
 #include "harness/runner/exit_codes.h"
-#include "properties/cpu/cli_support.h"
+#include "tests/support/cli_support.h"
 
 namespace ulpcheck {
 namespace {
@@ -18,8 +18,8 @@ using testing::Result;
 
 const std::string kTorchOps = std::string(" --python ") + ULPCHECK_SOURCE_DIR +
                               "/python/ulpcheck/adapters/torch_ops.py";
-const std::string kFaulty = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/properties/plugins/faulty_kernels.py";
-const std::string kSpecs = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/properties/plugins/spec_kernels.py";
+const std::string kFaulty = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/tests/plugins/faulty_kernels.py";
+const std::string kSpecs = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/tests/plugins/spec_kernels.py";
 
 class PythonDoor : public ::testing::Test {
  protected:
