@@ -17,6 +17,8 @@ namespace {
 // descriptors (wdtype, rounding, offset, affine, stats, bias, res), kept so
 // the same seeds draw the same cases.
 constexpr int kWeightDtypeSlot = 0, kRoundingSlot = 1, kWeightOffsetSlot = 2, kSavedStatsSlot = 4;
+// After the fields of RMSNorm (bias, 5) and LayerNorm (affine, 3).
+constexpr int kResidualDtypeSlot = 6;
 
 }  // namespace
 
@@ -38,8 +40,9 @@ const SpecField& weightDtypeField() {
       if (a != DType::F32 && takes(can, fp32)) return std::vector<SpecDraw>{{1, 0}, {1, fp32}};
       return std::vector<SpecDraw>{{1, 0}};
     };
-    f.from_python = [fp32](const nlohmann::json& v) {  // fp32_weights=True: fp32 as well as the activation dtype
-      return v.value("fp32_weights", false) ? std::vector<SpecCode>{0, fp32} : std::vector<SpecCode>{0};
+    f.option = "fp32_weights";  // true: fp32 as well as the activation dtype
+    f.declared = [fp32](const nlohmann::json& v) {
+      return declaredFlag("fp32_weights", v) ? std::vector<SpecCode>{0, fp32} : std::vector<SpecCode>{0};
     };
     return f;
   }();
@@ -55,14 +58,8 @@ const SpecField& roundingField() {
       return can.size() == 1 ? fmt::format("implements rounding={} only", roundingName(static_cast<Rounding>(can[0])))
                              : fmt::format("does not implement rounding={}", roundingName(static_cast<Rounding>(c)));
     };
-    f.from_python = [parse = f.parse](const nlohmann::json& v) {  // rounding="llama": that one only
-      const std::string r = v.value("rounding", "plain");
-      try {
-        return std::vector<SpecCode>{parse(r, DType::F32)};
-      } catch (const CaseParseError&) {
-        throw std::invalid_argument(fmt::format("rounding '{}' is not one of plain, llama", r));
-      }
-    };
+    f.option = "rounding";  // "llama": that one only
+    f.declared = declaredName("rounding", f.parse, "plain, llama");
     return f;
   }();
   return field;
@@ -76,8 +73,9 @@ const SpecField& weightOffsetField() {
     f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType) {
       return takes(can, c) ? std::string() : fmt::format("does not implement weight offset {:g}", c);
     };
-    f.from_python = [](const nlohmann::json& v) {  // weight_offset=1.0: that one only
-      const double offset = v.value("weight_offset", 0.0);
+    f.option = "weight_offset";  // 1.0: that one only
+    f.declared = [](const nlohmann::json& v) {
+      const double offset = declaredNumber("weight_offset", v);
       if (!(std::fabs(offset) <= 16.0) || double(float(offset)) != offset)
         throw std::invalid_argument(fmt::format("weight_offset {} is not an fp32 value in [-16, 16]", offset));
       return std::vector<SpecCode>{offset};
@@ -115,11 +113,36 @@ const SpecField& savedStatsField() {
       if (takes(can, 1) && a != DType::F32) d.push_back({d.empty() ? size_t(3) : size_t(1), 1});
       return d;
     };
-    f.from_python = [](const nlohmann::json& v) {  // stats="activation": that one only
-      const std::string stats = v.value("stats", "fp32");
+    f.option = "stats";  // "activation": that one only
+    f.declared = [](const nlohmann::json& v) {
+      const std::string stats = declaredText("stats", v);
       if (stats == "activation") return std::vector<SpecCode>{1};
       if (stats != "fp32") throw std::invalid_argument(fmt::format("stats '{}' is not one of fp32, activation", stats));
       return std::vector<SpecCode>{0};
+    };
+    return f;
+  }();
+  return field;
+}
+
+const SpecField& residualDtypeField() {
+  static const SpecField field = [] {
+    SpecField f = dtypeField("res", "the residual's dtype", kResidualDtypeSlot);
+    const SpecCode fp32 = kResidualDtype.code(DType::F32);
+    // quack's residual_dtype=fp32; a 16-bit residual beside other activations is nowhere in use.
+    f.check = [fp32](SpecCode c, DType a) {
+      if (c != 0 && c != fp32)
+        throw CaseParseError(fmt::format("'res' must be fp32 or the activation dtype ({}), got {}", dtypeName(a),
+                                         dtypeName(*SpecCodec<std::optional<DType>>::decode(c))));
+    };
+    f.unsupported = unlessListed("keeps the residual in the activation dtype only");
+    // An fp32 residual beside 16-bit activations in 1 of 4 cases of a variant that takes it.
+    f.draws = [](const std::vector<SpecCode>& can, DType a) {
+      return a == DType::F32 ? std::vector<SpecDraw>{{1, 0}} : firstMostly(can);
+    };
+    f.option = "fp32_residual";  // true: an fp32 residual as well as one in the activation dtype
+    f.declared = [fp32](const nlohmann::json& v) {
+      return declaredFlag("fp32_residual", v) ? std::vector<SpecCode>{0, fp32} : std::vector<SpecCode>{0};
     };
     return f;
   }();

@@ -1,8 +1,9 @@
 // The spec fields every norm op shares (core/spec.h): the dtype of its
 // weights, where it rounds, a weight offset and the dtype of its saved
-// statistics. An op's own fields live in its folder (LayerNorm's affine in
-// kernels/layernorm/layernorm.h, RMSNorm's bias in kernels/rmsnorm/rmsnorm.h,
-// allreduce_rmsnorm's residual dtype in kernels/allreduce_rmsnorm/). Production norms differ
+// statistics, and for the norms that add a residual first (allreduce_rmsnorm,
+// fused_add_rmsnorm) the residual's dtype. An op's own fields live in its
+// folder (LayerNorm's affine in kernels/layernorm/layernorm.h, RMSNorm's bias
+// in kernels/rmsnorm/rmsnorm.h). Production norms differ
 // exactly here (../docs/ARCHITECTURE.md, "Specs"):
 //   plain  y = round_T(x rstd (offset + w)), all in fp32, one rounding
 //          (PyTorch's F.rms_norm, quack, Liger's gemma mode; with offset 1
@@ -51,6 +52,13 @@ const SpecField& weightOffsetField();
 const SpecField& savedStatsField();
 
 inline DType weightDtype(DType activations, const Spec& s) { return kWeightDtype(s).value_or(activations); }
+
+/// The dtype of the residual and residual_out of a norm that adds one
+/// (res=fp32: quack's residual_dtype=fp32 adds the residual in fp32, keeps
+/// the sum in fp32 and normalises that sum); unset: the activation dtype.
+inline constexpr SpecKey<std::optional<DType>> kResidualDtype{"res"};
+inline DType residualDtype(DType activations, const Spec& s) { return kResidualDtype(s).value_or(activations); }
+const SpecField& residualDtypeField();
 
 /// The dtype whose values the saved statistics hold (stored as fp32 floats).
 inline DType statsDtype(DType activations, const Spec& s) {

@@ -42,6 +42,34 @@ std::function<std::string(const std::vector<SpecCode>&, SpecCode, DType)> unless
   };
 }
 
+bool declaredFlag(const char* option, const nlohmann::json& value) {
+  if (!value.is_boolean())
+    throw std::invalid_argument(fmt::format("{}: give true or false, not {}", option, value.dump()));
+  return value.get<bool>();
+}
+
+std::string declaredText(const char* option, const nlohmann::json& value) {
+  if (!value.is_string()) throw std::invalid_argument(fmt::format("{}: give a name, not {}", option, value.dump()));
+  return value.get<std::string>();
+}
+
+double declaredNumber(const char* option, const nlohmann::json& value) {
+  if (!value.is_number()) throw std::invalid_argument(fmt::format("{}: give a number, not {}", option, value.dump()));
+  return value.get<double>();
+}
+
+std::function<std::vector<SpecCode>(const nlohmann::json&)> declaredName(
+    std::string option, std::function<SpecCode(const std::string&, DType)> parse, std::string names) {
+  return [option = std::move(option), parse = std::move(parse), names = std::move(names)](const nlohmann::json& v) {
+    const std::string name = declaredText(option.c_str(), v);
+    try {
+      return std::vector<SpecCode>{parse(name, DType::F32)};
+    } catch (const CaseParseError&) {
+      throw std::invalid_argument(fmt::format("{} '{}' is not one of {}", option, name, names));
+    }
+  };
+}
+
 std::vector<SpecDraw> firstMostly(const std::vector<SpecCode>& can) {
   std::vector<SpecDraw> d;
   for (SpecCode c : can) d.push_back({d.empty() ? size_t(3) : size_t(1), c});
@@ -51,6 +79,12 @@ std::vector<SpecDraw> firstMostly(const std::vector<SpecCode>& can) {
 void declareSpec(const std::string& op, OpSpecDeclaration declaration) {
   std::map<int, std::string> slots;
   for (const auto& [key, f] : fieldsByKey()) slots[f->draw_slot] = key;
+  // A variant's declaration would set two fields with one option.
+  std::map<std::string, std::string> options;  // a declarable field's option -> its key
+  for (const SpecField* f : declaration.fields)
+    if (!f->option.empty() && !options.emplace(f->option, f->key).second)
+      throw std::logic_error(fmt::format("op {}: spec fields '{}' and '{}' are both declared as '{}'", op,
+                                         options[f->option], f->key, f->option));
   for (const SpecField* f : declaration.fields) {
     const auto known = fieldsByKey().find(f->key);
     if (known != fieldsByKey().end() && known->second != f)

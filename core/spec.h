@@ -120,10 +120,14 @@ struct SpecField {
   /// The choices a case of a variant implementing `can` draws, weighted,
   /// the first the one shrinking goes toward. Null: firstMostly(can).
   std::function<std::vector<SpecDraw>(const std::vector<SpecCode>& can, DType activations)> draws;
-  /// The Python door: the codes a Python variant implements, read from its
-  /// declaration (ulpcheck.rmsnorm(..., <option>=...)); throws
-  /// std::invalid_argument for a value it cannot take. Null: the default only.
-  std::function<std::vector<SpecCode>(const nlohmann::json& variant)> from_python;
+  /// How a variant declares the values it implements, in the same words
+  /// through both doors: `option` names it (Python: ulpcheck.rmsnorm(...,
+  /// <option>=value); a C plugin: ulpcheck_variant::spec, "<option>=value
+  /// ..."), and `declared` gives the codes a declared value means (throws
+  /// std::invalid_argument for a value it cannot take). An option not
+  /// declared: the default only. No option: the field cannot be declared.
+  std::string option;
+  std::function<std::vector<SpecCode>(const nlohmann::json& value)> declared;
 };
 
 /// A rule between two of an op's fields: where `when` holds `when_code`,
@@ -164,11 +168,22 @@ bool takes(const std::vector<SpecCode>& can, SpecCode code);
 /// SpecField::unsupported for a field whose variants either list a value or
 /// do not take it, saying `why` ("implements RMSNorm without a bias only").
 std::function<std::string(const std::vector<SpecCode>&, SpecCode, DType)> unlessListed(std::string why);
+/// A declared option's value (SpecField::declared) as a flag, a text or a
+/// number; throws std::invalid_argument naming `option` for another kind.
+bool declaredFlag(const char* option, const nlohmann::json& value);
+std::string declaredText(const char* option, const nlohmann::json& value);
+double declaredNumber(const char* option, const nlohmann::json& value);
+/// SpecField::declared of a choice declared by one of its names (that one
+/// only): `parse` reads it, a name it refuses is std::invalid_argument
+/// saying `option` is not one of `names`.
+std::function<std::vector<SpecCode>(const nlohmann::json&)> declaredName(
+    std::string option, std::function<SpecCode(const std::string&, DType)> parse, std::string names);
+
 /// The default draws: `can`, the first weighted 3 and each other 1.
 std::vector<SpecDraw> firstMostly(const std::vector<SpecCode>& can);
 
 /// Descriptors of the common kinds of field; their owner sets the rest
-/// (label, check, unsupported, draws, from_python) where the default will not do.
+/// (label, check, unsupported, draws, option and declared) where the default will not do.
 /// A choice among names, code i the i-th (the first the default).
 SpecField choiceField(std::string key, std::string meaning, int draw_slot, std::vector<std::string> names);
 /// "yes" or "no" (the default).

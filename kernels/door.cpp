@@ -1,6 +1,9 @@
 #include "kernels/door.h"
 
 #include <algorithm>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 namespace ulpcheck {
 
@@ -29,6 +32,43 @@ std::string opsWithDoors() {
   std::string names;
   for (const std::string& op : ops) names += (names.empty() ? "" : ", ") + op;
   return names;
+}
+
+SpecSupport declaredSpecSupport(const std::string& op, const nlohmann::json& options) {
+  SpecSupport support;
+  if (options.is_null()) return support;
+  if (!options.is_object()) throw std::invalid_argument(fmt::format("spec options {}: not an object", options.dump()));
+  const std::vector<const SpecField*>& fields = specOf(op).fields;
+  for (const auto& [option, value] : options.items()) {
+    const auto field = std::find_if(fields.begin(), fields.end(),
+                                    [&](const SpecField* f) { return f->option == option; });
+    if (field == fields.end()) {
+      std::string known;
+      for (const SpecField* f : fields)
+        if (!f->option.empty()) known += (known.empty() ? "" : ", ") + f->option;
+      throw std::invalid_argument(fmt::format("'{}' is not a spec option of {} ({})", option, op,
+                                              known.empty() ? "it has none" : "its options: " + known));
+    }
+    support.implements[(*field)->key] = (*field)->declared(value);
+  }
+  return support;
+}
+
+nlohmann::json parseSpecDeclaration(const char* text) {
+  nlohmann::json options = nlohmann::json::object();
+  if (!text) return options;
+  std::istringstream in(text);
+  for (std::string item; in >> item;) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      throw std::invalid_argument(fmt::format("'{}' is not option=value (e.g. fp32_weights=true)", item));
+    const std::string option = item.substr(0, eq), value = item.substr(eq + 1);
+    if (options.contains(option)) throw std::invalid_argument(fmt::format("'{}' is declared twice", option));
+    // true, false, numbers and "quoted" names as JSON; a bare word is a name (rounding=llama).
+    nlohmann::json parsed = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+    options[option] = parsed.is_discarded() ? nlohmann::json(value) : std::move(parsed);
+  }
+  return options;
 }
 
 std::pair<const OpDoor*, const OpDoor::Entry*> entryPoint(const std::string& entry) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/accuracy.h"
 #include "include/ulpcheck/plugin.h"
@@ -76,6 +77,9 @@ struct OpDoor {
   std::function<std::string(const ulpcheck_variant&)> plugin_problem;
   /// Registers the plugin's variant, its calls going through the ABI.
   std::function<void(const KernelInfo& info, std::shared_ptr<const PluginVariant> v)> add_plugin;
+  /// The spec options (SpecField::option) a plugin's variant may declare:
+  /// those whose cases its entry points carry (ulpcheck_variant::spec).
+  std::vector<std::string> plugin_spec_options;
 };
 
 /// Registered variant `name` of `op`, whose variants KernelRegistry<Kernel> holds;
@@ -118,6 +122,18 @@ bool registerDoor(OpDoor door);
 const OpDoor* findDoor(const std::string& op);
 /// The ops with doors, sorted ("layernorm, rmsnorm"), for messages.
 std::string opsWithDoors();
+/// What a variant declares it implements of `op`'s spec, from its options
+/// (option -> value, the same through both doors: SpecField::option).
+/// Throws std::invalid_argument for an option `op` has not, or a value its
+/// field cannot take, naming it.
+SpecSupport declaredSpecSupport(const std::string& op, const nlohmann::json& options);
+
+/// A C plugin's declaration (ulpcheck_variant::spec: "option=value ...",
+/// values as JSON literals, a bare word a name) as the options object
+/// declaredSpecSupport reads; null or "" is none. Throws
+/// std::invalid_argument for an item that is not option=value.
+nlohmann::json parseSpecDeclaration(const char* text);
+
 /// Entry point `entry` and the door that serves it (the worker's side), or
 /// two nulls.
 std::pair<const OpDoor*, const OpDoor::Entry*> entryPoint(const std::string& entry);

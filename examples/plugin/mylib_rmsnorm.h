@@ -1,8 +1,8 @@
 // "mylib": a stand-in for a user's own norm-kernel library (what the example
 // plugin puts under ulpcheck). Its API knows nothing of ulpcheck.
 //
-//   rstd_i = 1 / sqrt(mean_j x_ij^2 + eps),  y = x rstd w,
-//   dx = rstd (w dy - xhat c),  c_i = mean_j(w_j dy_ij xhat_ij),  dw_j = sum_i dy_ij xhat_ij
+//   rstd_i = 1 / sqrt(mean_j x_ij^2 + eps),  y = x rstd w (+ b),
+//   dx = rstd (w dy - xhat c),  c_i = mean_j(w_j dy_ij xhat_ij),  dw_j = sum_i dy_ij xhat_ij  (db_j = sum_i dy_ij)
 #pragma once
 
 #include <cstddef>
@@ -19,11 +19,28 @@ struct RmsNormShape {
 };
 
 // Host implementation: fp32 math, one pass per row, dW accumulated row by row.
-// sum_dw_in_bf16 reproduces a known defect class (Liger-Kernel PR #950): the
-// dW accumulator rounded to bf16 after every row.
-void rmsnormForwardHost(const RmsNormShape& s, const void* x, const void* w, void* y, float* rstd);
-void rmsnormBackwardHost(const RmsNormShape& s, const void* x, const void* w, const void* dy, const float* rstd,
-                         void* dx, void* dw, bool sum_dw_in_bf16 = false);
+// The weights (w and dw, b and db) are in `wdtype` (fp32 weights beside
+// 16-bit activations, as mixed-precision training keeps them); b may be
+// null (no bias; db is then not written). sum_dw_in_bf16 reproduces a known
+// defect class (Liger-Kernel PR #950): the dW accumulator rounded to bf16
+// after every row.
+void rmsnormForwardHost(const RmsNormShape& s, Dtype wdtype, const void* x, const void* w, const void* b, void* y,
+                        float* rstd);
+void rmsnormBackwardHost(const RmsNormShape& s, Dtype wdtype, const void* x, const void* w, const void* dy,
+                         const float* rstd, void* dx, void* dw, void* db, bool sum_dw_in_bf16 = false);
+// Weights in the activation dtype, no bias.
+inline void rmsnormForwardHost(const RmsNormShape& s, const void* x, const void* w, void* y, float* rstd) {
+  rmsnormForwardHost(s, s.dtype, x, w, nullptr, y, rstd);
+}
+inline void rmsnormBackwardHost(const RmsNormShape& s, const void* x, const void* w, const void* dy, const float* rstd,
+                                void* dx, void* dw, bool sum_dw_in_bf16 = false) {
+  rmsnormBackwardHost(s, s.dtype, x, w, dy, rstd, dx, dw, nullptr, sum_dw_in_bf16);
+}
+
+// Fused residual add + RMSNorm (host): residual_out = x + residual, stored in
+// `rdtype` (the residual's), y = RMSNorm(residual_out) w; the weights in `wdtype`.
+void fusedAddRmsnormForwardHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* x, const void* residual,
+                                const void* w, void* residual_out, void* y);
 
 // CUDA implementation (when the library is built with CUDA): one 256-thread
 // block per row, fp32 block reductions, dW from per-block partials summed by

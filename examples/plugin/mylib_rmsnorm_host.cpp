@@ -42,7 +42,8 @@ float roundBf16(float v) { return bf16ToFloat(floatToBf16(v)); }
 
 }  // namespace
 
-void rmsnormForwardHost(const RmsNormShape& s, const void* x, const void* w, void* y, float* rstd) {
+void rmsnormForwardHost(const RmsNormShape& s, Dtype wdtype, const void* x, const void* w, const void* b, void* y,
+                        float* rstd) {
   for (int64_t i = 0; i < s.rows; ++i) {
     float sum_sq = 0.f;
     for (int64_t j = 0; j < s.cols; ++j) {
@@ -51,31 +52,55 @@ void rmsnormForwardHost(const RmsNormShape& s, const void* x, const void* w, voi
     }
     const float r = 1.0f / std::sqrt(sum_sq / float(s.cols) + s.eps);
     rstd[i] = r;
-    for (int64_t j = 0; j < s.cols; ++j)
-      store(s.dtype, y, i * s.stride + j, load(s.dtype, x, i * s.stride + j) * r * load(s.dtype, w, j));
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const float v = load(s.dtype, x, i * s.stride + j) * r * load(wdtype, w, j);
+      store(s.dtype, y, i * s.stride + j, b ? v + load(wdtype, b, j) : v);
+    }
   }
 }
 
-void rmsnormBackwardHost(const RmsNormShape& s, const void* x, const void* w, const void* dy, const float* rstd,
-                         void* dx, void* dw, bool sum_dw_in_bf16) {
-  std::vector<float> dw_acc(size_t(s.cols), 0.f);
+void rmsnormBackwardHost(const RmsNormShape& s, Dtype wdtype, const void* x, const void* w, const void* dy,
+                         const float* rstd, void* dx, void* dw, void* db, bool sum_dw_in_bf16) {
+  std::vector<float> dw_acc(size_t(s.cols), 0.f), db_acc(size_t(s.cols), 0.f);
   for (int64_t i = 0; i < s.rows; ++i) {
     const float r = rstd[i];
     float c = 0.f;
     for (int64_t j = 0; j < s.cols; ++j) {
       const int64_t e = i * s.stride + j;
-      c += load(s.dtype, w, j) * load(s.dtype, dy, e) * (load(s.dtype, x, e) * r);
+      c += load(wdtype, w, j) * load(s.dtype, dy, e) * (load(s.dtype, x, e) * r);
     }
     c /= float(s.cols);
     for (int64_t j = 0; j < s.cols; ++j) {
       const int64_t e = i * s.stride + j;
       const float xhat = load(s.dtype, x, e) * r, g = load(s.dtype, dy, e);
-      store(s.dtype, dx, e, r * (load(s.dtype, w, j) * g - xhat * c));
+      store(s.dtype, dx, e, r * (load(wdtype, w, j) * g - xhat * c));
       dw_acc[size_t(j)] += g * xhat;
+      db_acc[size_t(j)] += g;
       if (sum_dw_in_bf16) dw_acc[size_t(j)] = roundBf16(dw_acc[size_t(j)]);
     }
   }
-  for (int64_t j = 0; j < s.cols; ++j) store(s.dtype, dw, j, dw_acc[size_t(j)]);
+  for (int64_t j = 0; j < s.cols; ++j) {
+    store(wdtype, dw, j, dw_acc[size_t(j)]);
+    if (db) store(wdtype, db, j, db_acc[size_t(j)]);
+  }
+}
+
+void fusedAddRmsnormForwardHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* x, const void* residual,
+                                const void* w, void* residual_out, void* y) {
+  for (int64_t i = 0; i < s.rows; ++i) {
+    float sum_sq = 0.f;
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const int64_t e = i * s.stride + j;
+      store(rdtype, residual_out, e, load(s.dtype, x, e) + load(rdtype, residual, e));
+      const float v = load(rdtype, residual_out, e);  // the norm reads the stored (rounded) sum
+      sum_sq += v * v;
+    }
+    const float r = 1.0f / std::sqrt(sum_sq / float(s.cols) + s.eps);
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const int64_t e = i * s.stride + j;
+      store(s.dtype, y, e, load(rdtype, residual_out, e) * r * load(wdtype, w, j));
+    }
+  }
 }
 
 }  // namespace mylib

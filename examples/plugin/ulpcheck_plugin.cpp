@@ -19,15 +19,26 @@ mylib::RmsNormShape shapeOf(const ulpcheck_tensor& x, float eps) {
   return mylib::RmsNormShape{dtypeOf(x.dtype), x.rows, x.cols, x.row_stride, eps};
 }
 
+// The host variants declare fp32 weights and a bias (kHostSpec): a case says
+// which it is by w's dtype and by b (db) being there or null.
 int hostForward(const ulpcheck_rmsnorm_forward_args* a, const ulpcheck_launch*) {
-  mylib::rmsnormForwardHost(shapeOf(a->x, a->eps), a->x.data, a->w.data, a->y.data, static_cast<float*>(a->rstd.data));
+  mylib::rmsnormForwardHost(shapeOf(a->x, a->eps), dtypeOf(a->w.dtype), a->x.data, a->w.data, a->b.data, a->y.data,
+                            static_cast<float*>(a->rstd.data));
   return 0;
 }
 
 template <bool kBf16Dw>
 int hostBackward(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
-  mylib::rmsnormBackwardHost(shapeOf(a->x, a->eps), a->x.data, a->w.data, a->dy.data,
-                             static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data, kBf16Dw);
+  mylib::rmsnormBackwardHost(shapeOf(a->x, a->eps), dtypeOf(a->w.dtype), a->x.data, a->w.data, a->dy.data,
+                             static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data, a->db.data, kBf16Dw);
+  return 0;
+}
+
+// mylib's fused residual add + RMSNorm, declaring fp32 weights and an fp32
+// residual too (kFusedAddSpec): the residual's dtype is residual's tensor dtype.
+int hostFusedAdd(const ulpcheck_fused_add_rmsnorm_forward_args* a, const ulpcheck_launch*) {
+  mylib::fusedAddRmsnormForwardHost(shapeOf(a->x, a->eps), dtypeOf(a->residual.dtype), dtypeOf(a->w.dtype), a->x.data,
+                                    a->residual.data, a->w.data, a->residual_out.data, a->y.data);
   return 0;
 }
 
@@ -54,11 +65,17 @@ int cudaBackward(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*
 constexpr uint32_t kAllDtypes = ULPCHECK_DTYPE_BIT(ULPCHECK_F32) | ULPCHECK_DTYPE_BIT(ULPCHECK_F16) |
                                 ULPCHECK_DTYPE_BIT(ULPCHECK_BF16);
 
+// The specs mylib's host RMSNorm implements beyond the plain one, in the
+// words of ulpcheck's Python door: weights in fp32 as well as in the
+// activation dtype, and cases with a bias as well as without.
+constexpr const char* kHostSpec = "fp32_weights=true bias_variants=true";
+constexpr const char* kFusedAddSpec = "fp32_weights=true fp32_residual=true";
+
 /// A variant of mylib's RMSNorm; depths left 0 (unknown): ulpcheck budgets
 /// for the worst any summation order does.
 ulpcheck_variant rmsnorm(const char* name, const char* description, ulpcheck_backend backend,
                          ulpcheck_rmsnorm_forward_fn forward, ulpcheck_rmsnorm_backward_fn backward,
-                         size_t (*workspace)(const ulpcheck_shape*, void*)) {
+                         size_t (*workspace)(const ulpcheck_shape*, void*), const char* spec = nullptr) {
   ulpcheck_variant v{};
   v.op = "rmsnorm";
   v.name = name;
@@ -70,16 +87,32 @@ ulpcheck_variant rmsnorm(const char* name, const char* description, ulpcheck_bac
   v.workspace_bytes = workspace;
   v.rmsnorm_forward = forward;
   v.rmsnorm_backward = backward;
+  v.spec = spec;
+  return v;
+}
+
+ulpcheck_variant fusedAddRmsnorm() {
+  ulpcheck_variant v{};
+  v.op = "fused_add_rmsnorm";
+  v.name = "mylib_fused_add_rmsnorm_host";
+  v.description = "mylib's host fused residual add + RMSNorm: the norm of the stored residual_out";
+  v.backend = ULPCHECK_HOST;
+  v.dtypes = kAllDtypes;
+  v.contracts = ULPCHECK_DETERMINISTIC | ULPCHECK_BATCH_INVARIANT;
+  v.accumulation = ULPCHECK_F32;
+  v.spec = kFusedAddSpec;
+  v.fused_add_rmsnorm_forward = hostFusedAdd;
   return v;
 }
 
 const ulpcheck_variant kVariants[] = {
+    fusedAddRmsnorm(),
     rmsnorm("mylib_rmsnorm_host", "mylib's host RMSNorm: fp32 math, serial row sums and dW", ULPCHECK_HOST, hostForward,
-            hostBackward<false>, nullptr),
+            hostBackward<false>, nullptr, kHostSpec),
     // A known defect class, kept to show what ulpcheck catches: the dW
     // accumulator rounded to bf16 after every row (Liger-Kernel PR #950).
     rmsnorm("mylib_rmsnorm_host_bf16_dw", "mylib's host RMSNorm with its dW accumulator rounded to bf16 (defect)",
-            ULPCHECK_HOST, hostForward, hostBackward<true>, nullptr),
+            ULPCHECK_HOST, hostForward, hostBackward<true>, nullptr, kHostSpec),
 #if defined(MYLIB_HAVE_CUDA)
     rmsnorm("mylib_rmsnorm_cuda", "mylib's CUDA RMSNorm: a 256-thread block per row, dW from per-block partials",
             ULPCHECK_CUDA, cudaForward, cudaBackward<false>, cudaWorkspace),

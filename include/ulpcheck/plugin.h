@@ -1,4 +1,4 @@
-/* ulpcheck plugin ABI, version 1: how a shared library puts its own norm
+/* ulpcheck plugin ABI, version 2: how a shared library puts its own norm
  * kernels under ulpcheck's properties without editing ulpcheck.
  *
  * A plugin is a shared library that exports one C function,
@@ -18,7 +18,18 @@
  * This header is C99 and depends on nothing but <stddef.h> and <stdint.h>:
  * no C++, RapidCheck or JSON types cross it. ABI rules: fields are only ever
  * appended; a plugin states the version it was built against and the size of
- * its variant struct, and ulpcheck refuses one it cannot read.
+ * its variant struct, and ulpcheck refuses one it cannot read. A plugin built
+ * against version 1 (no `spec`, no bias tensors) loads and runs unchanged:
+ * ulpcheck reads its table with version 1's variant size and hands it the
+ * plain spec only.
+ *
+ * Version 2 appends the spec a variant implements (ulpcheck_variant::spec):
+ * the same options, in the same words, as a Python variant declares
+ * (python/ulpcheck), e.g. "fp32_weights=true bias_variants=true". ulpcheck
+ * then generates cases of each declared spec and tells the variant which one
+ * a call is by its tensors: w's dtype (and dw's, the bias's) is the weights'
+ * dtype, rstd's (and mean's) the saved statistics', and a tensor the case
+ * lacks (a bias, LayerNorm's beta) has data NULL.
  *
  * The specs (what the outputs must equal, up to a rounding-error budget):
  *   RMSNorm   rstd_i = 1 / sqrt(mean_j x_ij^2 + eps)      (fp32, rows x 1)
@@ -43,7 +54,7 @@
 extern "C" {
 #endif
 
-#define ULPCHECK_ABI_VERSION 1u
+#define ULPCHECK_ABI_VERSION 2u
 
 typedef enum { ULPCHECK_F32 = 0, ULPCHECK_F16 = 1, ULPCHECK_BF16 = 2 } ulpcheck_dtype;
 #define ULPCHECK_DTYPE_BIT(t) (1u << (unsigned)(t))
@@ -80,12 +91,18 @@ typedef struct {
   ulpcheck_tensor x, w;    /* inputs: M x N; 1 x N */
   ulpcheck_tensor y, rstd; /* outputs: M x N; M x 1 fp32 */
   float eps;
+  /* Version 2: y_ij += b_j where the case has a bias (bias_variants);
+   * b.data is NULL otherwise. 1 x N in w's dtype. */
+  ulpcheck_tensor b;
 } ulpcheck_rmsnorm_forward_args;
 
 typedef struct {
   ulpcheck_tensor x, w, dy, rstd; /* inputs; rstd as the forward saved it */
   ulpcheck_tensor dx, dw;         /* outputs: M x N; 1 x N */
   float eps;
+  /* Version 2: db_j = sum_i dy_ij where the case has a bias; db.data is
+   * NULL otherwise. 1 x N in w's dtype. */
+  ulpcheck_tensor db;
 } ulpcheck_rmsnorm_backward_args;
 
 typedef struct {
@@ -100,6 +117,17 @@ typedef struct {
   float eps;
 } ulpcheck_layernorm_backward_args;
 
+/* Version 2: fused residual add + RMSNorm (op "fused_add_rmsnorm"):
+ *   residual_out = x + residual, rounded to the residual's dtype (the
+ *   activation dtype, or fp32 where the variant declares fp32_residual)
+ *   y = x-hat (offset + w) of residual_out, or with sum=fp32 of the fp32 sum
+ *       before its rounding (FlashInfer's, quack's) */
+typedef struct {
+  ulpcheck_tensor x, residual, w;  /* inputs: M x N; M x N in the residual's dtype; 1 x N */
+  ulpcheck_tensor residual_out, y; /* outputs: M x N in the residual's dtype; M x N */
+  float eps;
+} ulpcheck_fused_add_rmsnorm_forward_args;
+
 /* Entry points return 0 on success; anything else is a failing case, with
  * the plugin's last_error() message. A CUDA entry point only enqueues work
  * on the stream; ulpcheck synchronises and checks for errors. */
@@ -107,6 +135,8 @@ typedef int (*ulpcheck_rmsnorm_forward_fn)(const ulpcheck_rmsnorm_forward_args*,
 typedef int (*ulpcheck_rmsnorm_backward_fn)(const ulpcheck_rmsnorm_backward_args*, const ulpcheck_launch*);
 typedef int (*ulpcheck_layernorm_forward_fn)(const ulpcheck_layernorm_forward_args*, const ulpcheck_launch*);
 typedef int (*ulpcheck_layernorm_backward_fn)(const ulpcheck_layernorm_backward_args*, const ulpcheck_launch*);
+typedef int (*ulpcheck_fused_add_rmsnorm_forward_fn)(const ulpcheck_fused_add_rmsnorm_forward_args*,
+                                                     const ulpcheck_launch*);
 
 /* Contracts: what the properties hold the variant to. */
 #define ULPCHECK_DETERMINISTIC (1u << 0)                 /* repeated runs give identical bits */
@@ -123,7 +153,7 @@ typedef int (*ulpcheck_layernorm_backward_fn)(const ulpcheck_layernorm_backward_
 
 typedef struct {
   /* Identity. name must be unique among every variant ulpcheck knows. */
-  const char* op; /* "rmsnorm" or "layernorm" */
+  const char* op; /* "rmsnorm", "layernorm" or (version 2) "fused_add_rmsnorm" */
   const char* name;
   const char* description;
   ulpcheck_backend backend;
@@ -152,6 +182,30 @@ typedef struct {
   ulpcheck_layernorm_backward_fn layernorm_backward;
 
   void* user_data; /* handed back in ulpcheck_launch */
+
+  /* ---- ABI version 2 ---- */
+  /* The specs the variant implements beyond the plain one, as the Python
+   * door's options (python/ulpcheck/ops/<op>.py), space-separated
+   * option=value items; NULL or "": the plain spec only. RMSNorm and
+   * LayerNorm take
+   *   fp32_weights=true      weights (w, dw; gamma, beta and theirs) in fp32 as well
+   *                          as in the activation dtype
+   *   rounding=llama         x rstd rounded to x's dtype before the weight (HF Llama)
+   *   weight_offset=1.0      y = xhat (offset + w) (Gemma: 1)
+   *   stats=activation       rstd (and mean) saved rounded to the activation dtype,
+   *                          not fp32 (still written to, and read from, the fp32
+   *                          rstd and mean arrays: their values are then values
+   *                          of the activation dtype)
+   * and RMSNorm bias_variants=true (cases with a bias as well as without),
+   * LayerNorm affine_variants=true (cases without beta, and without either);
+   * fused_add_rmsnorm takes fp32_weights, weight_offset,
+   * fp32_residual=true (an fp32 residual and residual_out as well) and
+   * sum=fp32 (its norm reads the fp32 sum).
+   * A value ulpcheck cannot read, or an option the op does not have, refuses
+   * the plugin saying which. */
+  const char* spec;
+  /* fused_add_rmsnorm's entry point (forward only). */
+  ulpcheck_fused_add_rmsnorm_forward_fn fused_add_rmsnorm_forward;
 } ulpcheck_variant;
 
 typedef struct {

@@ -31,20 +31,13 @@
 #include <optional>
 
 #include "core/accuracy.h"
+#include "core/norm_spec.h"
 #include "kernels/common/row_launch.h"
 #include "kernels/registry.h"
 
 namespace ulpcheck {
 
 inline constexpr int kMaxRanks = 8;
-
-/// The dtype of the residual and residual_out (res=fp32: quack's
-/// residual_dtype=fp32 adds the residual in fp32, keeps the sum in fp32 and
-/// normalises that sum); unset: the activation dtype. Its descriptor:
-/// allreduce_rmsnorm_spec.cpp.
-inline constexpr SpecKey<std::optional<DType>> kResidualDtype{"res"};
-inline DType residualDtype(DType activations, const Spec& s) { return kResidualDtype(s).value_or(activations); }
-const SpecField& residualDtypeField();
 
 /// Per-rank pointers; entries [0, ranks) are used.
 template <typename P>

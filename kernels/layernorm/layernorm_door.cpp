@@ -33,15 +33,19 @@ const LayerNormKernel& variantNamed(const std::string& name) {
   return registeredVariant<LayerNormKernel>("layernorm", name);
 }
 
-// The C ABI's LayerNorm (ABI version 1): gamma and beta in the activation dtype.
+// The C ABI's LayerNorm. Version 2's declared specs reach the entry points
+// through the tensors: gamma, beta and their gradients in the weights' dtype,
+// null where the case has none (affine=nobias, none). Mean and rstd stay fp32
+// arrays (under stats=activation holding values of the activation dtype).
 void addPlugin(const KernelInfo& info, std::shared_ptr<const PluginVariant> v) {
   LayerNormRegistry::add(
       LayerNormKernel{info, [v](const RowShape& s, const LaunchEnv&) { return v->workspaceBytes(s); },
                       [v](const LayerNormForwardArgs& f, const LaunchEnv& e) {
                         const RowShape& s = f.shape;
+                        const DType wt = s.wdtype();
                         const ulpcheck_layernorm_forward_args a{abiTensor(f.x, s.dtype, s.M, s.N, s.ld),
-                                                                abiTensor(f.gamma, s.dtype, 1, s.N, s.N),
-                                                                abiTensor(f.beta, s.dtype, 1, s.N, s.N),
+                                                                abiTensor(f.gamma, wt, 1, s.N, s.N),
+                                                                abiTensor(f.beta, wt, 1, s.N, s.N),
                                                                 abiTensor(f.y, s.dtype, s.M, s.N, s.ld),
                                                                 abiTensor(f.mean, DType::F32, s.M, 1, 1),
                                                                 abiTensor(f.rstd, DType::F32, s.M, 1, 1),
@@ -51,14 +55,15 @@ void addPlugin(const KernelInfo& info, std::shared_ptr<const PluginVariant> v) {
                       },
                       [v](const LayerNormBackwardArgs& b, const LaunchEnv& e) {
                         const RowShape& s = b.shape;
+                        const DType wt = s.wdtype();
                         const ulpcheck_layernorm_backward_args a{abiTensor(b.x, s.dtype, s.M, s.N, s.ld),
-                                                                 abiTensor(b.gamma, s.dtype, 1, s.N, s.N),
+                                                                 abiTensor(b.gamma, wt, 1, s.N, s.N),
                                                                  abiTensor(b.dy, s.dtype, s.M, s.N, s.ld),
                                                                  abiTensor(b.mean, DType::F32, s.M, 1, 1),
                                                                  abiTensor(b.rstd, DType::F32, s.M, 1, 1),
                                                                  abiTensor(b.dx, s.dtype, s.M, s.N, s.ld),
-                                                                 abiTensor(b.dgamma, s.dtype, 1, s.N, s.N),
-                                                                 abiTensor(b.dbeta, s.dtype, 1, s.N, s.N),
+                                                                 abiTensor(b.dgamma, wt, 1, s.N, s.N),
+                                                                 abiTensor(b.dbeta, wt, 1, s.N, s.N),
                                                                  s.eps};
                         const ulpcheck_launch l = v->launch(e, b.workspace, v->workspaceBytes(s));
                         v->check(v->abi().layernorm_backward(&a, &l), "layernorm_backward");
@@ -88,6 +93,7 @@ const bool registered = registerDoor(withRegistry<LayerNormKernel>(
           return "layernorm needs both its forward and backward entry points (ABI version 1)";
         },
         .add_plugin = addPlugin,
+        .plugin_spec_options = {"fp32_weights", "stats", "affine_variants"},
     },
     forwarded));
 

@@ -20,8 +20,9 @@ const SpecField& affineField() {
       for (SpecCode c : can) d.push_back({c == 0 ? size_t(2) : size_t(1), c});
       return d;
     };
-    f.from_python = [all](const nlohmann::json& v) {  // affine_variants=True: all three
-      return v.value("affine_variants", false) ? all : std::vector<SpecCode>{0};
+    f.option = "affine_variants";  // true: all three
+    f.declared = [all](const nlohmann::json& v) {
+      return declaredFlag("affine_variants", v) ? all : std::vector<SpecCode>{0};
     };
     return f;
   }();

@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "core/cuda_ops.h"
 #include "core/sha256.h"
@@ -23,6 +27,22 @@ namespace {
 // 128 TiB: more than any machine ulpcheck runs on has, far less than sizes
 // that wrap when red zones are added.
 constexpr size_t kLargestWorkspaceBytes = size_t{1} << 47;
+
+// Version 1's ulpcheck_variant: every field before version 2's `spec`.
+constexpr size_t kVariantSizeV1 = offsetof(ulpcheck_variant, spec);
+
+/// The variant size a plugin of ABI version `abi` must state (0: a version
+/// this ulpcheck cannot read).
+size_t variantSizeOf(uint32_t abi) { return abi == 1 ? kVariantSizeV1 : abi == 2 ? sizeof(ulpcheck_variant) : 0; }
+
+/// Variant i of the plugin's table, laid out as this header does: the table
+/// is read with the plugin's own variant size, the fields its version lacks
+/// left zero (a version 1 variant declares no spec).
+ulpcheck_variant variantAt(const ulpcheck_plugin& p, int32_t i) {
+  ulpcheck_variant v{};
+  std::memcpy(&v, reinterpret_cast<const char*>(p.variants) + size_t(i) * p.variant_size, p.variant_size);
+  return v;
+}
 
 std::vector<LoadedPlugin>& plugins() {
   static std::vector<LoadedPlugin> all;
@@ -82,6 +102,21 @@ bool validName(const char* s) {
   return true;
 }
 
+/// What a variant declares of its op's spec (ulpcheck_variant::spec); throws
+/// std::invalid_argument for a declaration ulpcheck cannot read, or an
+/// option the op's C entry points do not carry.
+SpecSupport declaredSpecs(const ulpcheck_variant& v, const OpDoor& door) {
+  const nlohmann::json options = parseSpecDeclaration(v.spec);
+  SpecSupport support = declaredSpecSupport(v.op, options);  // refuses an option the op has not
+  const std::vector<std::string>& carried = door.plugin_spec_options;
+  for (const auto& [option, value] : options.items())
+    if (std::find(carried.begin(), carried.end(), option) == carried.end())
+      throw std::invalid_argument(fmt::format("'{}' cannot be declared through the C ABI yet (its {} entry points "
+                                              "carry {})",
+                                              option, v.op, fmt::join(carried, ", ")));
+  return support;
+}
+
 /// Why variant i of the plugin cannot be used; empty if it can.
 std::string problemWith(const ulpcheck_variant& v) {
   if (!validName(v.name)) return "its name must be letters, digits, '_', '-' or '.'";
@@ -97,6 +132,11 @@ std::string problemWith(const ulpcheck_variant& v) {
   if (v.preconditions & ~3u) return fmt::format("unknown precondition bits {:#x}", v.preconditions);
   if (v.row_depth < 0 || v.col_depth < 0 || v.max_cols < 0) return "depths and max_cols must be >= 0";
   if (std::string why = door->plugin_problem(v); !why.empty()) return why;
+  try {
+    declaredSpecs(v, *door);
+  } catch (const std::invalid_argument& e) {
+    return fmt::format("its spec \"{}\": {}", v.spec ? v.spec : "", e.what());
+  }
   for (const KernelInfo& k : kernelCatalog())
     if (k.name == v.name) return fmt::format("the name is taken (by {} variant '{}', {})", k.op, k.name, k.origin);
   return "";
@@ -137,31 +177,33 @@ const LoadedPlugin& loadPlugin(const std::string& given) {
                                   ULPCHECK_PLUGIN_ENTRY));
   const ulpcheck_plugin* plugin = entry();
   if (!plugin) throw PluginError(fmt::format("{}: {}() returned no plugin table", given, ULPCHECK_PLUGIN_ENTRY));
-  if (plugin->abi_version != ULPCHECK_ABI_VERSION)
-    throw PluginError(fmt::format("{}: built against plugin ABI version {}; this ulpcheck reads version {}", given,
-                                  plugin->abi_version, ULPCHECK_ABI_VERSION));
-  if (plugin->variant_size != sizeof(ulpcheck_variant))
-    throw PluginError(fmt::format("{}: its ulpcheck_variant is {} bytes, this ulpcheck's {} (built against another "
+  const size_t variant_size = variantSizeOf(plugin->abi_version);
+  if (!variant_size)
+    throw PluginError(fmt::format("{}: built against plugin ABI version {}; this ulpcheck reads versions 1 to {}",
+                                  given, plugin->abi_version, ULPCHECK_ABI_VERSION));
+  if (plugin->variant_size != variant_size)
+    throw PluginError(fmt::format("{}: its ulpcheck_variant is {} bytes, version {}'s are {} (built against another "
                                   "header?)",
-                                  given, plugin->variant_size, sizeof(ulpcheck_variant)));
+                                  given, plugin->variant_size, plugin->abi_version, variant_size));
   if (plugin->num_variants < 1 || plugin->num_variants > 1024 || !plugin->variants)
     throw PluginError(fmt::format("{}: declares {} variants (1 to 1024 expected)", given, plugin->num_variants));
   // Validate every variant before registering any: a plugin loads whole or not at all.
+  std::vector<ulpcheck_variant> variants;
   for (int32_t i = 0; i < plugin->num_variants; ++i) {
-    if (const std::string why = problemWith(plugin->variants[i]); !why.empty())
-      throw PluginError(fmt::format("{}: variant {} ('{}'): {}", given, i,
-                                    plugin->variants[i].name ? plugin->variants[i].name : "(null)", why));
+    variants.push_back(variantAt(*plugin, i));
+    const ulpcheck_variant& v = variants.back();
+    if (const std::string why = problemWith(v); !why.empty())
+      throw PluginError(fmt::format("{}: variant {} ('{}'): {}", given, i, v.name ? v.name : "(null)", why));
     // Names are unique within the table too: `--kernel NAME` would run only
     // the first of two, and a run could pass without the other being judged.
     for (int32_t j = 0; j < i; ++j)
-      if (std::string(plugin->variants[j].name) == plugin->variants[i].name)
-        throw PluginError(fmt::format("{}: variants {} and {} are both named '{}' (names must be unique)", given, j, i,
-                                      plugin->variants[i].name));
+      if (std::string(variants[j].name) == v.name)
+        throw PluginError(
+            fmt::format("{}: variants {} and {} are both named '{}' (names must be unique)", given, j, i, v.name));
   }
 
   LoadedPlugin loaded{path, plugin->name ? plugin->name : "(unnamed)", sha256File(path), {}};
-  for (int32_t i = 0; i < plugin->num_variants; ++i) {
-    const ulpcheck_variant& v = plugin->variants[i];
+  for (const ulpcheck_variant& v : variants) {
     KernelInfo info;
     info.op = v.op;
     info.name = v.name;
@@ -178,7 +220,9 @@ const LoadedPlugin& loadPlugin(const std::string& given) {
     info.origin = fmt::format("plugin {} ({}, sha256 {})", path, loaded.name, loaded.sha256);
     info.plugin_path = path;
     info.black_box = true;
-    findDoor(info.op)->add_plugin(info, std::make_shared<const PluginVariant>(*plugin, v));
+    const OpDoor& door = *findDoor(info.op);
+    info.specs = declaredSpecs(v, door);
+    door.add_plugin(info, std::make_shared<const PluginVariant>(*plugin, v));
     loaded.variants.push_back(info.name);
   }
   // The library stays loaded for the life of the process: its code is called until exit.

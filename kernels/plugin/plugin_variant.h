@@ -23,6 +23,9 @@ inline ulpcheck_tensor abiTensor(const void* p, DType t, int64_t rows, int64_t c
 
 class PluginVariant {
  public:
+  /// `v`: the variant as this ulpcheck's header lays it out (a copy: a
+  /// version 1 table is read with its own variant size, the fields it
+  /// lacks zero).
   PluginVariant(const ulpcheck_plugin& plugin, const ulpcheck_variant& v) : plugin_(plugin), v_(v) {}
 
   /// Its workspace_bytes answer; throws KernelFailure for one past 2^47
@@ -36,7 +39,7 @@ class PluginVariant {
 
  private:
   const ulpcheck_plugin& plugin_;
-  const ulpcheck_variant& v_;
+  const ulpcheck_variant v_;
 };
 
 }  // namespace ulpcheck

@@ -556,21 +556,6 @@ DType dtypeNamed(const std::string& n) {
   return *t;
 }
 
-/// What a Python variant declares it implements (python/ulpcheck/ops/<op>.py):
-/// each field of its op's spec reads its own options (SpecField::from_python).
-SpecSupport pythonSpecSupport(const std::string& op, const json& v) {
-  SpecSupport s;
-  for (const SpecField* f : specOf(op).fields) {
-    if (!f->from_python) continue;
-    try {
-      s.implements[f->key] = f->from_python(v);
-    } catch (const std::invalid_argument& e) {
-      throw PluginError(e.what());
-    }
-  }
-  return s;
-}
-
 }  // namespace
 
 void runInWorker(const std::string& op, const std::string& name) {
@@ -626,7 +611,11 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       info.origin = v.at("origin");
       info.black_box = true;
       info.compiles_per_shape = v.value("compiles_per_shape", false);
-      info.specs = pythonSpecSupport(info.op, v);
+      try {
+        info.specs = declaredSpecSupport(info.op, v.value("spec", json::object()));
+      } catch (const std::invalid_argument& e) {
+        throw PluginError(e.what());
+      }
       info.python_file = pythonFiles().front();
       for (const auto& f : pythonFiles())
         if (info.origin.find(f) != std::string::npos) info.python_file = f;

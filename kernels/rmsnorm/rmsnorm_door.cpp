@@ -30,29 +30,47 @@ RmsNormKernel forwarded(RmsNormKernel k, RemoteEntry call) {
 
 const RmsNormKernel& variantNamed(const std::string& name) { return registeredVariant<RmsNormKernel>("rmsnorm", name); }
 
-// The C ABI's RMSNorm (ABI version 1): weights in the activation dtype, no bias.
+// The C ABI's RMSNorm. Version 2's declared specs reach the entry points
+// through the tensors: w, dw, b and db in the weights' dtype, b and db null
+// without a bias. Rounding, offset and statistics need nothing: a variant
+// implements the one it declares (rstd stays an fp32 array; under
+// stats=activation its values are values of the activation dtype).
+ulpcheck_rmsnorm_forward_args abiForward(const RmsNormForwardArgs& f) {
+  const RowShape& s = f.shape;
+  const DType wt = s.wdtype();
+  return {abiTensor(f.x, s.dtype, s.M, s.N, s.ld),
+          abiTensor(f.w, wt, 1, s.N, s.N),
+          abiTensor(f.y, s.dtype, s.M, s.N, s.ld),
+          abiTensor(f.rstd, DType::F32, s.M, 1, 1),
+          s.eps,
+          abiTensor(f.b, wt, 1, s.N, s.N)};
+}
+
+ulpcheck_rmsnorm_backward_args abiBackward(const RmsNormBackwardArgs& b) {
+  const RowShape& s = b.shape;
+  const DType wt = s.wdtype();
+  return {abiTensor(b.x, s.dtype, s.M, s.N, s.ld),
+          abiTensor(b.w, wt, 1, s.N, s.N),
+          abiTensor(b.dy, s.dtype, s.M, s.N, s.ld),
+          abiTensor(b.rstd, DType::F32, s.M, 1, 1),
+          abiTensor(b.dx, s.dtype, s.M, s.N, s.ld),
+          abiTensor(b.dw, wt, 1, s.N, s.N),
+          s.eps,
+          abiTensor(b.db, wt, 1, s.N, s.N)};
+}
+
 void addPlugin(const KernelInfo& info, std::shared_ptr<const PluginVariant> v) {
   RmsNormRegistry::add(RmsNormKernel{info, [v](const RowShape& s, const LaunchEnv&) { return v->workspaceBytes(s); },
                                      [v](const RmsNormForwardArgs& f, const LaunchEnv& e) {
-                                       const RowShape& s = f.shape;
-                                       const ulpcheck_rmsnorm_forward_args a{abiTensor(f.x, s.dtype, s.M, s.N, s.ld),
-                                                                             abiTensor(f.w, s.dtype, 1, s.N, s.N),
-                                                                             abiTensor(f.y, s.dtype, s.M, s.N, s.ld),
-                                                                             abiTensor(f.rstd, DType::F32, s.M, 1, 1),
-                                                                             s.eps};
+                                       if (f.x_dtype)
+                                         throw std::invalid_argument("a C plugin's variant takes x in y's dtype only");
+                                       const ulpcheck_rmsnorm_forward_args a = abiForward(f);
                                        const ulpcheck_launch l = v->launch(e, nullptr, 0);
                                        v->check(v->abi().rmsnorm_forward(&a, &l), "rmsnorm_forward");
                                      },
                                      [v](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
-                                       const RowShape& s = b.shape;
-                                       const ulpcheck_rmsnorm_backward_args a{abiTensor(b.x, s.dtype, s.M, s.N, s.ld),
-                                                                              abiTensor(b.w, s.dtype, 1, s.N, s.N),
-                                                                              abiTensor(b.dy, s.dtype, s.M, s.N, s.ld),
-                                                                              abiTensor(b.rstd, DType::F32, s.M, 1, 1),
-                                                                              abiTensor(b.dx, s.dtype, s.M, s.N, s.ld),
-                                                                              abiTensor(b.dw, s.dtype, 1, s.N, s.N),
-                                                                              s.eps};
-                                       const ulpcheck_launch l = v->launch(e, b.workspace, v->workspaceBytes(s));
+                                       const ulpcheck_rmsnorm_backward_args a = abiBackward(b);
+                                       const ulpcheck_launch l = v->launch(e, b.workspace, v->workspaceBytes(b.shape));
                                        v->check(v->abi().rmsnorm_backward(&a, &l), "rmsnorm_backward");
                                      },
                                      [v](const RowShape& s, const LaunchEnv&) { return v->depths(s); }});
@@ -77,6 +95,7 @@ const bool registered = registerDoor(withRegistry<RmsNormKernel>(
           return "rmsnorm needs both its forward and backward entry points (ABI version 1)";
         },
         .add_plugin = addPlugin,
+        .plugin_spec_options = {"fp32_weights", "rounding", "weight_offset", "stats", "bias_variants"},
     },
     forwarded));
 

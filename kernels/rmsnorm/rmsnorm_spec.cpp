@@ -10,8 +10,9 @@ const SpecField& rmsBiasField() {
   static const SpecField field = [] {
     SpecField f = yesNoField("bias", "a bias added after the weight, y = xhat w + b", 5);
     f.unsupported = unlessListed("implements RMSNorm without a bias only");
-    f.from_python = [](const nlohmann::json& v) {  // bias_variants=True: with a bias as well as without
-      return v.value("bias_variants", false) ? std::vector<SpecCode>{0, 1} : std::vector<SpecCode>{0};
+    f.option = "bias_variants";  // true: with a bias as well as without
+    f.declared = [](const nlohmann::json& v) {
+      return declaredFlag("bias_variants", v) ? std::vector<SpecCode>{0, 1} : std::vector<SpecCode>{0};
     };
     return f;
   }();

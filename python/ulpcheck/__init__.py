@@ -24,6 +24,7 @@ Calls:
              forward(x, w, eps, bias=b) and backward(..., eps, has_bias=True) -> (dx, dw, db)
   layernorm: forward(x, gamma, beta, eps) -> y, or (y, mean, rstd) with saves_stats=True;
              backward(x, gamma, dy, mean, rstd, eps) -> (dx, dgamma, dbeta)
+  fused_add_rmsnorm: forward(x, residual, w, eps) -> (y, residual_out)   (no backward yet)
 Inputs are torch tensors over ulpcheck's own buffers (x has row stride ld);
 results are copied into ulpcheck's poisoned output buffers, so they must
 have the output's shape and dtype (statistics: fp32, one per row, or x's
@@ -78,7 +79,6 @@ class Variant:
     def describe(self) -> dict:
         d = dataclasses.asdict(self)
         del d["forward"], d["backward"]
-        d.update(d.pop("spec"))
         d["dtypes"] = list(self.dtypes)
         d["libraries"] = list(self.libraries)
         d["cols"] = [int(n) for n in self.cols]
@@ -125,6 +125,11 @@ def rmsnorm(name: str, *, forward: Callable, backward: Callable, **kw) -> Varian
 def layernorm(name: str, *, forward: Callable, backward: Callable, **kw) -> Variant:
     """Registers a LayerNorm variant (see the module's docstring for the calls)."""
     return _register("layernorm", name, forward=forward, backward=backward, **kw)
+
+
+def fused_add_rmsnorm(name: str, *, forward: Callable, **kw) -> Variant:
+    """Registers a fused residual add + RMSNorm variant (see ulpcheck/ops/fused_add_rmsnorm.py)."""
+    return _register("fused_add_rmsnorm", name, forward=forward, backward=None, **kw)
 
 
 def variants() -> List[Variant]:

@@ -236,6 +236,8 @@ class Call:
         self.wdt = spec.get("wdtype", self.dt)
         # The saved statistics' dtype: fp32, or x's (stats=T); ulpcheck keeps them in fp32 buffers either way.
         self.sdt = spec.get("stats", "fp32")
+        # The residual's dtype (a norm that adds one): x's unless the spec says (res=fp32).
+        self.rdt = spec.get("res", self.dt)
         self.ptrs = req["ptrs"]
         self.regions = regions
 
@@ -246,6 +248,10 @@ class Call:
     def act(self, name):
         """An activation (x, dy, y, dx): M x N with row stride ld."""
         return self.regions.tensor(self.ptrs[name], self.dt, self.M, self.N, self.ld)
+
+    def residual(self, name):
+        """A residual or residual_out: M x N with row stride ld, in the residual's dtype."""
+        return self.regions.tensor(self.ptrs[name], self.rdt, self.M, self.N, self.ld)
 
     def vec(self, name):
         """A weight or its gradient; None where the spec has none (LayerNorm's affine=nobias|none)."""

@@ -5,6 +5,7 @@
 #include <rapidcheck.h>
 
 #include "core/case_spec.h"
+#include "kernels/fused_add_rmsnorm/fused_add_rmsnorm.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "properties/allreduce_rmsnorm_inputs.h"
@@ -109,7 +110,13 @@ TEST(CaseSpec, ASpecDeclarationClashingWithAnotherIsRefused) {
   // A rule must be between two of the op's own fields.
   EXPECT_THROW(declareSpec("test_op_c", {{&weightDtypeField()}, {{"rounding", 1, "wdtype", "never"}}}),
                std::logic_error);
-  for (const char* op : {"test_op_a", "test_op_b", "test_op_c"}) EXPECT_TRUE(specOf(op).fields.empty()) << op;
+  // Two fields declared by one option would both be set by a variant's declaration.
+  static SpecField flag_a = yesNoField("test_flag_a", "a flag", 41), flag_b = yesNoField("test_flag_b", "b flag", 42);
+  flag_a.option = flag_b.option = "test_variants";
+  EXPECT_THROW(declareSpec("test_op_d", {{&flag_a, &flag_b}, {}}), std::logic_error);
+  for (const char* op : {"test_op_a", "test_op_b", "test_op_c", "test_op_d"})
+    EXPECT_TRUE(specOf(op).fields.empty()) << op;
+  EXPECT_EQ(findSpecField("test_flag_a"), nullptr);
   EXPECT_EQ(findSpecField("test_flag"), nullptr);
 }
 
@@ -184,6 +191,15 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 res=fp16",
               "'res' must be fp32 or the activation dtype");
   expectError(base + "res=fp32", "'res' (the residual's dtype) is not a spec field of op=rmsnorm");
+  // fused_add_rmsnorm: the residual's dtype too, and which sum its norm reads.
+  const CaseSpec add = parseCaseString("op=fused_add_rmsnorm kernel=k dtype=bf16 M=2 N=8 wdtype=fp32 sum=fp32");
+  EXPECT_EQ(kNormedSum(add.spec), NormedSum::Fp32);
+  EXPECT_EQ(specLabel(add.op, add.dtype, add.spec), "w=fp32 sum=fp32");
+  EXPECT_EQ(parseCaseString(toCaseString(add)), add);
+  EXPECT_EQ(caseFromJson(toJson(add)), add);
+  EXPECT_TRUE(parseCaseString("op=fused_add_rmsnorm kernel=k dtype=bf16 M=2 N=8 sum=rounded res=bf16").spec.plain());
+  expectError("op=fused_add_rmsnorm kernel=k dtype=bf16 M=2 N=8 sum=fp16", "'sum': 'fp16' is not one of rounded, fp32");
+  expectError(base + "sum=fp32", "is not a spec field of op=rmsnorm");
   // A field no op declares for itself: LayerNorm has no rounding point or offset, a made-up op no fields.
   expectError("op=layernorm kernel=k dtype=bf16 M=1 N=2 rounding=llama", "not a spec field of op=layernorm");
   expectError("op=nosuchop kernel=k dtype=bf16 M=1 N=2 offset=1", "not a spec field of op=nosuchop; it has none");

@@ -27,6 +27,9 @@
 #define KIND_BAD_NAME 14             // a variant name with a space
 #define KIND_BAD_DTYPES 15           // a dtype mask naming no dtype ulpcheck knows
 #define KIND_EXITING_CONSTRUCTOR 16  // the library's static constructor calls exit(0) when it is loaded
+#define KIND_SPEC_UNKNOWN_OPTION 17  // declares a spec option its op has not (LayerNorm's on RMSNorm)
+#define KIND_SPEC_BAD_NAME 18        // declares a rounding ulpcheck does not know
+#define KIND_SPEC_BAD_VALUE 19       // declares an option with a value it cannot take
 
 namespace {
 
@@ -92,6 +95,29 @@ int correctBackward(const ulpcheck_rmsnorm_backward_args* a) {
   return correctBackward(a);
 }
 
+#if ULPCHECK_ABI_VERSION >= 2
+// Version 2: variants declaring fp32 weights and a bias, each getting one of
+// them wrong, so a case of that spec must fail (the declaration reaches the
+// cases, and the tensors tell the variant which spec a call is).
+mylib::Dtype weightDtypeOf(const ulpcheck_tensor& w) { return shapeOf(w, 0.f).dtype; }
+[[maybe_unused]] int forwardIgnoringTheBias(const ulpcheck_rmsnorm_forward_args* a, const ulpcheck_launch*) {
+  mylib::rmsnormForwardHost(shapeOf(a->x, a->eps), weightDtypeOf(a->w), a->x.data, a->w.data, /*b=*/nullptr, a->y.data,
+                            static_cast<float*>(a->rstd.data));
+  return 0;
+}
+[[maybe_unused]] int forwardReadingWeightsAsActivations(const ulpcheck_rmsnorm_forward_args* a,
+                                                        const ulpcheck_launch*) {
+  const mylib::RmsNormShape s = shapeOf(a->x, a->eps);
+  mylib::rmsnormForwardHost(s, s.dtype, a->x.data, a->w.data, a->b.data, a->y.data, static_cast<float*>(a->rstd.data));
+  return 0;
+}
+[[maybe_unused]] int backwardWithSpec(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+  mylib::rmsnormBackwardHost(shapeOf(a->x, a->eps), weightDtypeOf(a->w), a->x.data, a->w.data, a->dy.data,
+                             static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data, a->db.data);
+  return 0;
+}
+#endif
+
 const char* lastError() { return "scratch too small for more than 64 rows"; }
 
 /// Size queries a library may answer with an error code or an absurd size.
@@ -118,13 +144,40 @@ ulpcheck_variant variant(const char* op, const char* name, uint32_t precondition
   return v;
 }
 
+#if ULPCHECK_ABI_VERSION >= 2
+[[maybe_unused]] ulpcheck_variant withSpec(ulpcheck_variant v, const char* spec,
+                                           ulpcheck_rmsnorm_forward_fn forward = nullptr) {
+  v.spec = spec;
+  if (forward) v.rmsnorm_forward = forward;
+  return v;
+}
+#endif
+
 #if TEST_PLUGIN_KIND == KIND_GOOD
+// Built against this ulpcheck's header and, as test_plugin_good_v1, against
+// version 1's (tests/plugins/v1): the same table less what version 2 added.
 const ulpcheck_variant kVariants[] = {
     variant("rmsnorm", "test_rmsnorm_contiguous", ULPCHECK_NEEDS_CONTIGUOUS_ROWS, 512, backwardContiguous),
     variant("rmsnorm", "test_rmsnorm_fails_past_64_rows", 0, 0, backwardFailsPast64Rows),
     variant("rmsnorm", "test_rmsnorm_segfaults_at_n7", 0, 0, backwardSegfaultsAtN7),
     variant("rmsnorm", "test_rmsnorm_aborts_at_n3", 0, 0, backwardAbortsAtN3),
-    variant("rmsnorm", "test_rmsnorm_hangs_at_n5", 0, 0, backwardHangsAtN5)};
+    variant("rmsnorm", "test_rmsnorm_hangs_at_n5", 0, 0, backwardHangsAtN5),
+#if ULPCHECK_ABI_VERSION >= 2
+    withSpec(variant("rmsnorm", "test_rmsnorm_ignores_the_bias", 0, 0, backwardWithSpec), "bias_variants=true",
+             forwardIgnoringTheBias),
+    withSpec(variant("rmsnorm", "test_rmsnorm_fp32_weights_read_as_activations", 0, 0, backwardWithSpec),
+             "fp32_weights=true", forwardReadingWeightsAsActivations),
+#endif
+};
+#elif TEST_PLUGIN_KIND == KIND_SPEC_UNKNOWN_OPTION
+const ulpcheck_variant kVariants[] = {
+    withSpec(variant("rmsnorm", "test_rmsnorm_affine", 0, 0, backwardWithSpec), "affine_variants=true")};
+#elif TEST_PLUGIN_KIND == KIND_SPEC_BAD_NAME
+const ulpcheck_variant kVariants[] = {
+    withSpec(variant("rmsnorm", "test_rmsnorm_gemma", 0, 0, backwardWithSpec), "rounding=gemma")};
+#elif TEST_PLUGIN_KIND == KIND_SPEC_BAD_VALUE
+const ulpcheck_variant kVariants[] = {
+    withSpec(variant("rmsnorm", "test_rmsnorm_bias_maybe", 0, 0, backwardWithSpec), "bias_variants=maybe")};
 #elif TEST_PLUGIN_KIND == KIND_BAD_OP
 const ulpcheck_variant kVariants[] = {variant("softmax", "test_softmax", 0, 0, backwardContiguous)};
 #elif TEST_PLUGIN_KIND == KIND_TAKEN_NAME

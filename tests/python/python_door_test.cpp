@@ -6,6 +6,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "harness/runner/exit_codes.h"
 #include "tests/support/cli_support.h"
@@ -20,6 +24,7 @@ const std::string kTorchOps = std::string(" --python ") + ULPCHECK_SOURCE_DIR +
                               "/python/ulpcheck/adapters/torch_ops.py";
 const std::string kFaulty = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/tests/plugins/faulty_kernels.py";
 const std::string kSpecs = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/tests/plugins/spec_kernels.py";
+const std::string kFusedAdd = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/tests/plugins/fused_add_kernels.py";
 
 class PythonDoor : public ::testing::Test {
  protected:
@@ -44,6 +49,42 @@ TEST_F(PythonDoor, PyTorchsCpuNormsPassEveryProperty) {
         cli(std::string("run") + args + " --cases 150 --tier smoke --seed 3 --no-save --no-corpus" + kTorchOps);
     EXPECT_EQ(r.code, exit_code::kOk) << args << "\n" << r.output;
     EXPECT_NE(r.output.find("accuracy           "), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(PythonDoor, PyTorchsFusedAddRmsNormPassesEveryPropertyInBothOrders) {
+  // The unfused pipeline's order (the norm of residual_out, with fp32 weights
+  // and an fp32 residual too) and FlashInfer's and quack's (the norm of the fp32 sum).
+  const std::string json = ::testing::TempDir() + "fused-add.jsonl";
+  const Result r = cli("run --op fused_add_rmsnorm --kernel torch_fused_add_rms_norm_cpu --kernel "
+                       "torch_fused_add_rms_norm_fp32_sum_cpu --per-cell 30 --tier smoke --seed 3 --no-save "
+                       "--no-corpus --json " +
+                       json + kTorchOps);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  std::ifstream in(json);
+  std::map<std::string, int> specs;  // "kernel res sum" -> cases
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] != "case") continue;
+    const auto& c = j["case"];
+    ++specs[fmt::format("{} res={} sum={}", c["kernel"].get<std::string>(), c.value("res", "T"),
+                        c.value("sum", "rounded"))];
+  }
+  for (const char* s :
+       {"torch_fused_add_rms_norm_cpu res=T sum=rounded", "torch_fused_add_rms_norm_cpu res=fp32 sum=rounded",
+        "torch_fused_add_rms_norm_fp32_sum_cpu res=T sum=fp32"})
+    EXPECT_GT(specs[s], 0) << s << " among " << ::testing::PrintToString(specs);
+}
+
+TEST_F(PythonDoor, AFusedAddRmsNormNormalisingTheOtherSumThanItDeclaresIsCaught) {
+  // The two orders differ by where T's rounding of x + residual falls: the
+  // norm of the fp32 sum or of residual_out. A library that documents one
+  // and ships the other fails the accuracy of y.
+  for (const char* kernel : {"py_fused_add_fp32_sum_declared_rounded", "py_fused_add_rounded_sum_declared_fp32"}) {
+    const Result r = cli(std::string("run --op fused_add_rmsnorm --kernel ") + kernel +
+                         " --property accuracy --per-cell 100 --seed 7 --no-save --no-corpus" + kFusedAdd);
+    EXPECT_EQ(r.code, exit_code::kPropertyFailed) << kernel << "\n" << r.output;
+    EXPECT_NE(r.output.find("worst y["), std::string::npos) << kernel << ": y, not residual_out\n" << r.output;
   }
 }
 

@@ -88,3 +88,27 @@ ulpcheck.rmsnorm("torch_rms_norm_cpu", forward=rms_norm_forward, backward=rms_no
 ulpcheck.layernorm("torch_layer_norm_cpu", forward=layer_norm_forward, backward=layer_norm_backward, backend="host",
                    dtypes=_cpu_dtypes, fp32_weights=_layer_norm_takes_fp32_gamma("cpu"), affine_variants=True,
                    description="PyTorch's LayerNorm on the CPU: torch.nn.functional.layer_norm")
+
+
+def fused_add_rms_norm_forward(x, residual, w, eps):
+    # The unfused pipeline: residual_out = x + residual in the residual's dtype
+    # (fp32 math, one rounding), then F.rms_norm of it (fp32 math, y in x's dtype).
+    residual_out = x.to(residual.dtype) + residual
+    return _rms_norm(residual_out, w, eps).to(x.dtype), residual_out
+
+
+def fused_add_rms_norm_fp32_sum_forward(x, residual, w, eps):
+    # FlashInfer's and quack's order: the norm of the fp32 sum, residual_out its rounding.
+    h = x.float() + residual.float()
+    return _rms_norm(h, w, eps).to(x.dtype), h.to(residual.dtype)
+
+
+# Fused residual add + RMSNorm as PyTorch's own ops compose it, on the CPU:
+# the unfused pipeline (sum="rounded"), and FlashInfer's and quack's spec
+# (sum="fp32"), each with fp32 weights and (the first) an fp32 residual too.
+ulpcheck.fused_add_rmsnorm("torch_fused_add_rms_norm_cpu", forward=fused_add_rms_norm_forward, backend="host",
+                           dtypes=_cpu_dtypes, fp32_weights=True, fp32_residual=True,
+                           description=f"x + residual, then {_rms}, on the CPU")
+ulpcheck.fused_add_rmsnorm("torch_fused_add_rms_norm_fp32_sum_cpu", forward=fused_add_rms_norm_fp32_sum_forward,
+                           backend="host", dtypes=_cpu_dtypes, fp32_weights=True, sum="fp32",
+                           description=f"the fp32 sum x + residual, then {_rms} of it, on the CPU")

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 class SpecOption:
     """One spec option a variant may declare (ulpcheck.rmsnorm(..., bias_variants=True)):
     the Python face of a spec field, whose C++ descriptor reads it
-    (SpecField::from_python)."""
+    (SpecField::option and declared)."""
     name: str
     default: Any
     check: Callable[[Any], Any]            # value -> the value kept; raises ValueError saying what it must be
@@ -30,9 +30,9 @@ class Op:
     rules: Tuple[Callable[[Any], Optional[str]], ...] = ()
 
 
-from . import layernorm, rmsnorm  # noqa: E402  (the registration list)
+from . import fused_add_rmsnorm, layernorm, rmsnorm  # noqa: E402  (the registration list)
 
-OPS: Dict[str, Op] = {m.OP.name: m.OP for m in (rmsnorm, layernorm)}
+OPS: Dict[str, Op] = {m.OP.name: m.OP for m in (rmsnorm, layernorm, fused_add_rmsnorm)}
 
 
 def serving(entry: str) -> Op:

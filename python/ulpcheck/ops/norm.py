@@ -13,7 +13,7 @@ def flag(name):
     return check
 
 
-def _one_of(name, choices):
+def one_of(name, choices):
     def check(value):
         if value not in choices:
             raise ValueError(f"{name} must be {' or '.join(repr(c) for c in choices)}, not {value!r}")
@@ -30,11 +30,11 @@ def _offset(value):
 # Takes w (gamma) in fp32 beside 16-bit x too, returning dw in fp32 (the spec's wdtype=fp32).
 FP32_WEIGHTS = SpecOption("fp32_weights", False, flag("fp32_weights"))
 # The one rounding point it implements: "plain" (one rounding) or "llama" (x rstd rounded to x's dtype first).
-ROUNDING = SpecOption("rounding", "plain", _one_of("rounding", ("plain", "llama")))
+ROUNDING = SpecOption("rounding", "plain", one_of("rounding", ("plain", "llama")))
 # The one weight offset it implements: y = x rstd (offset + w), offset + w in fp32 (Gemma's 1.0).
 WEIGHT_OFFSET = SpecOption("weight_offset", 0.0, _offset)
 # The dtype of the saved mean/rstd: "fp32", or "activation" (rounded to x's dtype).
-STATS = SpecOption("stats", "fp32", _one_of("stats", ("fp32", "activation")))
+STATS = SpecOption("stats", "fp32", one_of("stats", ("fp32", "activation")))
 
 
 def stats_need_saving(v):

@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <set>
+#include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/runner/exit_codes.h"
@@ -93,6 +97,87 @@ TEST(PluginFaults, AHangIsKilledAfterTheCaseTimeoutAndIsAFailingCase) {
                       "--tier smoke --case-timeout 2", exit_code::kHang);
 }
 
+/// The specs of the case records of a run's JSON lines, per kernel: "plain",
+/// or its weights' dtype and bias as the case JSON has them ("wdtype=fp32
+/// bias=yes"; a spec field at its default is left out).
+std::map<std::string, std::set<std::string>> specsJudged(const std::string& json) {
+  std::map<std::string, std::set<std::string>> specs;
+  std::ifstream in(json);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] != "case") continue;
+    std::string spec;
+    for (const char* key : {"wdtype", "bias"})
+      if (j["case"].contains(key))
+        spec += fmt::format("{}{}={}", spec.empty() ? "" : " ", key, j["case"][key].get<std::string>());
+    specs[j["case"]["kernel"]].insert(spec.empty() ? "plain" : spec);
+  }
+  return specs;
+}
+
+TEST(Plugin, AVersion1PluginLoadsAndPassesUnchanged) {
+  // Built against version 1's header (tests/plugins/v1), before `spec` and the bias tensors existed.
+  const std::string v1 = std::string(" --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD_V1;
+  const Result list = cli("list" + v1);
+  EXPECT_EQ(list.code, exit_code::kOk) << list.output;
+  EXPECT_NE(list.output.find("test_rmsnorm_contiguous"), std::string::npos) << list.output;
+  EXPECT_EQ(list.output.find("test_rmsnorm_ignores_the_bias"), std::string::npos)
+      << "a version 2 variant" << list.output;
+  const std::string json = ::testing::TempDir() + "plugin-v1.jsonl";
+  const Result r = cli("run --kernel test_rmsnorm_contiguous --kernel test_rmsnorm_fails_past_64_rows --cases 60 "
+                       "--tier smoke --seed 3 --no-save --no-corpus --json " +
+                       json + v1);
+  // The second variant fails past 64 rows, as it does built against version 2.
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("scratch too small for more than 64 rows"), std::string::npos) << r.output;
+  const auto specs = specsJudged(json);
+  ASSERT_TRUE(specs.count("test_rmsnorm_contiguous")) << r.output;
+  EXPECT_EQ(specs.at("test_rmsnorm_contiguous"), std::set<std::string>{"plain"}) << "it declared no spec";
+  const Result contiguous = cli("run --kernel test_rmsnorm_contiguous --cases 60 --tier smoke --seed 3 --no-save "
+                                "--no-corpus" +
+                                v1);
+  EXPECT_EQ(contiguous.code, exit_code::kOk) << contiguous.output;
+}
+
+TEST(Plugin, DeclaredSpecsAreGeneratedAndJudged) {
+  // mylib's host RMSNorm declares fp32 weights and a bias ("fp32_weights=true bias_variants=true").
+  const std::string json = ::testing::TempDir() + "plugin-spec.jsonl";
+  const Result r =
+      cli("run --kernel mylib_rmsnorm_host --per-cell 30 --seed 11 --no-save --no-corpus --json " + json + kExample);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  const auto specs = specsJudged(json)["mylib_rmsnorm_host"];
+  for (const char* label : {"plain", "wdtype=fp32", "bias=yes", "wdtype=fp32 bias=yes"})
+    EXPECT_TRUE(specs.count(label)) << label << " among " << ::testing::PrintToString(specs);
+  // A variant that declares a spec and gets it wrong fails on that spec's cases.
+  for (const char* kernel : {"test_rmsnorm_ignores_the_bias", "test_rmsnorm_fp32_weights_read_as_activations"}) {
+    const Result bad = cli(std::string("run --kernel ") + kernel + " --property accuracy --per-cell 30 --seed 11 " +
+                           "--no-save --no-corpus --plugin " + ULPCHECK_TEST_PLUGIN_GOOD);
+    EXPECT_EQ(bad.code, exit_code::kPropertyFailed) << kernel << "\n" << bad.output;
+    const std::string repro = testing::reproArgsIn(bad.output);
+    EXPECT_NE(repro.find(std::string(kernel) == "test_rmsnorm_ignores_the_bias" ? "bias=yes" : "wdtype=fp32"),
+              std::string::npos)
+        << kernel << ": the shrunk case keeps the spec it gets wrong: " << repro;
+  }
+}
+
+TEST(Plugin, AFusedAddRmsNormThroughTheCAbiIsJudgedOnItsDeclaredSpecs) {
+  // mylib's fused add declares "fp32_weights=true fp32_residual=true".
+  const std::string json = ::testing::TempDir() + "plugin-fused-add.jsonl";
+  const Result r = cli("run --op fused_add_rmsnorm --kernel mylib_fused_add_rmsnorm_host --per-cell 30 --seed 11 "
+                       "--no-save --no-corpus --json " +
+                       json + kExample);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  std::set<std::string> specs;
+  std::ifstream in(json);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "case")
+      specs.insert(fmt::format("{} {}", j["case"].value("wdtype", "T"), j["case"].value("res", "T")));
+  }
+  for (const char* spec : {"T T", "fp32 T", "T fp32", "fp32 fp32"})
+    EXPECT_TRUE(specs.count(spec)) << spec << " among " << ::testing::PrintToString(specs);
+}
+
 TEST(Plugin, APluginThatCannotBeUsedIsRefusedClearly) {
   auto expectRefused = [](const std::string& plugin, const std::string& says) {
     const Result r = cli("list --plugin " + plugin);
@@ -105,6 +190,10 @@ TEST(Plugin, APluginThatCannotBeUsedIsRefusedClearly) {
   expectRefused(ULPCHECK_TEST_PLUGIN_BAD_ABI, "ABI version 99");
   expectRefused(ULPCHECK_TEST_PLUGIN_BAD_OP, "op 'softmax' is not one of");
   expectRefused(ULPCHECK_TEST_PLUGIN_TAKEN_NAME, "the name is taken");
+  // Spec declarations (ABI version 2): each refused naming the option and what it may be.
+  expectRefused(ULPCHECK_TEST_PLUGIN_SPEC_UNKNOWN_OPTION, "'affine_variants' is not a spec option of rmsnorm");
+  expectRefused(ULPCHECK_TEST_PLUGIN_SPEC_BAD_NAME, "rounding 'gemma' is not one of plain, llama");
+  expectRefused(ULPCHECK_TEST_PLUGIN_SPEC_BAD_VALUE, "bias_variants: give true or false, not \"maybe\"");
 }
 
 }  // namespace

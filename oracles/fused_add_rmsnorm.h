@@ -1,0 +1,28 @@
+// Oracle of fused residual add + RMSNorm (spec in
+// kernels/fused_add_rmsnorm/fused_add_rmsnorm.h): allreduce_rmsnorm's at one
+// rank, whose derivation and budget (oracles/allreduce_rmsnorm.cpp) hold as
+// they are.
+#pragma once
+
+#include "core/accuracy.h"
+#include "core/datagen.h"
+#include "core/parallel.h"
+#include "oracles/allreduce_rmsnorm.h"
+#include "oracles/oracle_mode.h"
+
+namespace ulpcheck {
+
+struct FusedAddRmsNormInputs {
+  const HostMatrix& x;         // M x N, row stride ld
+  const HostMatrix& residual;  // M x N, row stride ld, in the spec's residual dtype
+  const HostMatrix& w;         // 1 x N, in the spec's weight dtype
+  float eps;
+  Spec spec;
+  bool fp32_sum = false;  // the spec's sum=fp32: y normalises the fp32 sum, not residual_out
+};
+
+/// Exact residual_out and y of the spec, with their budgets.
+AllreduceRmsNormReference fusedAddRmsNormReference(const FusedAddRmsNormInputs& in, const AccuracyContract& contract,
+                                                   ThreadPool& pool, OracleMode mode);
+
+}  // namespace ulpcheck

@@ -1,0 +1,108 @@
+// The fused_add_rmsnorm op: runs a registered variant's forward on x, the
+// residual and w, and asks the oracle (allreduce_rmsnorm's at one rank) for
+// residual_out and y.
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "core/device.h"
+#include "core/schedule_noise.h"
+#include "kernels/fused_add_rmsnorm/fused_add_rmsnorm.h"
+#include "oracles/fused_add_rmsnorm.h"
+#include "properties/fused_add_rmsnorm_inputs.h"
+#include "properties/generators.h"
+#include "properties/op.h"
+#include "properties/row_op.h"
+#include "properties/run_buffers.h"
+
+namespace ulpcheck {
+
+namespace {
+
+// peakHostBytes: allreduce_rmsnorm's at one rank (its oracle is this op's,
+// run twice under sum=fp32: counted twice per element).
+constexpr double kPeakBytesPerElement = 2 * (65 + 55), kPeakBytesPerRow = 75, kPeakBytesPerColumn = 480;
+constexpr double kPeakBaseBytes = 64 << 20;
+
+const FusedAddRmsNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<FusedAddRmsNormRegistry>(c); }
+
+class FusedAddRmsNormOp final : public OpAdapter {
+ public:
+  std::string name() const override { return "fused_add_rmsnorm"; }
+  OpSpecDeclaration spec() const override {
+    // (Under res=fp32 both sums are the fp32 one: sum=fp32 says it again.)
+    return {{&weightDtypeField(), &weightOffsetField(), &residualDtypeField(), &normedSumField()}, {}};
+  }
+  float testSuiteEps() const override { return 1e-6f; }
+  // FlashInfer's test_norm.py (rtol = atol = 1e-3 for fused_add_rmsnorm) and torch's defaults.
+  std::vector<std::string> baselineSuites() const override { return {"torch_assert_close", "quack_atol"}; }
+
+  uint64_t peakHostBytes(const CaseSpec& c) const override {
+    return linearHostBytes(c, kPeakBytesPerElement, kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
+  }
+
+  std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<FusedAddRmsNormRegistry>(); }
+
+  RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const override {
+    const FusedAddRmsNormKernel& k = kernelOf(c);
+    const int64_t M = static_cast<int64_t>(layout.size());
+    const RowShape shape{c.dtype, M, c.N, c.ld, c.eps, c.spec};
+    const LaunchEnv env = launchEnv(c, ctx);
+    FusedAddRmsNormInputData fresh;
+    const FusedAddRmsNormInputData& in = caseInputs(ctx, layout, fresh,
+                                                    [&] { return generateFusedAddRmsNormInputs(c, layout); });
+
+    RunBuffers buf(k.info.backend, k.info.unprovided_outputs);
+    FusedAddRmsNormArgs args;
+    args.shape = shape;
+    args.x = buf.input("x", in.x);
+    args.residual = buf.input("residual", in.residual);
+    args.w = buf.input("w", in.w);
+    args.residual_out = buf.output("residual_out", residualDtype(c.dtype, c.spec), M, c.N, c.ld, true);
+    args.y = buf.output("y", c.dtype, M, c.N, c.ld, true);
+
+    // Started after the inputs are in place, so the load overlaps the launch.
+    ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
+    const auto t0 = std::chrono::steady_clock::now();
+    k.forward(args, env);
+    const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("fused_add_rmsnorm") : "";
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    RunResult r = buf.collect(ctx.repeats);
+    r.memory.unchecked_launch = unchecked;
+    r.seconds = seconds;
+    return r;
+  }
+
+  std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {
+    const FusedAddRmsNormKernel& k = kernelOf(c);
+    const RowLayout rows = identityRows(c.M);
+    FusedAddRmsNormInputData fresh;
+    const FusedAddRmsNormInputData& in = caseInputs(ctx, rows, fresh,
+                                                    [&] { return generateFusedAddRmsNormInputs(c, rows); });
+    const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
+    const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), false};
+    AllreduceRmsNormReference ref = fusedAddRmsNormReference(
+        FusedAddRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec, kNormedSum(c.spec) == NormedSum::Fp32}, contract,
+        ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
+    return {std::move(ref.residual_out), std::move(ref.y)};
+  }
+
+  std::string describeInputs(const CaseSpec& c, const std::string& /*both outputs*/, int64_t row,
+                             int64_t col) const override {
+    const DType rt = residualDtype(c.dtype, c.spec), wt = weightDtype(c.dtype, c.spec);
+    return fmt::format("x={} residual={} w={}", hexFloat(sampleValue(c.x, c.dtype, c.seed, TensorStream::X, row, col)),
+                       hexFloat(sampleValue(c.x, rt, c.seed, TensorStream::Residual, row, col)),
+                       hexFloat(sampleValue(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, 0, col)));
+  }
+
+  rc::Gen<CaseSpec> refine(CaseSpec base) const override {
+    // eps of the models in use (FlashInfer's default 1e-6); shrinking goes to the first.
+    return gen::withEps(std::move(base), {1e-6f, 1e-5f});
+  }
+};
+
+const bool registered = registerOp(std::make_unique<FusedAddRmsNormOp>());
+
+}  // namespace
+}  // namespace ulpcheck
