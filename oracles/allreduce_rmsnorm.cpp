@@ -35,8 +35,13 @@
 // + residual) is the kernel's one fp32 add, exact in the spec: budget 0.
 // The RMSNorm oracle then normalises an fp32 x into a T y.
 //
+// Under norm_of_fp32_sum the norm reads v = round_fp32(s + residual) instead
+// of residual_out (FlashInfer and quack normalise the fp32 sum and store its
+// rounding): one rounding of values d_s apart, so |v_kernel - v| <= d_v :=
+// d_s + ulp_fp32(|v| + d_s), and d_v takes d_ro's place below.
+//
 // y: the RMSNorm oracle's budget for the kernel's declared row depth, on the
-// spec's residual_out, plus what an error d_ro in residual_out can move y by.
+// spec's residual_out (or v), plus what an error d_ro in it can move y by.
 // RMSNorm's Jacobian dy_j/dro_k = g_j r (delta_jk - xhat_j xhat_k / N), with
 // g_j = offset + w_j the effective weight (w in its own dtype, fp32 beside
 // 16-bit activations in the AMP setup), gives, to first order (safety K),
@@ -131,8 +136,12 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
 
   AllreduceRmsNormReference ref{ReferenceTensor::zeros("residual_out", Rd, M, N, true),
                                 ReferenceTensor::zeros("y", T, M, N, true)};
-  // The spec's residual_out as a matrix of its dtype, for the RMSNorm oracle.
-  HostMatrix ro{Rd, M, N, N, std::vector<uint32_t>(size_t(M * N))};
+  // What the norm reads, as a matrix of its dtype for the RMSNorm oracle:
+  // the spec's residual_out, or round_fp32(s + residual); and its budgets.
+  const DType Vd = in.norm_of_fp32_sum ? DType::F32 : Rd;
+  const bool v_is_residual_out = Vd == Rd;
+  HostMatrix v{Vd, M, N, N, std::vector<uint32_t>(size_t(M * N))};
+  std::vector<double> v_budget(size_t(M * N));
 
   std::vector<int64_t> fell_back(size_t(M), 0);  // per row: elements the double words did not decide
   pool.forChunks(M, [&](unsigned, int64_t row_begin, int64_t row_end) {
@@ -145,9 +154,12 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
           abs_sum += std::fabs(v);
           if (v != 0.0) q = std::min(q, ulpOf(T, std::fabs(v)));
         }
-        double s = 0.0, fast_out = 0.0;
+        double s = 0.0, fast_out = 0.0, fast_v = 0.0;
         const bool fast = mode != OracleMode::Mpfr && fastRankSum(in.x, i, j, T, s);
-        if (fast) fast_out = std::isinf(s) ? s : fastResidualAdd(s, in.residual.value(i, j), Rd);
+        if (fast) {
+          fast_out = std::isinf(s) ? s : fastResidualAdd(s, in.residual.value(i, j), Rd);
+          fast_v = v_is_residual_out || std::isinf(s) ? fast_out : fastResidualAdd(s, in.residual.value(i, j), Vd);
+        }
         if (!fast || mode == OracleMode::Audit) {
           for (int r = 0; r < R; ++r) {
             const double v = in.x[size_t(r)].value(i, j);
@@ -160,12 +172,15 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
           mpfr_set_d(sum, exact_s, MPFR_RNDN);
           mpfr_add_d(sum, sum, in.residual.value(i, j), MPFR_RNDN);  // exact
           const double exact_out = std::isinf(exact_s) ? exact_s : roundToT(Rd, sum);
-          if (fast && !(dw::bitsOf(exact_s) == dw::bitsOf(s) && dw::bitsOf(exact_out) == dw::bitsOf(fast_out)))
+          const double exact_v = v_is_residual_out || std::isinf(exact_s) ? exact_out : roundToT(Vd, sum);
+          if (fast && !(dw::bitsOf(exact_s) == dw::bitsOf(s) && dw::bitsOf(exact_out) == dw::bitsOf(fast_out) &&
+                        dw::bitsOf(exact_v) == dw::bitsOf(fast_v)))
             throw OracleDisagreement(fmt::format(
-                "oracle audit, allreduce_rmsnorm: residual_out[{},{}]: MPFR s {:a} out {:a}, fast s {:a} out {:a}", i,
-                j, exact_s, exact_out, s, fast_out));
+                "oracle audit, allreduce_rmsnorm: residual_out[{},{}]: MPFR s {:a} out {:a} normed {:a}, fast s {:a} "
+                "out {:a} normed {:a}",
+                i, j, exact_s, exact_out, exact_v, s, fast_out, fast_v));
           if (!fast) ++fell_back[size_t(i)];
-          s = exact_s, fast_out = exact_out;
+          s = exact_s, fast_out = exact_out, fast_v = exact_v;
         }
         // Every fp32 partial sum exact in every order: A / q < 2^24 (with a
         // margin for abs_sum's own rounding in double)
@@ -178,7 +193,8 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
         const int64_t e = i * N + j;
         ref.residual_out.exact[size_t(e)] = out;
         ref.residual_out.budget[size_t(e)] = d_s == 0.0 ? 0.0 : d_s + ulpOf(Rd, std::fabs(out) + d_s);
-        ro.bits[size_t(e)] = doubleToBits(Rd, out);
+        v.bits[size_t(e)] = doubleToBits(Vd, fast_v);
+        v_budget[size_t(e)] = d_s == 0.0 ? 0.0 : d_s + ulpOf(Vd, std::fabs(fast_v) + d_s);
       }
   });
 
@@ -191,32 +207,32 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
     oracleCounts().fell_back += undecided;
   }
   const HostMatrix no_grad{T, M, N, N, std::vector<uint32_t>(size_t(M * N), 0u)};
-  // The RMSNorm's spec (it reads its own fields); its x is residual_out, whatever its dtype.
+  // The RMSNorm's spec (it reads its own fields); its x is v, whatever its dtype.
   // Named members: the RMSNorm oracle's inputs of its own fields (a bias) stay its business.
-  const RmsNormInputs norm_inputs{.x = ro, .w = in.w, .dy = no_grad, .eps = in.eps, .spec = in.spec, .y_dtype = T};
+  const RmsNormInputs norm_inputs{.x = v, .w = in.w, .dy = no_grad, .eps = in.eps, .spec = in.spec, .y_dtype = T};
   RmsNormReference norm = rmsnormReference(norm_inputs, contract, pool, mode);
   ref.y.exact = std::move(norm.y.exact);
   ref.y.budget = std::move(norm.y.budget);
 
-  // What residual_out's own budget can move y by.
+  // What the budget of the norm's input can move y by.
   for (int64_t i = 0; i < M; ++i) {
     const double r = norm.rstd.exact[size_t(i)];
-    double coupled = 0.0, largest = 0.0;  // mean_k |xhat_k| d_ro_k, max_k d_ro_k
+    double coupled = 0.0, largest = 0.0;  // mean_k |xhat_k| d_v_k, max_k d_v_k
     for (int64_t k = 0; k < N; ++k) {
-      const double d_ro = ref.residual_out.budget[size_t(i * N + k)];
-      coupled += std::fabs(ro.value(i, k) * r) * d_ro;
-      largest = std::max(largest, d_ro);
+      const double d_v = v_budget[size_t(i * N + k)];
+      coupled += std::fabs(v.value(i, k) * r) * d_v;
+      largest = std::max(largest, d_v);
     }
     coupled /= double(N);
-    if (largest == 0.0) continue;  // the row's residual_out is exact: RMSNorm's own budget
+    if (largest == 0.0) continue;  // the row's v is exact: RMSNorm's own budget
     // A row whose residual_out overflowed (r = 0) has y = NaN or 0 exactly:
     // nothing to propagate.
     if (!std::isfinite(coupled) || !std::isfinite(r) || r == 0.0) continue;
     for (int64_t j = 0; j < N; ++j) {
       const int64_t e = i * N + j;
-      const double xhat = std::fabs(ro.value(i, j) * r);
+      const double xhat = std::fabs(v.value(i, j) * r);
       const double g = double(kWeightOffset(in.spec)) + in.w.value(0, j);
-      ref.y.budget[size_t(e)] += K * std::fabs(g) * r * (ref.residual_out.budget[size_t(e)] + xhat * coupled);
+      ref.y.budget[size_t(e)] += K * std::fabs(g) * r * (v_budget[size_t(e)] + xhat * coupled);
     }
   }
   return ref;

@@ -20,6 +20,10 @@ struct AllreduceRmsNormInputs {
   const HostMatrix& w;               // 1 x N, in the spec's weight dtype
   float eps;
   Spec spec;  // weight offset (rounding=llama is not modelled here)
+  // The norm reads round_fp32(s + residual), the sum before its rounding to
+  // the residual's dtype, not residual_out (fused_add_rmsnorm's sum=fp32:
+  // FlashInfer's and quack's order).
+  bool norm_of_fp32_sum = false;
 };
 
 struct AllreduceRmsNormReference {

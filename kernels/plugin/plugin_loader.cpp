@@ -132,11 +132,6 @@ std::string problemWith(const ulpcheck_variant& v) {
   if (v.preconditions & ~3u) return fmt::format("unknown precondition bits {:#x}", v.preconditions);
   if (v.row_depth < 0 || v.col_depth < 0 || v.max_cols < 0) return "depths and max_cols must be >= 0";
   if (std::string why = door->plugin_problem(v); !why.empty()) return why;
-  try {
-    declaredSpecs(v, *door);
-  } catch (const std::invalid_argument& e) {
-    return fmt::format("its spec \"{}\": {}", v.spec ? v.spec : "", e.what());
-  }
   for (const KernelInfo& k : kernelCatalog())
     if (k.name == v.name) return fmt::format("the name is taken (by {} variant '{}', {})", k.op, k.name, k.origin);
   return "";
@@ -189,10 +184,19 @@ const LoadedPlugin& loadPlugin(const std::string& given) {
     throw PluginError(fmt::format("{}: declares {} variants (1 to 1024 expected)", given, plugin->num_variants));
   // Validate every variant before registering any: a plugin loads whole or not at all.
   std::vector<ulpcheck_variant> variants;
+  std::vector<SpecSupport> specs;  // what each declares (ulpcheck_variant::spec)
   for (int32_t i = 0; i < plugin->num_variants; ++i) {
     variants.push_back(variantAt(*plugin, i));
     const ulpcheck_variant& v = variants.back();
-    if (const std::string why = problemWith(v); !why.empty())
+    std::string why = problemWith(v);
+    if (why.empty()) {
+      try {
+        specs.push_back(declaredSpecs(v, *findDoor(v.op)));
+      } catch (const std::invalid_argument& e) {
+        why = fmt::format("its spec \"{}\": {}", v.spec ? v.spec : "", e.what());
+      }
+    }
+    if (!why.empty())
       throw PluginError(fmt::format("{}: variant {} ('{}'): {}", given, i, v.name ? v.name : "(null)", why));
     // Names are unique within the table too: `--kernel NAME` would run only
     // the first of two, and a run could pass without the other being judged.
@@ -203,7 +207,8 @@ const LoadedPlugin& loadPlugin(const std::string& given) {
   }
 
   LoadedPlugin loaded{path, plugin->name ? plugin->name : "(unnamed)", sha256File(path), {}};
-  for (const ulpcheck_variant& v : variants) {
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const ulpcheck_variant& v = variants[i];
     KernelInfo info;
     info.op = v.op;
     info.name = v.name;
@@ -220,9 +225,8 @@ const LoadedPlugin& loadPlugin(const std::string& given) {
     info.origin = fmt::format("plugin {} ({}, sha256 {})", path, loaded.name, loaded.sha256);
     info.plugin_path = path;
     info.black_box = true;
-    const OpDoor& door = *findDoor(info.op);
-    info.specs = declaredSpecs(v, door);
-    door.add_plugin(info, std::make_shared<const PluginVariant>(*plugin, v));
+    info.specs = specs[i];
+    findDoor(info.op)->add_plugin(info, std::make_shared<const PluginVariant>(*plugin, v));
     loaded.variants.push_back(info.name);
   }
   // The library stays loaded for the life of the process: its code is called until exit.

@@ -264,23 +264,26 @@ TEST(OracleAudit, LayerNormVerdictsAgreeAtTheBudgetEdgeAndAtRoundingTies) {
 
 TEST(OracleAudit, AllreduceResidualSumsAreBitwiseTheMpfrOnes) {
   // Generated allreduce_rmsnorm cases of every distribution (zero rows and
-  // signed zeros send their zero sums to MPFR), ranks 1 to 8, res=fp32 too:
-  // the fast path's residual_out and y equal the MPFR path's, and the audit
-  // mode (both, compared element by element) raises nothing.
+  // signed zeros send their zero sums to MPFR), ranks 1 to 8, res=fp32 too,
+  // each also with the norm reading the fp32 sum (fused_add_rmsnorm's
+  // sum=fp32): the fast path's residual_out and y equal the MPFR path's, and
+  // the audit mode (both, compared element by element) raises nothing.
   ThreadPool pool(2);
   const int64_t fast_before = oracleCounts().fast.load(), back_before = oracleCounts().fell_back.load();
   int64_t multi_rank = 0;
   for (const CaseSpec& c : smokeCases("allreduce_rmsnorm", "host_unfused", 0xa11d, 150)) {
     const AllreduceRmsNormInputData d = generateAllreduceRmsNormInputs(c, identityRows(c.M));
-    const AllreduceRmsNormInputs in{d.x, d.residual, d.w, c.eps, c.spec};
     const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
-    AllreduceRmsNormReference exact, fast;
-    exact = allreduceRmsNormReference(in, contract, pool, OracleMode::Mpfr);
-    fast = allreduceRmsNormReference(in, contract, pool, OracleMode::Fast);
-    EXPECT_NO_THROW(
-        auditReferences("allreduce_rmsnorm", {&exact.residual_out, &exact.y}, {&fast.residual_out, &fast.y}))
-        << toCaseString(c);
-    EXPECT_NO_THROW(allreduceRmsNormReference(in, contract, pool, OracleMode::Audit)) << toCaseString(c);
+    for (bool fp32_sum : {false, true}) {
+      const AllreduceRmsNormInputs in{d.x, d.residual, d.w, c.eps, c.spec, fp32_sum};
+      AllreduceRmsNormReference exact, fast;
+      exact = allreduceRmsNormReference(in, contract, pool, OracleMode::Mpfr);
+      fast = allreduceRmsNormReference(in, contract, pool, OracleMode::Fast);
+      EXPECT_NO_THROW(
+          auditReferences("allreduce_rmsnorm", {&exact.residual_out, &exact.y}, {&fast.residual_out, &fast.y}))
+          << toCaseString(c) << (fp32_sum ? " (the norm of the fp32 sum)" : "");
+      EXPECT_NO_THROW(allreduceRmsNormReference(in, contract, pool, OracleMode::Audit)) << toCaseString(c);
+    }
     multi_rank += c.ranks > 1;
   }
   EXPECT_GT(multi_rank, 50);
