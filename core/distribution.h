@@ -63,6 +63,7 @@ enum class TensorStream : uint64_t {
   GradOut = 3,
   Residual = 4,
   Bias = 5,
+  ResidualGrad = 6,  // the gradient reaching a fused add's residual_out
   RankPartial = 32,
   RowFeature = 100,
   ColFeature = 101

@@ -51,6 +51,10 @@ struct OpDoor {
   /// The outputs a variant that does not save its statistics leaves out
   /// (KernelInfo::unprovided_outputs of a Python variant without saves_stats).
   std::vector<std::string> statistics;
+  /// The outputs of a backward the op's variants may lack (fused add +
+  /// RMSNorm: an inference kernel has none), left out of a variant without
+  /// one; empty where every variant has a backward.
+  std::vector<std::string> backward_outputs;
 
   // The coordinator's side.
   /// Replaces registered variant `name`'s entry points with `call` (its

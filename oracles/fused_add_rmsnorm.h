@@ -25,4 +25,18 @@ struct FusedAddRmsNormInputs {
 AllreduceRmsNormReference fusedAddRmsNormReference(const FusedAddRmsNormInputs& in, const AccuracyContract& contract,
                                                    ThreadPool& pool, OracleMode mode);
 
+struct FusedAddRmsNormBackwardReference {
+  ReferenceTensor dx, dresidual, dw;
+};
+
+/// Exact dx, dresidual and dw of the backward's spec
+/// (kernels/fused_add_rmsnorm/fused_add_rmsnorm.h), with their budgets:
+/// rmsnorm's oracle at the spec's residual_out (`forward`'s, exact at one
+/// rank) with dresidual_out added to its dx.
+FusedAddRmsNormBackwardReference fusedAddRmsNormBackwardReference(const FusedAddRmsNormInputs& in, const HostMatrix& dy,
+                                                                  const HostMatrix& dresidual_out,
+                                                                  const AllreduceRmsNormReference& forward,
+                                                                  const AccuracyContract& contract, ThreadPool& pool,
+                                                                  OracleMode mode);
+
 }  // namespace ulpcheck

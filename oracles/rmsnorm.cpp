@@ -109,6 +109,17 @@
 // where q may round either way, its spread |dy| and one ulp of the term.
 // The spread sums enter the column bounds in units of u (with K).
 //
+// Fused add + RMSNorm's backward (kernels/fused_add_rmsnorm), plain or
+// Llama rounding (whose dx is the plain one's): dx + g, g the gradient
+// reaching residual_out (a value of the residual's dtype), summed in fp32
+// after dx: dx's error, then one rounding of the sum, u |dx + g| (S_dx gains
+// |exact|); stored in T as dx and in the residual's dtype as dresidual, each
+// with its own final half ulp. Where the sum cancels, its size is that of
+// its terms (the magnitude adds |g|). And quack's variant of it: rstd taken
+// of other rows (the fp32 sum) than the x whose x-hat the backward forms
+// (the rounded residual_out it saved); every bound above holds with r that
+// rstd, x this x.
+//
 // Saved statistics in the activation dtype (stats=T, plain rounding only):
 // the forward computes y with its fp32 r~ as above but saves rb~ =
 // round_T(r~), judged against the exact r with that rounding on top; the
@@ -181,6 +192,8 @@ struct Setup {
   Setup(const RmsNormInputs& inputs, const AccuracyContract& contract)
       : in(inputs),
         x(inputs.x),
+        rx(inputs.rstd_of ? *inputs.rstd_of : inputs.x),
+        addend(inputs.dx_addend),
         M(x.rows),
         N(x.cols),
         // T: the activations' dtype (y, dx; x's unless y_dtype says otherwise, when x is an fp32 residual_out).
@@ -210,6 +223,9 @@ struct Setup {
       throw std::invalid_argument("rmsnorm oracle: an x in another dtype than y is modelled for rounding=plain only");
     if (stats_in_T && llama) throw std::invalid_argument("rmsnorm oracle: stats=T with rounding=llama is not modelled");
     if (inputs.b && llama) throw std::invalid_argument("rmsnorm oracle: a bias with rounding=llama is not modelled");
+    if ((addend && stats_in_T) || (inputs.rstd_of && (llama || stats_in_T)))
+      throw std::invalid_argument(
+          "rmsnorm oracle: fused add's backward is modelled with fp32 stats, quack's rstd_of with rounding=plain");
     // The effective weight offset + w: in double for the budgets (rounded),
     // exactly in MPFR and as a double word (exact: a sum of two doubles).
     for (int64_t j = 0; j < N; ++j) {
@@ -221,6 +237,8 @@ struct Setup {
   }
   const RmsNormInputs& in;
   const HostMatrix& x;
+  const HostMatrix& rx;      // the rows rstd is taken of (x's but for quack's fused add backward)
+  const HostMatrix* addend;  // added to dx (fused add's backward), or null
   const int64_t M, N;
   const DType T, W, acc;
   const double d_row, d_col, delta_r;
@@ -245,6 +263,10 @@ RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract
                        ReferenceTensor::zeros("dx", s.T, s.M, s.N, true),
                        ReferenceTensor::zeros("dw", s.W, 1, s.N, false)};
   ref.dx.withMagnitudes();  // r (|a| + |xhat c|): dx = r (a - xhat c) cancels
+  if (s.in.dresidual_dtype) {
+    ref.dresidual = ReferenceTensor::zeros("dresidual", *s.in.dresidual_dtype, s.M, s.N, true);
+    ref.dresidual.withMagnitudes();
+  }
   ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
   if (s.in.b) {
     ref.y.withMagnitudes();  // |xhat (offset + w)| + |b|: y = xhat w + b cancels
@@ -263,12 +285,27 @@ void setPlainY(const Setup& s, RmsNormReference& ref, int64_t e, int64_t j, doub
   if (s.in.b) ref.y.magnitude[e] = std::fabs(xhat * s.w[j]) + std::fabs(bias);
 }
 
+/// dx, exact (plus s.addend's element g where there is one: fused add's
+/// backward, which stores that sum as dresidual too).
 void setDx(const Setup& s, RmsNormReference& ref, int64_t e, double exact, double a, double xv, double c, double m,
-           double rb, double spread_r) {
+           double rb, double spread_r, double g = 0.0) {
   ref.dx.exact[e] = exact;
-  ref.dx.budget[e] = rmsnorm_budget::dx(s.budget, exact, a, xv, c, m, rb, spread_r);
-  ref.dx.magnitude[e] = rmsnorm_budget::dxMagnitude(a, xv, c, rb);
+  ref.dx.magnitude[e] = rmsnorm_budget::dxMagnitude(a, xv, c, rb) + std::fabs(g);
+  if (!s.addend) {
+    ref.dx.budget[e] = rmsnorm_budget::dx(s.budget, exact, a, xv, c, m, rb, spread_r);
+    return;
+  }
+  ref.dx.budget[e] = rmsnorm_budget::dxPlusGradient(s.budget, s.T, exact, a, xv, c, m, rb, spread_r);
+  if (!ref.dresidual.exact.empty()) {
+    ref.dresidual.exact[e] = exact;
+    ref.dresidual.magnitude[e] = ref.dx.magnitude[e];
+    ref.dresidual.budget[e] = rmsnorm_budget::dxPlusGradient(s.budget, ref.dresidual.dtype, exact, a, xv, c, m, rb,
+                                                             spread_r);
+  }
 }
+
+/// Element (i, j) of s.addend, or 0.
+double addendAt(const Setup& s, int64_t i, int64_t j) { return s.addend ? s.addend->value(i, j) : 0.0; }
 
 /// The magnitudes of a plain dw leaf dy (x rb).
 void addPlainDwMagnitudes(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, double xv, double rb, double spread_r) {
@@ -290,7 +327,7 @@ double rowAbsSum(const Setup& s, int64_t i) {
 /// r = 1 / sqrt(sum x^2 / N + eps) of row i into sc.r, at 160 bits.
 void mpfrRstd(const Setup& s, int64_t i, RowScratch& sc) {
   for (int64_t j = 0; j < s.N; ++j) {
-    const double xv = s.x.value(i, j);
+    const double xv = s.rx.value(i, j);
     mpfr_set_d(sc.squares[j], xv * xv, MPFR_RNDN);  // exact: 48-bit product
   }
   sc.squares.sum(sc.s, s.N);
@@ -410,7 +447,9 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
       mpfr_sub(sc.s, sc.weighted, sc.t, MPFR_RNDN);
     }
     mpfr_mul(sc.out, sc.s, sc.rb, MPFR_RNDN);
-    setDx(s, ref, e, toDoubleRoundToOdd(sc.out), a, xv, c, m, rb, spread_r);
+    const double g = addendAt(s, i, j);
+    if (s.addend) mpfr_add_d(sc.out, sc.out, g, MPFR_RNDN);  // 160 bits: within 2^-160 of the sum
+    setDx(s, ref, e, toDoubleRoundToOdd(sc.out), a, xv, c, m, rb, spread_r, g);
   }
 }
 
@@ -532,6 +571,7 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
 //     (with an offset: (r x)(offset + w): rel(r) + 6 u2)
 //   dx = (a - (r x) c) r: e = e_t + (2 u2 | 3.01 u2 with an offset's a) |a - t|,
 //     e_t = e_xr |c| + |xr| e_c + 4 u2 |t|; then e r + |a - t| e_r + 4 u2 |dx|
+//     (fused add's backward: + g, 2 u2 |dx + g| more)
 //   dw_j = sum_i r_i (dy x)_ij: (rel(r_i) + 2 u2) |term| + 3.01 u2 |partial|
 // Second-order terms (products of two bounds, each below 2^-90 relative,
 // and |computed| for |exact|, 2^-52 apart) are covered by dw::up's 2^-48.
@@ -554,9 +594,10 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
   dw::DW sq;
   double partials = 0;
   for (int64_t j = 0; j < N; ++j) {
-    const double xv = x.value(i, j), dyv = s.in.dy.value(i, j);
-    if (!std::isfinite(xv) || !std::isfinite(dyv)) return false;
-    sq = dw::plus(sq, xv * xv);  // x^2 exact: 48 bits
+    const double xv = x.value(i, j), dyv = s.in.dy.value(i, j), rxv = s.rx.value(i, j);
+    if (!std::isfinite(xv) || !std::isfinite(dyv) || !std::isfinite(rxv) || !std::isfinite(addendAt(s, i, j)))
+      return false;
+    sq = dw::plus(sq, rxv * rxv);  // x^2 exact: 48 bits
     partials += sq.h;
   }
   const dw::DW n{double(N), 0.0};
@@ -638,12 +679,18 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
       diff = dw::plus(dw::DW{-t.h, -t.l}, a_words);
       e_diff += 2.0 * kU2 * std::fabs(a_words.h) + 3.01 * kU2 * std::fabs(diff.h);
     }
-    const dw::DW dx = dw::times(diff, r);
-    const double e_dx = e_diff * r.h + std::fabs(diff.h) * e_r + 4.0 * kU2 * std::fabs(dx.h);
-    const double dx_terms = r_near * (std::fabs(a) + std::fabs(xhat * c_near) + std::fabs(xhat) * m);
+    dw::DW dx = dw::times(diff, r);
+    double e_dx = e_diff * r.h + std::fabs(diff.h) * e_r + 4.0 * kU2 * std::fabs(dx.h);
+    double dx_terms = r_near * (std::fabs(a) + std::fabs(xhat * c_near) + std::fabs(xhat) * m);
+    const double g = addendAt(s, i, j);
+    if (s.addend) {  // + g: DWPlusFP, 2 u2
+      dx = dw::plus(dx, g);
+      e_dx += 2.0 * kU2 * std::fabs(dx.h);
+      dx_terms += std::fabs(g);
+    }
     double dx_odd;
     if (!dw::inRange(dx) || !dw::roundToOdd(dx, widen * dw::up(e_dx + kMpfrSlack * dx_terms), dx_odd)) return false;
-    setDx(s, ref, e, dx_odd, a, xv, c_near, m, r_near, 0.0);
+    setDx(s, ref, e, dx_odd, a, xv, c_near, m, r_near, 0.0, g);
   }
   return true;
 }
@@ -751,8 +798,10 @@ RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContrac
     case OracleMode::Audit: {
       RmsNormReference exact = rmsnormReferenceMpfr(in, contract, pool);
       const RmsNormReference fast = rmsnormReferenceFast(in, contract, pool, &oracleCounts(), 1.0);
-      auditReferences("rmsnorm", {&exact.y, &exact.rstd, &exact.dx, &exact.dw},
-                      {&fast.y, &fast.rstd, &fast.dx, &fast.dw});
+      std::vector<const ReferenceTensor*> mpfr{&exact.y, &exact.rstd, &exact.dx, &exact.dw},
+          certified{&fast.y, &fast.rstd, &fast.dx, &fast.dw};
+      if (in.dresidual_dtype) mpfr.push_back(&exact.dresidual), certified.push_back(&fast.dresidual);
+      auditReferences("rmsnorm", mpfr, certified);
       return exact;
     }
     case OracleMode::Fast:

@@ -28,11 +28,21 @@ struct RmsNormInputs {
   // y's dtype where it is not x's: allreduce_rmsnorm normalises an fp32
   // residual_out (res=fp32) into activations of its own dtype.
   std::optional<DType> y_dtype;
+  // Fused add + RMSNorm's backward (kernels/fused_add_rmsnorm): the gradient
+  // reaching residual_out, M x N, added to every dx (one fp32 add), and the
+  // same sum again as dresidual in the residual's dtype.
+  const HostMatrix* dx_addend = nullptr;
+  std::optional<DType> dresidual_dtype;
+  // The rows rstd is taken of where they are not x's: quack's fused add
+  // normalises the fp32 sum but saves the rounded residual_out, its backward
+  // reading x-hat = residual_out rstd(fp32 sum). M x N like x.
+  const HostMatrix* rstd_of = nullptr;
 };
 
 struct RmsNormReference {
   ReferenceTensor y, rstd, dx, dw;
-  ReferenceTensor db;  // under the spec's bias (kRmsBias): sum_i dy_ij in w's dtype; else empty
+  ReferenceTensor db;         // under the spec's bias (kRmsBias): sum_i dy_ij in w's dtype; else empty
+  ReferenceTensor dresidual;  // with dresidual_dtype: dx's exact values in that dtype; else empty
 };
 
 /// Exact y, rstd (fp32), dx and dw of the spec, with budgets for a kernel

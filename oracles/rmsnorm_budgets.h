@@ -62,16 +62,36 @@ ULPCHECK_HD inline double plainY(const Constants& s, double exact, double xhat, 
                        1.0 + std::fabs(w) + r);
 }
 
-/// dx = rb (a - xhat_b c), xhat_b = x rb, with the backward's rstd rb and its spread.
-ULPCHECK_HD inline double dx(const Constants& s, double exact, double a, double xv, double c, double m, double rb,
-                             double spread_r) {
+/// An element's error before its final rounding, as elementBudget reads it.
+struct ElementError {
+  double scale, gain, absolute;
+};
+
+/// dx = rb (a - xhat_b c)'s error, xhat_b = x rb, with the backward's rstd rb and its spread.
+ULPCHECK_HD inline ElementError dxError(const Constants& s, double a, double xv, double c, double m, double rb,
+                                        double spread_r) {
   const double xhat_b = xv * rb;
   const double scale_dx = rb * ((s.delta_b + 3.0 + s.w_units) * std::fabs(a) +
                                 (2.0 * s.delta_b + 4.0) * std::fabs(xhat_b * c) +
                                 (s.d_row + s.delta_b + 4.0 + s.w_units) * std::fabs(xhat_b) * m);
   const double spread_dx = spread_r *
                            (std::fabs(a) + std::fabs(xv * c) * (3.0 * rb + 3.0 * spread_r + spread_r * spread_r / rb));
-  return elementBudget(s.T, s.acc, exact, scale_dx, rb * (2.0 + std::fabs(c) + std::fabs(xhat_b)) + 1.0, spread_dx);
+  return {scale_dx, rb * (2.0 + std::fabs(c) + std::fabs(xhat_b)) + 1.0, spread_dx};
+}
+
+ULPCHECK_HD inline double dx(const Constants& s, double exact, double a, double xv, double c, double m, double rb,
+                             double spread_r) {
+  const ElementError e = dxError(s, a, xv, c, m, rb, spread_r);
+  return elementBudget(s.T, s.acc, exact, e.scale, e.gain, e.absolute);
+}
+
+/// dx + g (fused add's backward, g the gradient reaching residual_out) stored
+/// in `out`: dx's error, then one fp32 add, u |dx + g| (the sum's size, the
+/// error above second order, within the safety factor).
+ULPCHECK_HD inline double dxPlusGradient(const Constants& s, DType out, double exact, double a, double xv, double c,
+                                         double m, double rb, double spread_r) {
+  const ElementError e = dxError(s, a, xv, c, m, rb, spread_r);
+  return elementBudget(out, s.acc, exact, e.scale + std::fabs(exact), e.gain, e.absolute);
 }
 
 /// The size of dx's terms, r (|a| + |xhat c|): dx cancels where they are equal.

@@ -1,6 +1,9 @@
 // The fused_add_rmsnorm op: runs a registered variant's forward on x, the
-// residual and w, and asks the oracle (allreduce_rmsnorm's at one rank) for
-// residual_out and y.
+// residual and w, and its backward where it has one (on dy and
+// dresidual_out as well), and asks the oracle (allreduce_rmsnorm's at one
+// rank; rmsnorm's for the backward) for residual_out and y, and dx,
+// dresidual and dw.
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -20,8 +23,10 @@ namespace ulpcheck {
 namespace {
 
 // peakHostBytes: allreduce_rmsnorm's at one rank (its oracle is this op's),
-// not measured for this op on its own.
+// not measured for this op on its own; a backward adds rmsnorm's (its
+// oracle, at the same shape, beside four more tensors).
 constexpr double kPeakBytesPerElement = 65 + 55, kPeakBytesPerRow = 75, kPeakBytesPerColumn = 480;
+constexpr double kBackwardBytesPerElement = 125 + 16, kBackwardBytesPerRow = 115, kBackwardBytesPerColumn = 450;
 constexpr double kPeakBaseBytes = 64 << 20;
 
 const FusedAddRmsNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<FusedAddRmsNormRegistry>(c); }
@@ -31,14 +36,22 @@ class FusedAddRmsNormOp final : public OpAdapter {
   std::string name() const override { return "fused_add_rmsnorm"; }
   OpSpecDeclaration spec() const override {
     // (Under res=fp32 both sums are the fp32 one: sum=fp32 says it again.)
-    return {{&weightDtypeField(), &weightOffsetField(), &residualDtypeField(), &normedSumField()}, {}};
+    // Llama's x-hat rounding after the add (vLLM's fused_add_rms_norm, Liger's
+    // llama mode) is modelled on residual_out in T: the norm of the rounded sum.
+    const SpecCode llama = kRounding.code(Rounding::Llama);
+    return {{&weightDtypeField(), &roundingField(), &weightOffsetField(), &residualDtypeField(), &normedSumField()},
+            {{"rounding", llama, "res", "rounding=llama with an fp32 residual is not modelled"},
+             {"rounding", llama, "sum", "rounding=llama of the fp32 sum is not modelled"}}};
   }
   float testSuiteEps() const override { return 1e-6f; }
   // FlashInfer's test_norm.py (rtol = atol = 1e-3 for fused_add_rmsnorm) and torch's defaults.
   std::vector<std::string> baselineSuites() const override { return {"torch_assert_close", "quack_atol"}; }
 
   uint64_t peakHostBytes(const CaseSpec& c) const override {
-    return linearHostBytes(c, kPeakBytesPerElement, kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
+    if (!kernelOf(c).backward)
+      return linearHostBytes(c, kPeakBytesPerElement, kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
+    return linearHostBytes(c, kPeakBytesPerElement + kBackwardBytesPerElement, kPeakBytesPerRow + kBackwardBytesPerRow,
+                           kPeakBytesPerColumn + kBackwardBytesPerColumn, kPeakBaseBytes);
   }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<FusedAddRmsNormRegistry>(); }
@@ -60,11 +73,28 @@ class FusedAddRmsNormOp final : public OpAdapter {
     args.w = buf.input("w", in.w);
     args.residual_out = buf.output("residual_out", residualDtype(c.dtype, c.spec), M, c.N, c.ld, true);
     args.y = buf.output("y", c.dtype, M, c.N, c.ld, true);
+    FusedAddRmsNormBackwardArgs grads;
+    if (k.backward) {
+      const FusedAddRmsNormGradients& g = in.gradients(c);
+      const DType rt = residualDtype(c.dtype, c.spec);
+      grads = FusedAddRmsNormBackwardArgs{
+          .shape = shape,
+          .x = args.x,
+          .residual = args.residual,
+          .w = args.w,
+          .dy = buf.input("dy", g.dy),
+          .dresidual_out = buf.input("dresidual_out", g.dresidual_out),
+          .dx = buf.output("dx", c.dtype, M, c.N, c.ld, true),
+          .dresidual = buf.output("dresidual", rt, M, c.N, c.ld, true),
+          .dw = buf.output("dw", shape.wdtype(), 1, c.N, c.N, false),
+          .workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1))};
+    }
 
     // Started after the inputs are in place, so the load overlaps the launch.
     ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
     const auto t0 = std::chrono::steady_clock::now();
     k.forward(args, env);
+    if (k.backward) k.backward(grads, env);
     const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("fused_add_rmsnorm") : "";
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -81,19 +111,30 @@ class FusedAddRmsNormOp final : public OpAdapter {
     const FusedAddRmsNormInputData& in = caseInputs(ctx, rows, fresh,
                                                     [&] { return generateFusedAddRmsNormInputs(c, rows); });
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
-    const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), false};
-    AllreduceRmsNormReference ref = fusedAddRmsNormReference(
-        FusedAddRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec, kNormedSum(c.spec) == NormedSum::Fp32}, contract,
-        ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
-    return {std::move(ref.residual_out), std::move(ref.y)};
+    const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
+                                    k.info.contracts.column_reduction_ftz};
+    const FusedAddRmsNormInputs inputs{in.x, in.residual, in.w, c.eps, c.spec, kNormedSum(c.spec) == NormedSum::Fp32};
+    ThreadPool& pool = ctx.pool ? *ctx.pool : ThreadPool::shared();
+    AllreduceRmsNormReference ref = fusedAddRmsNormReference(inputs, contract, pool, ctx.oracle);
+    if (!k.backward) return {std::move(ref.residual_out), std::move(ref.y)};
+    const FusedAddRmsNormGradients& g = in.gradients(c);
+    FusedAddRmsNormBackwardReference back = fusedAddRmsNormBackwardReference(inputs, g.dy, g.dresidual_out, ref,
+                                                                             contract, pool, ctx.oracle);
+    return {std::move(ref.residual_out), std::move(ref.y), std::move(back.dx), std::move(back.dresidual),
+            std::move(back.dw)};
   }
 
-  std::string describeInputs(const CaseSpec& c, const std::string& /*both outputs*/, int64_t row,
-                             int64_t col) const override {
+  std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {
     const DType rt = residualDtype(c.dtype, c.spec), wt = weightDtype(c.dtype, c.spec);
-    return fmt::format("x={} residual={} w={}", hexFloat(sampleValue(c.x, c.dtype, c.seed, TensorStream::X, row, col)),
-                       hexFloat(sampleValue(c.x, rt, c.seed, TensorStream::Residual, row, col)),
-                       hexFloat(sampleValue(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, 0, col)));
+    const std::string w = hexFloat(sampleValue(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, 0, col));
+    if (tensor == "dw") return fmt::format("w[{}]={} (sum over {} rows)", col, w, c.M);
+    const std::string forward = fmt::format(
+        "x={} residual={} w={}", hexFloat(sampleValue(c.x, c.dtype, c.seed, TensorStream::X, row, col)),
+        hexFloat(sampleValue(c.x, rt, c.seed, TensorStream::Residual, row, col)), w);
+    if (tensor != "dx" && tensor != "dresidual") return forward;
+    return fmt::format("{} dy={} dresidual_out={}", forward,
+                       hexFloat(sampleValue(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, row, col)),
+                       hexFloat(sampleValue(rmsNormGradDist(c), rt, c.seed, TensorStream::ResidualGrad, row, col)));
   }
 
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {

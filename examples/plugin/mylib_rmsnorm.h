@@ -39,8 +39,20 @@ inline void rmsnormBackwardHost(const RmsNormShape& s, const void* x, const void
 
 // Fused residual add + RMSNorm (host): residual_out = x + residual, stored in
 // `rdtype` (the residual's), y = RMSNorm(residual_out) w; the weights in `wdtype`.
+// Two defect classes fused adds have shipped, kept to show what ulpcheck
+// catches: the norm taken of the unrounded fp32 sum where the rounded one is
+// promised (aiter PR #2586's class), and a residual read from memory nobody
+// initialised (vLLM PR #41972's synthetic "zero" residual from empty_like).
+enum class FusedAddDefect { None, NormOfUnroundedSum, UninitialisedResidual };
 void fusedAddRmsnormForwardHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* x, const void* residual,
-                                const void* w, void* residual_out, void* y);
+                                const void* w, void* residual_out, void* y,
+                                FusedAddDefect defect = FusedAddDefect::None);
+// Its backward: the forward's residual_out and rstd again, then
+// g = dresidual_out + dnorm(dy) in fp32, stored to dx (x's dtype) and
+// dresidual (the residual's); dw_j = sum_i dy_ij xhat_ij.
+void fusedAddRmsnormBackwardHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* x, const void* residual,
+                                 const void* w, const void* dy, const void* dresidual_out, void* dx, void* dresidual,
+                                 void* dw);
 
 // CUDA implementation (when the library is built with CUDA): one 256-thread
 // block per row, fp32 block reductions, dW from per-block partials summed by

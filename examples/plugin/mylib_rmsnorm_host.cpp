@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "mylib_rmsnorm.h"
@@ -39,6 +40,12 @@ void store(Dtype t, void* p, int64_t i, float v) {
   }
 }
 float roundBf16(float v) { return bf16ToFloat(floatToBf16(v)); }
+/// v rounded to t, as storing it in a tensor of t does.
+float roundTo(Dtype t, float v) {
+  alignas(4) unsigned char element[4];
+  store(t, element, 0, v);
+  return load(t, element, 0);
+}
 
 }  // namespace
 
@@ -86,21 +93,58 @@ void rmsnormBackwardHost(const RmsNormShape& s, Dtype wdtype, const void* x, con
 }
 
 void fusedAddRmsnormForwardHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* x, const void* residual,
-                                const void* w, void* residual_out, void* y) {
+                                const void* w, void* residual_out, void* y, FusedAddDefect defect) {
+  // The defect: a "zero" residual of its own, allocated and never written.
+  std::unique_ptr<float[]> uninitialised;
+  Dtype read_as = rdtype;
+  if (defect == FusedAddDefect::UninitialisedResidual) {
+    uninitialised.reset(new float[size_t(s.rows * s.stride)]);
+    residual = uninitialised.get();
+    read_as = Dtype::F32;
+  }
+  std::vector<float> v(size_t(s.cols));
   for (int64_t i = 0; i < s.rows; ++i) {
     float sum_sq = 0.f;
     for (int64_t j = 0; j < s.cols; ++j) {
       const int64_t e = i * s.stride + j;
-      store(rdtype, residual_out, e, load(s.dtype, x, e) + load(rdtype, residual, e));
-      const float v = load(rdtype, residual_out, e);  // the norm reads the stored (rounded) sum
-      sum_sq += v * v;
+      const float sum = load(s.dtype, x, e) + load(read_as, residual, e);
+      store(rdtype, residual_out, e, sum);
+      // The norm reads the stored (rounded) sum; the defect, the fp32 one.
+      v[size_t(j)] = defect == FusedAddDefect::NormOfUnroundedSum ? sum : load(rdtype, residual_out, e);
+      sum_sq += v[size_t(j)] * v[size_t(j)];
     }
     const float r = 1.0f / std::sqrt(sum_sq / float(s.cols) + s.eps);
+    for (int64_t j = 0; j < s.cols; ++j) store(s.dtype, y, i * s.stride + j, v[size_t(j)] * r * load(wdtype, w, j));
+  }
+}
+
+void fusedAddRmsnormBackwardHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* x, const void* residual,
+                                 const void* w, const void* dy, const void* dresidual_out, void* dx, void* dresidual,
+                                 void* dw) {
+  std::vector<float> dw_acc(size_t(s.cols), 0.f), v(size_t(s.cols));
+  for (int64_t i = 0; i < s.rows; ++i) {
+    float sum_sq = 0.f;
     for (int64_t j = 0; j < s.cols; ++j) {
       const int64_t e = i * s.stride + j;
-      store(s.dtype, y, e, load(rdtype, residual_out, e) * r * load(wdtype, w, j));
+      // The stored (rounded) sum, as the forward's residual_out.
+      v[size_t(j)] = roundTo(rdtype, load(s.dtype, x, e) + load(rdtype, residual, e));
+      sum_sq += v[size_t(j)] * v[size_t(j)];
+    }
+    const float r = 1.0f / std::sqrt(sum_sq / float(s.cols) + s.eps);
+    float c = 0.f;
+    for (int64_t j = 0; j < s.cols; ++j)
+      c += load(wdtype, w, j) * load(s.dtype, dy, i * s.stride + j) * (v[size_t(j)] * r);
+    c /= float(s.cols);
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const int64_t e = i * s.stride + j;
+      const float xhat = v[size_t(j)] * r, d = load(s.dtype, dy, e);
+      const float g = r * (load(wdtype, w, j) * d - xhat * c) + load(rdtype, dresidual_out, e);
+      store(s.dtype, dx, e, g);
+      store(rdtype, dresidual, e, g);
+      dw_acc[size_t(j)] += d * xhat;
     }
   }
+  for (int64_t j = 0; j < s.cols; ++j) store(wdtype, dw, j, dw_acc[size_t(j)]);
 }
 
 }  // namespace mylib

@@ -36,9 +36,16 @@ int hostBackward(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*
 
 // mylib's fused residual add + RMSNorm, declaring fp32 weights and an fp32
 // residual too (kFusedAddSpec): the residual's dtype is residual's tensor dtype.
+template <mylib::FusedAddDefect kDefect = mylib::FusedAddDefect::None>
 int hostFusedAdd(const ulpcheck_fused_add_rmsnorm_forward_args* a, const ulpcheck_launch*) {
   mylib::fusedAddRmsnormForwardHost(shapeOf(a->x, a->eps), dtypeOf(a->residual.dtype), dtypeOf(a->w.dtype), a->x.data,
-                                    a->residual.data, a->w.data, a->residual_out.data, a->y.data);
+                                    a->residual.data, a->w.data, a->residual_out.data, a->y.data, kDefect);
+  return 0;
+}
+int hostFusedAddBackward(const ulpcheck_fused_add_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+  mylib::fusedAddRmsnormBackwardHost(shapeOf(a->x, a->eps), dtypeOf(a->residual.dtype), dtypeOf(a->w.dtype), a->x.data,
+                                     a->residual.data, a->w.data, a->dy.data, a->dresidual_out.data, a->dx.data,
+                                     a->dresidual.data, a->dw.data);
   return 0;
 }
 
@@ -91,22 +98,37 @@ ulpcheck_variant rmsnorm(const char* name, const char* description, ulpcheck_bac
   return v;
 }
 
-ulpcheck_variant fusedAddRmsnorm() {
+ulpcheck_variant fusedAddRmsnorm(const char* name, const char* description,
+                                 ulpcheck_fused_add_rmsnorm_forward_fn forward,
+                                 ulpcheck_fused_add_rmsnorm_backward_fn backward) {
   ulpcheck_variant v{};
   v.op = "fused_add_rmsnorm";
-  v.name = "mylib_fused_add_rmsnorm_host";
-  v.description = "mylib's host fused residual add + RMSNorm: the norm of the stored residual_out";
+  v.name = name;
+  v.description = description;
   v.backend = ULPCHECK_HOST;
   v.dtypes = kAllDtypes;
   v.contracts = ULPCHECK_DETERMINISTIC | ULPCHECK_BATCH_INVARIANT;
   v.accumulation = ULPCHECK_F32;
   v.spec = kFusedAddSpec;
-  v.fused_add_rmsnorm_forward = hostFusedAdd;
+  v.fused_add_rmsnorm_forward = forward;
+  v.fused_add_rmsnorm_backward = backward;  // ABI version 3; NULL: forward only
   return v;
 }
 
 const ulpcheck_variant kVariants[] = {
-    fusedAddRmsnorm(),
+    fusedAddRmsnorm("mylib_fused_add_rmsnorm_host",
+                    "mylib's host fused residual add + RMSNorm: the norm of the stored residual_out", hostFusedAdd<>,
+                    hostFusedAddBackward),
+    // Defect classes fused adds have shipped, kept to show what ulpcheck
+    // catches (forward only): the norm of the unrounded fp32 sum where the
+    // rounded one is promised (aiter PR #2586), and a residual read from
+    // memory nobody wrote (vLLM PR #41972's "zero" residual from empty_like).
+    fusedAddRmsnorm("mylib_fused_add_rmsnorm_host_unrounded_sum",
+                    "mylib's host fused add normalising the unrounded fp32 sum, declaring the rounded one (defect)",
+                    hostFusedAdd<mylib::FusedAddDefect::NormOfUnroundedSum>, nullptr),
+    fusedAddRmsnorm("mylib_fused_add_rmsnorm_host_uninitialised_residual",
+                    "mylib's host fused add reading a residual of its own that nobody wrote (defect)",
+                    hostFusedAdd<mylib::FusedAddDefect::UninitialisedResidual>, nullptr),
     rmsnorm("mylib_rmsnorm_host", "mylib's host RMSNorm: fp32 math, serial row sums and dW", ULPCHECK_HOST, hostForward,
             hostBackward<false>, nullptr, kHostSpec),
     // A known defect class, kept to show what ulpcheck catches: the dW

@@ -1,4 +1,4 @@
-/* ulpcheck plugin ABI, version 2: how a shared library puts its own norm
+/* ulpcheck plugin ABI, version 3: how a shared library puts its own norm
  * kernels under ulpcheck's properties without editing ulpcheck.
  *
  * A plugin is a shared library that exports one C function,
@@ -31,6 +31,10 @@
  * dtype, rstd's (and mean's) the saved statistics', and a tensor the case
  * lacks (a bias, LayerNorm's beta) has data NULL.
  *
+ * Version 3 appends fused add + RMSNorm's backward
+ * (ulpcheck_variant::fused_add_rmsnorm_backward); a version 2 plugin's
+ * fused add variants are forward only.
+ *
  * The specs (what the outputs must equal, up to a rounding-error budget):
  *   RMSNorm   rstd_i = 1 / sqrt(mean_j x_ij^2 + eps)      (fp32, rows x 1)
  *             y_ij   = x_ij rstd_i w_j
@@ -54,7 +58,7 @@
 extern "C" {
 #endif
 
-#define ULPCHECK_ABI_VERSION 2u
+#define ULPCHECK_ABI_VERSION 3u
 
 typedef enum { ULPCHECK_F32 = 0, ULPCHECK_F16 = 1, ULPCHECK_BF16 = 2 } ulpcheck_dtype;
 #define ULPCHECK_DTYPE_BIT(t) (1u << (unsigned)(t))
@@ -138,6 +142,21 @@ typedef int (*ulpcheck_layernorm_backward_fn)(const ulpcheck_layernorm_backward_
 typedef int (*ulpcheck_fused_add_rmsnorm_forward_fn)(const ulpcheck_fused_add_rmsnorm_forward_args*,
                                                      const ulpcheck_launch*);
 
+/* Version 3: fused add + RMSNorm's backward, given y's gradient dy and the
+ * gradient reaching residual_out along the residual stream, dresidual_out:
+ *   g         = dresidual_out + dnorm(dy), one fp32 sum (dnorm: RMSNorm's dx
+ *               at residual_out, with the rstd of what the forward normalised)
+ *   dx        = g in the activation dtype, dresidual = g in the residual's
+ *   dw_j      = sum_i dy_ij xhat_ij
+ * It gets the forward's inputs, not its outputs: it recomputes what it saves. */
+typedef struct {
+  ulpcheck_tensor x, residual, w, dy, dresidual_out; /* inputs; residual, dresidual_out in the residual's dtype */
+  ulpcheck_tensor dx, dresidual, dw;                 /* outputs: M x N; M x N in the residual's dtype; 1 x N */
+  float eps;
+} ulpcheck_fused_add_rmsnorm_backward_args;
+typedef int (*ulpcheck_fused_add_rmsnorm_backward_fn)(const ulpcheck_fused_add_rmsnorm_backward_args*,
+                                                      const ulpcheck_launch*);
+
 /* Contracts: what the properties hold the variant to. */
 #define ULPCHECK_DETERMINISTIC (1u << 0)                 /* repeated runs give identical bits */
 #define ULPCHECK_BATCH_INVARIANT (1u << 1)               /* a row's outputs do not depend on M or where the row sits */
@@ -204,8 +223,13 @@ typedef struct {
    * A value ulpcheck cannot read, or an option the op does not have, refuses
    * the plugin saying which. */
   const char* spec;
-  /* fused_add_rmsnorm's entry point (forward only). */
+  /* fused_add_rmsnorm's forward entry point. */
   ulpcheck_fused_add_rmsnorm_forward_fn fused_add_rmsnorm_forward;
+
+  /* ---- ABI version 3 ---- */
+  /* fused_add_rmsnorm's backward (NULL: the variant is forward only; its
+   * workspace, if any, is workspace_bytes'). */
+  ulpcheck_fused_add_rmsnorm_backward_fn fused_add_rmsnorm_backward;
 } ulpcheck_variant;
 
 typedef struct {

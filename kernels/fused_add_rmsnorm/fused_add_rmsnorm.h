@@ -15,11 +15,29 @@
 // for the stored residual_out; ../shared/research/fused-family-specs.md §1).
 // Under res=fp32 the two coincide. It is allreduce_rmsnorm at one rank
 // (kernels/allreduce_rmsnorm/allreduce_rmsnorm.h), and its oracle is that
-// one's. rounding=llama (vLLM's, Liger's llama mode) is not modelled yet.
+// one's. rounding=llama (vLLM's fused_add_rms_norm, Liger's llama mode):
+// y = round_T(round_T(v rstd) (offset + w)), v the rounded residual_out in T
+// (res=T, sum=rounded only), rmsnorm's Llama spec at v.
+//
+// The backward, where a variant has one (training kernels: Liger's, quack's;
+// an inference kernel has none), given dy (y's gradient) and dresidual_out
+// (the gradient reaching residual_out along the residual stream):
+//
+//   g            = dresidual_out + dnorm(dy)           one fp32 sum, then
+//   dx           = round_T(g),  dresidual = round_R(g)  (x + residual: equal gradients)
+//   dw           = sum_i dy_ij vhat_ij                  rmsnorm's
+//
+// where dnorm is rmsnorm's dx (kernels/rmsnorm/rmsnorm.h) at the x-hat of
+// the saved residual_out, vhat = residual_out rstd, rstd that of what the
+// forward normalised (under sum=fp32 and res=T, quack's: the fp32 sum's rstd
+// beside the rounded residual_out it saves, fused-family-specs.md §5). quack
+// PR #53 fixed a backward computing dnorm(dy + dresidual_out) instead.
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "core/accuracy.h"
 #include "core/norm_spec.h"
@@ -43,11 +61,35 @@ struct FusedAddRmsNormArgs {
   void* y = nullptr;
 };
 
+/// The backward's inputs are the forward's plus the two gradients: a
+/// variant recomputes (or keeps from its forward) what it saves.
+struct FusedAddRmsNormBackwardArgs {
+  RowShape shape;
+  const void* x = nullptr;
+  const void* residual = nullptr;       // residualDtype(shape.dtype, shape.spec)
+  const void* w = nullptr;              // shape.wdtype()
+  const void* dy = nullptr;             // M x N
+  const void* dresidual_out = nullptr;  // M x N in the residual's dtype
+  void* dx = nullptr;                   // M x N
+  void* dresidual = nullptr;            // M x N in the residual's dtype
+  void* dw = nullptr;                   // 1 x N in the weight dtype
+  void* workspace = nullptr;            // workspace_bytes(shape, env) bytes, contents undefined on entry
+};
+
+/// The outputs of the backward: a variant without one leaves them out
+/// (KernelInfo::unprovided_outputs), and the op calls its forward only.
+inline const std::vector<std::string>& fusedAddRmsNormBackwardOutputs() {
+  static const std::vector<std::string> outputs{"dx", "dresidual", "dw"};
+  return outputs;
+}
+
 struct FusedAddRmsNormKernel {
   KernelInfo info;
   std::function<size_t(const RowShape&, const LaunchEnv&)> workspace_bytes;
   std::function<void(const FusedAddRmsNormArgs&, const LaunchEnv&)> forward;
-  /// Depth of the norm's row reduction.
+  /// Empty where the variant has no backward.
+  std::function<void(const FusedAddRmsNormBackwardArgs&, const LaunchEnv&)> backward;
+  /// Depths of the norm's row reductions and of dw's column sum.
   std::function<ReductionDepths(const RowShape&, const LaunchEnv&)> depths;
 };
 

@@ -44,10 +44,13 @@ const bool registered = [] {
                   "",
                   ""};
   info.specs = SpecSupport{}.with(kWeightDtype, {std::nullopt, DType::F32}).with(kWeightOffset, {0.f, 1.f});
-  return FusedAddRmsNormRegistry::add(
-      FusedAddRmsNormKernel{row_plan::withRowPaths(std::move(info), {true, 1, false, 0}),
-                            [](const RowShape&, const LaunchEnv&) { return size_t(0); }, forward,
-                            [](const RowShape& s, const LaunchEnv& env) { return oneshot().depths(s, env); }});
+  info.unprovided_outputs = fusedAddRmsNormBackwardOutputs();  // forward only, as the inference kernels it ports
+  return FusedAddRmsNormRegistry::add(FusedAddRmsNormKernel{
+      .info = row_plan::withRowPaths(std::move(info), {true, 1, false, 0}),
+      .workspace_bytes = [](const RowShape&, const LaunchEnv&) { return size_t(0); },
+      .forward = forward,
+      .backward = nullptr,
+      .depths = [](const RowShape& s, const LaunchEnv& env) { return oneshot().depths(s, env); }});
 }();
 
 }  // namespace

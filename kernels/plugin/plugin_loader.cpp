@@ -28,12 +28,21 @@ namespace {
 // that wrap when red zones are added.
 constexpr size_t kLargestWorkspaceBytes = size_t{1} << 47;
 
-// Version 1's ulpcheck_variant: every field before version 2's `spec`.
+// Version 1's ulpcheck_variant: every field before version 2's `spec`;
+// version 2's, every field before version 3's fused add backward.
 constexpr size_t kVariantSizeV1 = offsetof(ulpcheck_variant, spec);
+constexpr size_t kVariantSizeV2 = offsetof(ulpcheck_variant, fused_add_rmsnorm_backward);
 
 /// The variant size a plugin of ABI version `abi` must state (0: a version
 /// this ulpcheck cannot read).
-size_t variantSizeOf(uint32_t abi) { return abi == 1 ? kVariantSizeV1 : abi == 2 ? sizeof(ulpcheck_variant) : 0; }
+size_t variantSizeOf(uint32_t abi) {
+  switch (abi) {
+    case 1: return kVariantSizeV1;
+    case 2: return kVariantSizeV2;
+    case 3: return sizeof(ulpcheck_variant);
+    default: return 0;
+  }
+}
 
 /// Variant i of the plugin's table, laid out as this header does: the table
 /// is read with the plugin's own variant size, the fields its version lacks

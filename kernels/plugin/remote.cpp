@@ -622,6 +622,12 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       const OpDoor* door = findDoor(info.op);
       if (!door) throw PluginError(fmt::format("op '{}' is not one of {}", info.op, opsWithDoors()));
       if (!v.at("saves_stats").get<bool>()) info.unprovided_outputs = door->statistics;
+      if (!v.value("has_backward", true)) {
+        if (door->backward_outputs.empty())
+          throw PluginError(fmt::format("{} needs a backward (backward=None)", info.op));
+        info.unprovided_outputs.insert(info.unprovided_outputs.end(), door->backward_outputs.begin(),
+                                       door->backward_outputs.end());
+      }
       for (const KernelInfo& k : kernelCatalog())
         if (k.name == info.name) throw PluginError(fmt::format("the name is taken ({})", k.origin));
       const int64_t row_depth = v.at("row_depth"), col_depth = v.at("col_depth");

@@ -86,8 +86,15 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defec
   }
 }
 
-void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy strategy, const Defects& defects) {
+void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy strategy, const Defects& defects,
+              const ResidualGradients& residual) {
   const auto& s = b.shape;
+  const DType xt = residual.x_dtype.value_or(s.dtype);
+  // dy as the norm's backward reads it: with quack PR #53's bug, plus dresidual_out.
+  const auto gradient = [&](int64_t i) {
+    const float g = load(b.dy, s.dtype, i);
+    return residual.added_before_the_norm ? g + load(residual.dresidual_out, residual.residual_dtype, i) : g;
+  };
   RowPlan p = planRow(s.dtype, s.N, s.ld, aligned16(b.x) && aligned16(b.w) && aligned16(b.dy) && aligned16(b.dx));
   // The grid is the correct plan's: the workspace holds one partial row per
   // CTA of it (a grid grown with the halved CTAs would write past the end).
@@ -123,8 +130,8 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
       for (int t = 0; t < p.threads; ++t) {
         float a = 0.f;
         forThreadColumns(p, t, tail, [&](int64_t col) {
-          const float xhat = load(b.x, s.dtype, base + col) * r;
-          const float gw = load(b.dy, s.dtype, base + col) * w[col];
+          const float xhat = load(b.x, xt, base + col) * r;
+          const float gw = gradient(base + col) * w[col];
           a = std::fma(gw, xhat, a);
           if (defects.rowsum_in_bf16) a = roundToBf16(a);
         });
@@ -133,9 +140,15 @@ void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy str
       const float c = blockAllReduce(acc) / float(s.N);
       for (int t = 0; t < p.threads; ++t) {
         forThreadColumns(p, t, tail, [&](int64_t col) {
-          const float g = load(b.dy, s.dtype, base + col);
-          const float xhat = load(b.x, s.dtype, base + col) * r;
-          store(b.dx, s.dtype, base + col, r * std::fma(-xhat, c, g * w[col]));
+          const float g = gradient(base + col);
+          const float xhat = load(b.x, xt, base + col) * r;
+          float dx = r * std::fma(-xhat, c, g * w[col]);
+          if (residual.dresidual) {  // g = dresidual_out + dnorm, one fp32 add, stored twice
+            if (!residual.added_before_the_norm)
+              dx += load(residual.dresidual_out, residual.residual_dtype, base + col);
+            store(residual.dresidual, residual.residual_dtype, base + col, dx);
+          }
+          store(b.dx, s.dtype, base + col, dx);
           dw_acc[col] = accumulateDw(dw_acc[col], g, xhat, points);
           if (b.db) db_acc[col] += g;
         });

@@ -5,6 +5,8 @@
 // switched on.
 #pragma once
 
+#include <optional>
+
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rmsnorm/rmsnorm_plan.h"
 
@@ -37,10 +39,25 @@ struct Defects {
 
 using rmsnorm_plan::DwStrategy;
 
+/// What fused add + RMSNorm's backward (kernels/fused_add_rmsnorm) asks of
+/// the plain one: x (the saved residual_out) in its own dtype, the gradient
+/// reaching residual_out added to every dx in fp32, that sum stored to
+/// dresidual as well (in the residual's dtype).
+struct ResidualGradients {
+  std::optional<DType> x_dtype;         // x's dtype where it is not dy's
+  const void* dresidual_out = nullptr;  // M x N, row stride ld, in residual_dtype
+  void* dresidual = nullptr;            // M x N, row stride ld, in residual_dtype
+  DType residual_dtype = DType::F32;
+  // quack PR #53's bug: dresidual_out added to dy before the norm's backward,
+  // dx = dnorm(dy + dresidual_out), not dresidual_out + dnorm(dy).
+  bool added_before_the_norm = false;
+};
+
 void forward(const RmsNormForwardArgs& f, const LaunchEnv& env, const Defects& defects = {});
 /// The backward with dW finished as `strategy` does on the GPU; Atomic
 /// emulates arrival order by starting from a different CTA on every call.
-void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy strategy, const Defects& defects = {});
+void backward(const RmsNormBackwardArgs& b, const LaunchEnv& env, DwStrategy strategy, const Defects& defects = {},
+              const ResidualGradients& residual = {});
 
 /// Registers a host mutant: the port with `defects` switched on (and dW
 /// finished as `strategy`), claiming the deterministic, batch-invariant

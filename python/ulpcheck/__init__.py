@@ -24,7 +24,8 @@ Calls:
              forward(x, w, eps, bias=b) and backward(..., eps, has_bias=True) -> (dx, dw, db)
   layernorm: forward(x, gamma, beta, eps) -> y, or (y, mean, rstd) with saves_stats=True;
              backward(x, gamma, dy, mean, rstd, eps) -> (dx, dgamma, dbeta)
-  fused_add_rmsnorm: forward(x, residual, w, eps) -> (y, residual_out)   (no backward yet)
+  fused_add_rmsnorm: forward(x, residual, w, eps) -> (y, residual_out);
+             backward(x, residual, w, dy, dresidual_out, eps) -> (dx, dresidual, dw), or backward=None
 Inputs are torch tensors over ulpcheck's own buffers (x has row stride ld);
 results are copied into ulpcheck's poisoned output buffers, so they must
 have the output's shape and dtype (statistics: fp32, one per row, or x's
@@ -55,7 +56,7 @@ class Variant:
     op: str
     name: str
     forward: Callable
-    backward: Callable
+    backward: Optional[Callable]          # None: forward only (an op whose backward is optional)
     backend: str = "cuda"                 # "cuda" or "host" (CPU tensors)
     dtypes: tuple = DTYPES
     deterministic: bool = True
@@ -79,6 +80,7 @@ class Variant:
     def describe(self) -> dict:
         d = dataclasses.asdict(self)
         del d["forward"], d["backward"]
+        d["has_backward"] = self.backward is not None
         d["dtypes"] = list(self.dtypes)
         d["libraries"] = list(self.libraries)
         d["cols"] = [int(n) for n in self.cols]
@@ -127,9 +129,10 @@ def layernorm(name: str, *, forward: Callable, backward: Callable, **kw) -> Vari
     return _register("layernorm", name, forward=forward, backward=backward, **kw)
 
 
-def fused_add_rmsnorm(name: str, *, forward: Callable, **kw) -> Variant:
-    """Registers a fused residual add + RMSNorm variant (see ulpcheck/ops/fused_add_rmsnorm.py)."""
-    return _register("fused_add_rmsnorm", name, forward=forward, backward=None, **kw)
+def fused_add_rmsnorm(name: str, *, forward: Callable, backward: Optional[Callable] = None, **kw) -> Variant:
+    """Registers a fused residual add + RMSNorm variant, forward only unless it
+    has a backward (see ulpcheck/ops/fused_add_rmsnorm.py)."""
+    return _register("fused_add_rmsnorm", name, forward=forward, backward=backward, **kw)
 
 
 def variants() -> List[Variant]:

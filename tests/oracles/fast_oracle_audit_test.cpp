@@ -19,6 +19,7 @@
 #include "core/datagen.h"
 #include "core/parallel.h"
 #include "oracles/allreduce_rmsnorm.h"
+#include "oracles/fused_add_rmsnorm.h"
 #include "oracles/layernorm.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/rmsnorm.h"
@@ -289,6 +290,41 @@ TEST(OracleAudit, AllreduceResidualSumsAreBitwiseTheMpfrOnes) {
   EXPECT_GT(multi_rank, 50);
   EXPECT_GT(oracleCounts().fast.load() - fast_before, 100'000);
   EXPECT_GT(oracleCounts().fell_back.load() - back_before, 0) << "zero sums go to MPFR";
+}
+
+TEST(OracleAudit, FusedAddBackwardFastPathIsBitwiseTheMpfrOracle) {
+  // fused_add_rmsnorm's backward (rmsnorm's oracle at residual_out, the
+  // gradient reaching it added to dx, dresidual in the residual's dtype), in
+  // both orders (sum=fp32 under res=T: quack's rstd of the fp32 sum beside
+  // the rounded residual_out) and under res=fp32: the certified fast path
+  // gives the MPFR path's references bit for bit.
+  ThreadPool pool(2);
+  int64_t cases = 0;
+  for (const CaseSpec& base : smokeCases("allreduce_rmsnorm", "host_unfused", 0xfadd, 60)) {
+    for (bool fp32_sum : {false, true}) {
+      CaseSpec c = base;
+      c.ranks = 1;
+      const AllreduceRmsNormInputData d = generateAllreduceRmsNormInputs(c, identityRows(c.M));
+      const DType rt = d.residual.dtype;
+      const HostMatrix dy = generateHost(rmsNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, identityRows(c.M),
+                                         c.N, c.ld, poisonBits(c.dtype));
+      const HostMatrix dres = generateHost(rmsNormGradDist(c), rt, c.seed, TensorStream::ResidualGrad,
+                                           identityRows(c.M), c.N, c.ld, poisonBits(rt));
+      const FusedAddRmsNormInputs in{d.x.front(), d.residual, d.w, c.eps, c.spec, fp32_sum};
+      const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
+      const AllreduceRmsNormReference forward = fusedAddRmsNormReference(in, contract, pool, OracleMode::Fast);
+      const FusedAddRmsNormBackwardReference exact = fusedAddRmsNormBackwardReference(in, dy, dres, forward, contract,
+                                                                                      pool, OracleMode::Mpfr);
+      const FusedAddRmsNormBackwardReference fast = fusedAddRmsNormBackwardReference(in, dy, dres, forward, contract,
+                                                                                     pool, OracleMode::Fast);
+      EXPECT_NO_THROW(auditReferences("fused_add_rmsnorm", {&exact.dx, &exact.dresidual, &exact.dw},
+                                      {&fast.dx, &fast.dresidual, &fast.dw}))
+          << toCaseString(c) << (fp32_sum ? " sum=fp32" : "");
+      EXPECT_EQ(exact.dresidual.dtype, rt);
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 120);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 """Fused add + RMSNorm variants for the Python door's suite, each declaring
 one spec and computing the other: the two orders production libraries ship
 (the norm of the rounded sum, the unfused pipeline's and Liger's; of the
-fp32 sum, FlashInfer's and quack's), confused."""
+fp32 sum, FlashInfer's and quack's), confused; Llama's x-hat rounding
+declared and skipped; and a backward with quack
+PR #53's bug (the gradient reaching residual_out passed through the norm's
+backward with dy, not added after it)."""
 
 import torch
 
@@ -27,3 +30,24 @@ ulpcheck.fused_add_rmsnorm("py_fused_add_fp32_sum_declared_rounded", forward=nor
                            dtypes=("bf16", "fp16"))
 ulpcheck.fused_add_rmsnorm("py_fused_add_rounded_sum_declared_fp32", forward=norm_of_rounded_sum, backend="host",
                            dtypes=("bf16", "fp16"), sum="fp32")
+# Declares Llama's x-hat rounding (vLLM's, Liger's default) and multiplies the unrounded x-hat (vLLM PR #42379's class).
+ulpcheck.fused_add_rmsnorm("py_fused_add_llama_declared_xhat_unrounded", forward=norm_of_rounded_sum, backend="host",
+                           dtypes=("bf16", "fp16"), rounding="llama")
+
+
+def _dnorm(v, w, dy, eps):
+    vf = v.float()
+    rstd = torch.rsqrt(vf.pow(2).mean(-1, keepdim=True) + eps)
+    xhat, wdy = vf * rstd, dy.float() * w.float()
+    return (wdy - xhat * (xhat * wdy).mean(-1, keepdim=True)) * rstd, (dy.float() * xhat).sum(0)
+
+
+def backward_through_the_norm(x, residual, w, dy, dresidual_out, eps):
+    residual_out = (x.float() + residual.float()).to(residual.dtype)
+    # quack PR #53: dnorm(dy + dresidual_out), where the spec is dresidual_out + dnorm(dy).
+    g, dw = _dnorm(residual_out, w, dy.float() + dresidual_out.float(), eps)
+    return g.to(x.dtype), g.to(residual.dtype), dw.to(w.dtype)
+
+
+ulpcheck.fused_add_rmsnorm("py_fused_add_residual_grad_through_norm", forward=norm_of_rounded_sum,
+                           backward=backward_through_the_norm, backend="host", dtypes=("fp32", "bf16"))

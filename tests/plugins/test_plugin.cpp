@@ -116,6 +116,23 @@ mylib::Dtype weightDtypeOf(const ulpcheck_tensor& w) { return shapeOf(w, 0.f).dt
                              static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data, a->db.data);
   return 0;
 }
+
+// mylib's fused add + RMSNorm: forward only built against version 2's
+// header (tests/plugins/v2), with its backward against version 3's.
+mylib::Dtype dtypeOfTensor(const ulpcheck_tensor& t) { return shapeOf(t, 0.f).dtype; }
+[[maybe_unused]] int fusedAddForward(const ulpcheck_fused_add_rmsnorm_forward_args* a, const ulpcheck_launch*) {
+  mylib::fusedAddRmsnormForwardHost(shapeOf(a->x, a->eps), dtypeOfTensor(a->residual), dtypeOfTensor(a->w), a->x.data,
+                                    a->residual.data, a->w.data, a->residual_out.data, a->y.data);
+  return 0;
+}
+#endif
+#if ULPCHECK_ABI_VERSION >= 3
+[[maybe_unused]] int fusedAddBackward(const ulpcheck_fused_add_rmsnorm_backward_args* a, const ulpcheck_launch*) {
+  mylib::fusedAddRmsnormBackwardHost(shapeOf(a->x, a->eps), dtypeOfTensor(a->residual), dtypeOfTensor(a->w), a->x.data,
+                                     a->residual.data, a->w.data, a->dy.data, a->dresidual_out.data, a->dx.data,
+                                     a->dresidual.data, a->dw.data);
+  return 0;
+}
 #endif
 
 const char* lastError() { return "scratch too small for more than 64 rows"; }
@@ -151,11 +168,22 @@ ulpcheck_variant variant(const char* op, const char* name, uint32_t precondition
   if (forward) v.rmsnorm_forward = forward;
   return v;
 }
+
+[[maybe_unused]] ulpcheck_variant fusedAdd() {
+  ulpcheck_variant v = variant("fused_add_rmsnorm", "test_fused_add_rmsnorm", 0, 0, nullptr);
+  v.rmsnorm_forward = nullptr;
+  v.fused_add_rmsnorm_forward = fusedAddForward;
+#if ULPCHECK_ABI_VERSION >= 3
+  v.fused_add_rmsnorm_backward = fusedAddBackward;
+#endif
+  return v;
+}
 #endif
 
 #if TEST_PLUGIN_KIND == KIND_GOOD
-// Built against this ulpcheck's header and, as test_plugin_good_v1, against
-// version 1's (tests/plugins/v1): the same table less what version 2 added.
+// Built against this ulpcheck's header and, as test_plugin_good_v1 and
+// test_plugin_good_v2, against version 1's and 2's (tests/plugins/v1, v2):
+// the same table less what the later versions added.
 const ulpcheck_variant kVariants[] = {
     variant("rmsnorm", "test_rmsnorm_contiguous", ULPCHECK_NEEDS_CONTIGUOUS_ROWS, 512, backwardContiguous),
     variant("rmsnorm", "test_rmsnorm_fails_past_64_rows", 0, 0, backwardFailsPast64Rows),
@@ -167,6 +195,7 @@ const ulpcheck_variant kVariants[] = {
              forwardIgnoringTheBias),
     withSpec(variant("rmsnorm", "test_rmsnorm_fp32_weights_read_as_activations", 0, 0, backwardWithSpec),
              "fp32_weights=true", forwardReadingWeightsAsActivations),
+    fusedAdd(),
 #endif
 };
 #elif TEST_PLUGIN_KIND == KIND_SPEC_UNKNOWN_OPTION

@@ -54,10 +54,12 @@ TEST_F(PythonDoor, PyTorchsCpuNormsPassEveryProperty) {
 
 TEST_F(PythonDoor, PyTorchsFusedAddRmsNormPassesEveryPropertyInBothOrders) {
   // The unfused pipeline's order (the norm of residual_out, with fp32 weights
-  // and an fp32 residual too) and FlashInfer's and quack's (the norm of the fp32 sum).
+  // and an fp32 residual too), FlashInfer's and quack's (the norm of the fp32
+  // sum) and HF Llama's (x-hat rounded before the weight), each with its backward.
   const std::string json = ::testing::TempDir() + "fused-add.jsonl";
   const Result r = cli("run --op fused_add_rmsnorm --kernel torch_fused_add_rms_norm_cpu --kernel "
-                       "torch_fused_add_rms_norm_fp32_sum_cpu --per-cell 30 --tier smoke --seed 3 --no-save "
+                       "torch_fused_add_rms_norm_fp32_sum_cpu --kernel torch_fused_add_rms_norm_llama_cpu "
+                       "--per-cell 30 --tier smoke --seed 3 --no-save "
                        "--no-corpus --json " +
                        json + kTorchOps);
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
@@ -72,7 +74,7 @@ TEST_F(PythonDoor, PyTorchsFusedAddRmsNormPassesEveryPropertyInBothOrders) {
   }
   for (const char* s :
        {"torch_fused_add_rms_norm_cpu res=T sum=rounded", "torch_fused_add_rms_norm_cpu res=fp32 sum=rounded",
-        "torch_fused_add_rms_norm_fp32_sum_cpu res=T sum=fp32"})
+        "torch_fused_add_rms_norm_fp32_sum_cpu res=T sum=fp32", "torch_fused_add_rms_norm_llama_cpu res=T sum=rounded"})
     EXPECT_GT(specs[s], 0) << s << " among " << ::testing::PrintToString(specs);
 }
 
@@ -80,12 +82,35 @@ TEST_F(PythonDoor, AFusedAddRmsNormNormalisingTheOtherSumThanItDeclaresIsCaught)
   // The two orders differ by where T's rounding of x + residual falls: the
   // norm of the fp32 sum or of residual_out. A library that documents one
   // and ships the other fails the accuracy of y.
-  for (const char* kernel : {"py_fused_add_fp32_sum_declared_rounded", "py_fused_add_rounded_sum_declared_fp32"}) {
+  // So does one that declares Llama's x-hat rounding and skips it.
+  for (const char* kernel : {"py_fused_add_fp32_sum_declared_rounded", "py_fused_add_rounded_sum_declared_fp32",
+                             "py_fused_add_llama_declared_xhat_unrounded"}) {
     const Result r = cli(std::string("run --op fused_add_rmsnorm --kernel ") + kernel +
                          " --property accuracy --per-cell 100 --seed 7 --no-save --no-corpus" + kFusedAdd);
     EXPECT_EQ(r.code, exit_code::kPropertyFailed) << kernel << "\n" << r.output;
     EXPECT_NE(r.output.find("worst y["), std::string::npos) << kernel << ": y, not residual_out\n" << r.output;
   }
+}
+
+TEST_F(PythonDoor, AFusedAddBackwardIsJudgedAndQuackPr53sBugIsCaught) {
+  // torch's fused add backward in fp32 ops (the spec: g = dresidual_out +
+  // dnorm(dy), one fp32 sum) passes with dx, dresidual and dw judged, in both
+  // orders (quack's: rstd of the fp32 sum, x-hat of the rounded residual_out).
+  for (const char* kernel : {"torch_fused_add_rms_norm_cpu", "torch_fused_add_rms_norm_fp32_sum_cpu sum=fp32"}) {
+    const Result r = cli(std::string("repro 'op=fused_add_rmsnorm kernel=") + kernel +
+                         " dtype=bf16 M=5 N=33' --property accuracy" + kTorchOps);
+    EXPECT_EQ(r.code, exit_code::kOk) << kernel << "\n" << r.output;
+    for (const char* tensor : {"dx", "dresidual", "dw"})
+      EXPECT_NE(r.output.find(tensor), std::string::npos) << kernel << ": " << tensor << " judged\n" << r.output;
+  }
+  // dnorm(dy + dresidual_out) instead: dx and dw wrong by far more than rounding.
+  const Result bug = cli("run --op fused_add_rmsnorm --kernel py_fused_add_residual_grad_through_norm --property "
+                         "accuracy --per-cell 30 --seed 7 --no-save --no-corpus" +
+                         kFusedAdd);
+  EXPECT_EQ(bug.code, exit_code::kPropertyFailed) << bug.output;
+  EXPECT_TRUE(bug.output.find("worst dx[") != std::string::npos || bug.output.find("worst dw[") != std::string::npos ||
+              bug.output.find("worst dresidual[") != std::string::npos)
+      << bug.output;
 }
 
 TEST_F(PythonDoor, AVariantDeclaringFp32WeightsIsJudgedOnThemAndOneThatDoesNotIsNot) {

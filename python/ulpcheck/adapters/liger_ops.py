@@ -26,6 +26,26 @@ The specs they implement (liger-kernel 0.8.5, read from its source):
   then tl.sum((x - mean)^2) / N), declared so: no running-means allowance.
   The mean is not declared a correctly rounded quotient: Triton's fp32 `/`
   may lower to an approximate divide.
+- liger_fused_add_rms_norm (and _gemma, offset 1.0): LigerFusedAddRMSNormFunction
+  (ops/fused_add_rms_norm.py), casting_mode "gemma": S = X + R stored in X's
+  dtype (rounded, :77-84), the variance of that S in fp32, Y = RN((S rstd)
+  (offset + f(W))) (:117-118): the spec's sum="rounded". Its backward
+  (:124-221) reads the saved S and RSTD: m = f(dY) (W + offset) in fp32,
+  dX = rstd m + c S + dS_out in fp32, stored once in X's dtype, returned as
+  both dX and dR (:360); dW from fp32 partials per SM summed by torch. S is
+  allocated in X's dtype whatever R's, so an fp32 residual is not declared;
+  an fp32 weight is (W is cast to fp32 in gemma mode).
+- liger_fused_add_rms_norm_llama: casting_mode "llama" (its default),
+  declared rounding="llama": S_row = RN_T(S rstd) (:112-113), then
+  Y = S_row (offset + W) in fp32 (offset an fp32 runtime scalar, :115),
+  rounded once; its backward as the RMSNorm llama mode's (m = (dY (W +
+  offset)) in fp32, dW += dY RN_T(S rstd) in T, :193-200), plus dS_out.
+  Not yet run on the GPU (2026-11-26: the session's device time ran out).
+  All three are not batch invariant: with rows
+  strided by a multiple of 16 elements (ld = 928, N = 923), a row's y alone
+  (M = 1) and in a batch (M = 43) differed in 6 of 276,900 fp16 elements
+  on the H200 without ulpcheck; contiguous rows (ld = N) never did
+  (docs/external-kernels.md).
 Both backward passes keep one fp32 dW/dgamma/dbeta partial per SM (a fixed
 grid of sm_count programs over fixed row ranges) and sum them with torch:
 deterministic. Liger's RMSNorm is not batch invariant: at N <= 256 and
@@ -48,6 +68,7 @@ import ulpcheck
 rms_ops = importlib.import_module("liger_kernel.ops.rms_norm")
 ln_ops = importlib.import_module("liger_kernel.ops.layer_norm")
 calculate_settings = importlib.import_module("liger_kernel.ops.utils").calculate_settings
+fused_add_ops = importlib.import_module("liger_kernel.ops.fused_add_rms_norm")
 
 
 def _rms_norm(mode, offset=0.0):
@@ -74,6 +95,21 @@ def layer_norm_backward(x, gamma, dy, mean, rstd, eps):
     return ln_ops.layer_norm_backward(dy, x, gamma, bias, mean, rstd)
 
 
+def _fused_add(offset, mode="gemma"):
+    def forward(x, residual, w, eps):
+        y, s, *_ = fused_add_ops.fused_add_rms_norm_forward(x, residual, w, eps, offset, mode)
+        return y, s
+
+    def backward(x, residual, w, dy, dresidual_out, eps):
+        # Through its autograd Function, as training calls it (in_place=False: dY is ulpcheck's).
+        x, residual, w = (t.detach().clone().requires_grad_() for t in (x, residual, w))
+        y, s = fused_add_ops.LigerFusedAddRMSNormFunction.apply(x, residual, w, eps, offset, mode, False)
+        torch.autograd.backward([y, s], [dy, dresidual_out])
+        return x.grad, residual.grad, w.grad
+
+    return forward, backward
+
+
 _libs = ("torch", "triton", "liger_kernel")
 _version = "liger_kernel.ops.rms_norm (casting_mode={})"
 
@@ -94,3 +130,11 @@ ulpcheck.rmsnorm("liger_rms_norm_llama", forward=forward, backward=backward, bac
 ulpcheck.layernorm("liger_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
                    saves_stats=True, two_pass_statistics=True, libraries=_libs,
                    description="Liger's Triton LayerNorm: fp32 statistics, saved and consumed by its backward")
+for name, offset, mode in (("liger_fused_add_rms_norm", 0.0, "gemma"), ("liger_fused_add_rms_norm_gemma", 1.0, "gemma"),
+                           ("liger_fused_add_rms_norm_llama", 0.0, "llama")):
+    forward, backward = _fused_add(offset, mode)
+    ulpcheck.fused_add_rmsnorm(name, forward=forward, backward=backward, backend="cuda", fp32_weights=True,
+                               rounding="llama" if mode == "llama" else "plain", weight_offset=offset,
+                               max_cols=65536, batch_invariant=False, libraries=_libs,
+                               description="Liger's Triton fused add + RMSNorm (LigerFusedAddRMSNormFunction), "
+                                           f"casting_mode='{mode}', offset {offset}: the norm of the rounded sum")

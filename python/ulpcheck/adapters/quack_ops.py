@@ -16,13 +16,42 @@ cached by quack on disk (QUACK_CACHE_DIR), so a restarted worker does not
 compile again, and the variant declares compiles_per_shape: the first call
 of each (dtype, N, M bucket) may take remote::kCompileSeconds (900 s), so
 compile time does not count against --case-timeout.
+
+quack_rmsnorm_residual: rmsnorm(x, w, residual=, residual_dtype=,
+prenorm=True), the library's autograd entry (rmsnorm.py:1666): x + residual
+summed in fp32 (f(x) + f(res), :252-258), residual_out its rounding to
+residual_dtype (:490-497), rstd of the unrounded fp32 sum, y = (x rstd)
+(f(w) + offset) rounded once: the spec's sum="fp32", with an fp32 residual
+(residual_dtype=torch.float32) declared too. Its backward (rmsnorm_bwd,
+:1350) reads the saved, rounded residual_out with the forward's rstd
+(:1635): the spec's backward under sum=fp32; g = dnorm + f(dresidual_out)
+in fp32 (:1129-1133), dx in residual_out's dtype (autograd rounds it to
+x's), dresidual in dresidual_out's (_rmsnorm_bwd_f_dual).
 """
 
 import importlib
 
+import torch
+
 import ulpcheck
 
 rmsnorm = importlib.import_module("quack.rmsnorm")  # `import quack.rmsnorm` would give the function
+
+
+def _residual_variant(offset):
+    def forward(x, residual, w, eps):
+        y, residual_out, _ = rmsnorm.rmsnorm_fwd(x, w, residual=residual, residual_dtype=residual.dtype, eps=eps,
+                                                 weight_offset=offset)
+        return y, residual_out
+
+    def backward(x, residual, w, dy, dresidual_out, eps):
+        x, residual, w = (t.detach().clone().requires_grad_() for t in (x, residual, w))
+        y, residual_out = rmsnorm.rmsnorm(x, w, residual=residual, residual_dtype=residual.dtype, eps=eps,
+                                          prenorm=True, weight_offset=offset)
+        torch.autograd.backward([y, residual_out], [dy, dresidual_out])
+        return x.grad, residual.grad, w.grad
+
+    return forward, backward
 
 
 def _variant(offset):
@@ -50,3 +79,12 @@ for name, offset, what in (("quack_rmsnorm", 0.0, ""),
                      fp32_weights=True, bias_variants=True, weight_offset=offset,
                      libraries=("torch", "quack", "cutlass"),
                      description="quack's CuTe DSL RMSNorm: rmsnorm_fwd (store_rstd) and rmsnorm_bwd" + what)
+
+for name, offset in (("quack_rmsnorm_residual", 0.0), ("quack_rmsnorm_residual_gemma", 1.0)):
+    forward, backward = _residual_variant(offset)
+    ulpcheck.fused_add_rmsnorm(name, forward=forward, backward=backward, backend="cuda", aligned_rows=True,
+                               cols=(64, 1000, 4096, 5120, 8192), compiles_per_shape=True, fp32_weights=True,
+                               fp32_residual=True, sum="fp32", weight_offset=offset,
+                               libraries=("torch", "quack", "cutlass"),
+                               description="quack's CuTe DSL rmsnorm(residual=, residual_dtype=, prenorm=True), "
+                                           f"weight_offset={offset}: the norm of the fp32 sum")

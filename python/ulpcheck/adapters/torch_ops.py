@@ -103,12 +103,64 @@ def fused_add_rms_norm_fp32_sum_forward(x, residual, w, eps):
     return _rms_norm(h, w, eps).to(x.dtype), h.to(residual.dtype)
 
 
+def _fused_add_rms_norm_backward(normed, saved, w, dy, dresidual_out, eps, x_dtype):
+    # The spec in fp32 torch ops: rstd of what the forward normalised, x-hat of
+    # the residual_out it saved, g = dresidual_out + dnorm(dy) summed once in
+    # fp32 (autograd through the unfused 16-bit pipeline would round dnorm to
+    # the residual's dtype before adding: a second rounding the fused kernels
+    # do not make). dw summed in fp32, one rounding to w's dtype.
+    rstd = torch.rsqrt(normed.float().pow(2).mean(-1, keepdim=True) + eps)
+    xhat = saved.float() * rstd
+    wdy = dy.float() * w.float()
+    g = (wdy - xhat * (xhat * wdy).mean(-1, keepdim=True)) * rstd + dresidual_out.float()
+    return g.to(x_dtype), g.to(dresidual_out.dtype), (dy.float() * xhat).sum(0).to(w.dtype)
+
+
+def fused_add_rms_norm_backward(x, residual, w, dy, dresidual_out, eps):
+    residual_out = x.to(residual.dtype) + residual
+    return _fused_add_rms_norm_backward(residual_out, residual_out, w, dy, dresidual_out, eps, x.dtype)
+
+
+def fused_add_rms_norm_llama_forward(x, residual, w, eps):
+    # HF LlamaRMSNorm after the add: x-hat in fp32, rounded to x's dtype, times w.
+    residual_out = x + residual
+    h = residual_out.float()
+    q = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return (q.float() * w.float()).to(x.dtype), residual_out
+
+
+def fused_add_rms_norm_llama_backward(x, residual, w, dy, dresidual_out, eps):
+    # Liger's llama backward in fp32 torch ops: dx of the unrounded x-hat with
+    # (dy w) in fp32; dw's terms dy round(x-hat) rounded to x's dtype (a
+    # product of two x-dtype tensors), summed in fp32.
+    residual_out = x + residual
+    dx, dresidual, _ = _fused_add_rms_norm_backward(residual_out, residual_out, w, dy, dresidual_out, eps, x.dtype)
+    h = residual_out.float()
+    q = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return dx, dresidual, (dy * q).float().sum(0).to(w.dtype)
+
+
+def fused_add_rms_norm_fp32_sum_backward(x, residual, w, dy, dresidual_out, eps):
+    # quack's: rstd of the fp32 sum, x-hat of the rounded residual_out it saves.
+    h = x.float() + residual.float()
+    return _fused_add_rms_norm_backward(h, h.to(residual.dtype), w, dy, dresidual_out, eps, x.dtype)
+
+
 # Fused residual add + RMSNorm as PyTorch's own ops compose it, on the CPU:
 # the unfused pipeline (sum="rounded"), and FlashInfer's and quack's spec
-# (sum="fp32"), each with fp32 weights and (the first) an fp32 residual too.
-ulpcheck.fused_add_rmsnorm("torch_fused_add_rms_norm_cpu", forward=fused_add_rms_norm_forward, backend="host",
+# (sum="fp32"), each with fp32 weights and (the first) an fp32 residual too;
+# the backward of each in fp32 torch ops.
+ulpcheck.fused_add_rmsnorm("torch_fused_add_rms_norm_cpu", forward=fused_add_rms_norm_forward,
+                           backward=fused_add_rms_norm_backward, backend="host",
                            dtypes=_cpu_dtypes, fp32_weights=True, fp32_residual=True,
-                           description=f"x + residual, then {_rms}, on the CPU")
+                           description=f"x + residual, then {_rms}, on the CPU; the backward in fp32 torch ops")
+ulpcheck.fused_add_rmsnorm("torch_fused_add_rms_norm_llama_cpu", forward=fused_add_rms_norm_llama_forward,
+                           backward=fused_add_rms_norm_llama_backward, backend="host", dtypes=_cpu_dtypes,
+                           rounding="llama",
+                           description="x + residual, then HF LlamaRMSNorm's order (x-hat rounded before w), on "
+                                       "the CPU; the backward in fp32 torch ops as Liger's llama mode")
 ulpcheck.fused_add_rmsnorm("torch_fused_add_rms_norm_fp32_sum_cpu", forward=fused_add_rms_norm_fp32_sum_forward,
+                           backward=fused_add_rms_norm_fp32_sum_backward,
                            backend="host", dtypes=_cpu_dtypes, fp32_weights=True, sum="fp32",
-                           description=f"the fp32 sum x + residual, then {_rms} of it, on the CPU")
+                           description=f"the fp32 sum x + residual, then {_rms} of it, on the CPU; the backward "
+                                       "in fp32 torch ops (quack's: rstd of the fp32 sum)")

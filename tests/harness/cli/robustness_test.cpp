@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/runner/exit_codes.h"
+#include "include/ulpcheck/plugin.h"
 #include "tests/support/cli_support.h"
 
 namespace ulpcheck {
@@ -455,7 +456,8 @@ TEST(Robustness, AnExecutableIsNotAPlugin) {
 }
 
 TEST(Robustness, APluginOfAnotherAbiVersionSaysBothVersions) {
-  expectPluginRefused(ULPCHECK_TEST_PLUGIN_BAD_ABI, {"plugin ABI version 99", "reads versions 1 to 2"});
+  expectPluginRefused(ULPCHECK_TEST_PLUGIN_BAD_ABI,
+                      {"plugin ABI version 99", fmt::format("reads versions 1 to {}", ULPCHECK_ABI_VERSION)});
 }
 
 TEST(Robustness, APluginVariantOfAnUnknownOpNamesTheVariantAndTheOps) {
@@ -472,8 +474,9 @@ TEST(Robustness, APluginVariantNamedLikeABuiltInOneSaysWhoHasTheName) {
 
 TEST(Robustness, APluginBuiltAgainstAnotherHeaderSaysTheSizes) {
   // A stale copy of plugin.h in the user's tree.
-  expectPluginRefused(ULPCHECK_TEST_PLUGIN_BAD_VARIANT_SIZE,
-                      {"its ulpcheck_variant is", "bytes, version 2's are", "another header"});
+  expectPluginRefused(
+      ULPCHECK_TEST_PLUGIN_BAD_VARIANT_SIZE,
+      {"its ulpcheck_variant is", fmt::format("bytes, version {}'s are", ULPCHECK_ABI_VERSION), "another header"});
 }
 
 TEST(Robustness, APluginEntryPointReturningNoTableIsRefused) {

@@ -139,6 +139,29 @@ TEST(Plugin, AVersion1PluginLoadsAndPassesUnchanged) {
   EXPECT_EQ(contiguous.code, exit_code::kOk) << contiguous.output;
 }
 
+TEST(Plugin, AVersion2PluginLoadsAndPassesUnchanged) {
+  // Built against version 2's header (tests/plugins/v2), before fused add's
+  // backward: its fused add variant is judged on its forward only, and
+  // passes; built against this header (version 3) its backward is judged too.
+  const std::string v2 = std::string(" --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD_V2;
+  const Result list = cli("list" + v2);
+  EXPECT_EQ(list.code, exit_code::kOk) << list.output;
+  for (const char* name : {"test_rmsnorm_contiguous", "test_rmsnorm_ignores_the_bias", "test_fused_add_rmsnorm"})
+    EXPECT_NE(list.output.find(name), std::string::npos) << name << "\n" << list.output;
+  const Result bias = cli("run --kernel test_rmsnorm_ignores_the_bias --property accuracy --per-cell 30 --seed 11 "
+                          "--no-save --no-corpus" +
+                          v2);
+  EXPECT_EQ(bias.code, exit_code::kPropertyFailed) << "its declared bias reaches its cases\n" << bias.output;
+  const std::string fused = "repro 'op=fused_add_rmsnorm kernel=test_fused_add_rmsnorm dtype=bf16 M=9 N=40'";
+  const Result forward_only = cli(fused + v2);
+  EXPECT_EQ(forward_only.code, exit_code::kOk) << forward_only.output;
+  EXPECT_NE(forward_only.output.find("residual_out"), std::string::npos) << forward_only.output;
+  EXPECT_EQ(forward_only.output.find("dresidual"), std::string::npos) << "forward only\n" << forward_only.output;
+  const Result with_backward = cli(fused + " --plugin " + ULPCHECK_TEST_PLUGIN_GOOD);
+  EXPECT_EQ(with_backward.code, exit_code::kOk) << with_backward.output;
+  EXPECT_NE(with_backward.output.find("dresidual"), std::string::npos) << with_backward.output;
+}
+
 TEST(Plugin, DeclaredSpecsAreGeneratedAndJudged) {
   // mylib's host RMSNorm declares fp32 weights and a bias ("fp32_weights=true bias_variants=true").
   const std::string json = ::testing::TempDir() + "plugin-spec.jsonl";
@@ -176,6 +199,22 @@ TEST(Plugin, AFusedAddRmsNormThroughTheCAbiIsJudgedOnItsDeclaredSpecs) {
   }
   for (const char* spec : {"T T", "fp32 T", "T fp32", "fp32 fp32"})
     EXPECT_TRUE(specs.count(spec)) << spec << " among " << ::testing::PrintToString(specs);
+}
+
+TEST(Plugin, FusedAddDefectsThroughTheCAbiAreCaught) {
+  // mylib's defect variants: the norm of the unrounded sum where the rounded
+  // one is declared (aiter PR #2586's class: y off where T's rounding of x +
+  // residual falls), and a residual read from memory nobody wrote (vLLM PR
+  // #41972's class: residual_out is not x + residual).
+  for (const auto& [kernel, tensor] :
+       {std::pair{"mylib_fused_add_rmsnorm_host_unrounded_sum", "worst y["},
+        std::pair{"mylib_fused_add_rmsnorm_host_uninitialised_residual", "residual_out"}}) {
+    const Result r = cli(fmt::format("run --op fused_add_rmsnorm --kernel {} --property accuracy --dtype bf16 "
+                                     "--per-cell 30 --seed 11 --no-save --no-corpus{}",
+                                     kernel, kExample));
+    EXPECT_EQ(r.code, exit_code::kPropertyFailed) << kernel << "\n" << r.output;
+    EXPECT_NE(r.output.find(tensor), std::string::npos) << kernel << "\n" << r.output;
+  }
 }
 
 TEST(Plugin, APluginThatCannotBeUsedIsRefusedClearly) {

@@ -1,0 +1,81 @@
+"""FlashInfer's fused add + RMSNorm, both of its backends, called directly.
+
+    ulpcheck run --python python/ulpcheck/adapters/flashinfer_ops.py --op fused_add_rmsnorm
+
+flashinfer.fused_add_rmsnorm(input, residual, weight, eps) (flashinfer-python
+0.7.2.post1, norm/__init__.py:769-805) picks its backend at run time: the
+CuTe DSL kernel (norm/kernels/fused_add_rmsnorm.py, fused_add_rmsnorm_cute)
+unless FLASHINFER_USE_CUDA_NORM=1 is set at import or the DSL cannot target
+the GPU, then the CUDA JIT module (get_norm_module().fused_add_rmsnorm, built
+with nvcc on first use). Each variant here calls one backend's function
+itself, so which one ran is its name: flashinfer_fused_add_rmsnorm_cute and
+flashinfer_fused_add_rmsnorm_cuda (and the Gemma forms, weight_bias=1.0:
+gemma_fused_add_rmsnorm's y = x-hat (1 + w)).
+
+The spec (../shared/research/fused-family-specs.md §2, read from both
+backends' code): residual <- RN_T(x + residual), the sum in fp32; input <-
+RN_T(rmsnorm of the unrounded fp32 sum) (x-hat w in fp32, one rounding): the
+spec's sum="fp32". Weights in x's dtype only; no backward (an inference
+kernel). It writes its results into its inputs, which are ulpcheck's
+buffers: each call works on copies laid out as they are (the row stride
+kept, so the CuTe backend's strided kernel is reached for ld > N, its compact
+one for ld = N, norm/kernels/fused_add_rmsnorm.py:1051-1055).
+
+Rows must be 16-byte aligned (aligned_rows): the CuTe kernel refuses a row
+stride that is not a multiple of its vector (ValueError "Invalid
+mX.strides[0] ... expected to be divisible by 8"), though its docstring
+says it supports non-contiguous tensors; the CUDA kernel does not check and
+faults (cudaErrorMisalignedAddress, a sticky error) on such a stride. Both
+were found by ulpcheck on the H200 before the precondition was declared
+(docs/external-kernels.md). The CUDA backend is built with fast math: it
+flushes subnormal sums, so residual_out is 0 where RN(x + residual) is
+subnormal; its accuracy fails on such cases, recorded there too.
+"""
+
+import importlib
+
+import torch
+
+import ulpcheck
+
+fi_norm = importlib.import_module("flashinfer.norm")
+
+
+def _copy_with_layout(t):
+    """A copy of the M x N view t with t's row stride (clone() would make it contiguous)."""
+    rows, cols = t.shape
+    storage = torch.empty((rows, t.stride(0)), dtype=t.dtype, device=t.device)
+    out = storage[:, :cols]
+    out.copy_(t)
+    return out
+
+
+def _cute(x, residual, w, eps, weight_bias):
+    fi_norm.fused_add_rmsnorm_cute(x, residual, w, eps, weight_bias=weight_bias, enable_pdl=False)
+
+
+def _cuda(x, residual, w, eps, weight_bias):
+    module = fi_norm.get_norm_module()
+    if weight_bias == 0.0:
+        module.fused_add_rmsnorm(x, residual, w, eps, False)
+    else:
+        module.gemma_fused_add_rmsnorm(x, residual, w, eps, False)
+
+
+def _variant(backend, weight_bias):
+    def forward(x, residual, w, eps):
+        y, residual_out = _copy_with_layout(x), _copy_with_layout(residual)
+        backend(y, residual_out, w, eps, weight_bias)  # in place: y <- the norm, residual_out <- the sum
+        return y, residual_out
+
+    return forward
+
+
+for backend, which in ((_cute, "cute"), (_cuda, "cuda")):
+    for weight_bias, suffix, what in ((0.0, "", ""), (1.0, "_gemma", ", weight_bias=1.0 (Gemma's 1 + w)")):
+        ulpcheck.fused_add_rmsnorm(
+            f"flashinfer_fused_add_rmsnorm_{which}{suffix}", forward=_variant(backend, weight_bias), backend="cuda",
+            dtypes=("fp16", "bf16"), sum="fp32", weight_offset=weight_bias, compiles_per_shape=True, aligned_rows=True,
+            libraries=("torch", "flashinfer"),
+            description=f"FlashInfer's fused_add_rmsnorm, its {'CuTe DSL' if which == 'cute' else 'CUDA JIT'} "
+                        f"backend{what}: the norm of the fp32 sum")
