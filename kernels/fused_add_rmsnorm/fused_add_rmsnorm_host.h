@@ -12,7 +12,6 @@ struct Defects {
 };
 
 /// Registers the host port with `defects` (a mutant where `bug` is not empty).
-bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by,
-                  Defects defects);
+bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects);
 
 }  // namespace ulpcheck::fused_add_host
