@@ -58,8 +58,8 @@ Outcome checkBatchInvariance(CaseContext& ctx) {
     f.inputs = ctx.op().describeInputs(c, f.tensor, f.row, f.col);
     o.findings.push_back(f);
     o.verdict = ctx.kernel().contracts.batch_invariant ? Verdict::Fail : Verdict::Expected;
-    o.summary = fmt::format("{} elements differ when {}; first {}[{},{}] {}", d.differing, p.name, f.tensor, f.row,
-                            f.col, f.note);
+    o.summary = fmt::format("{}{} elements differ when {}; first {}[{},{}] {}", ctx.coldBaseRunNote(), d.differing,
+                            p.name, f.tensor, f.row, f.col, f.note);
     return o;
   }
   o.summary = fmt::format("rows identical in {} other batches", placements.size());

@@ -6,6 +6,7 @@
 
 #include "core/datagen.h"
 #include "core/phase_timer.h"
+#include "kernels/plugin/remote.h"
 
 namespace ulpcheck {
 
@@ -29,8 +30,19 @@ CaseContext::CaseContext(CaseSpec spec, const OpAdapter& op, const ExecContext& 
 }
 
 const RunResult& CaseContext::baseRun() {
-  if (!base_) base_ = run(identityRows(spec_.M));
+  if (!base_) {
+    const uint64_t cold_before = remote::coldCallsOnThisThread();
+    base_ = run(identityRows(spec_.M));
+    base_cold_ = remote::coldCallsOnThisThread() != cold_before;
+  }
   return *base_;
+}
+
+std::string CaseContext::coldBaseRunNote() const {
+  if (!base_cold_) return "";
+  return fmt::format("run 0 was {}'s first call after its worker started (cold: a defect of the first call only, "
+                     "aiter #4888's class, shows so); ",
+                     kernel_.name);
 }
 
 RunResult CaseContext::run(const RowLayout& layout, bool perturb_schedule, const RunResult* repeats) {

@@ -79,8 +79,8 @@ Outcome checkDeterminism(CaseContext& ctx) {
     if (deterministic) {
       o.findings.push_back(f);
       o.verdict = Verdict::Fail;
-      o.summary = fmt::format("run {} differs from run 0 in {} elements{}; first {}[{},{}] {}", k, d.differing,
-                              conditions, f.tensor, f.row, f.col, f.note);
+      o.summary = fmt::format("{}run {} differs from run 0 in {} elements{}; first {}[{},{}] {}", ctx.coldBaseRunNote(),
+                              k, d.differing, conditions, f.tensor, f.row, f.col, f.note);
       return o;
     }
     // Other bits are allowed; other values are not. The outputs left on the

@@ -230,6 +230,8 @@ std::string describeExit(int status) {
   return "ended";
 }
 
+thread_local uint64_t t_cold_calls = 0;  // coldCallsOnThisThread()
+
 /// A worker process: started on the first call, again after one ended.
 /// `command` gives its argv for a socket fd (the C++ worker, or Python's).
 class Worker {
@@ -242,6 +244,8 @@ class Worker {
   /// (dtype, N, power-of-two bucket of M), which gets kCompileSeconds.
   json call(const json& request, const std::string& what, double timeout, bool compiles_per_shape = false) {
     if (pid_ < 0) start(what);
+    if (called_.insert(request.at("variant").get<std::string>() + " " + request.at("entry").get<std::string>()).second)
+      ++t_cold_calls;
     if (compiles_per_shape) {
       const json& s = request.at("shape");  // dtype, M, N, ld, eps
       // The spec too: a weight dtype or an absent parameter is another kernel to compile.
@@ -319,6 +323,7 @@ class Worker {
     close(fd_);
     pid_ = -1, fd_ = -1;
     compiled_.clear();  // a new worker compiles again (from the library's disk cache, if it keeps one)
+    called_.clear();    // and its first calls are cold again
   }
 
   KernelFailure died(const std::string& what) {
@@ -327,6 +332,7 @@ class Worker {
     waitpid(pid_, &status, 0);
     pid_ = -1, fd_ = -1;
     compiled_.clear();
+    called_.clear();
     return KernelFailure(fmt::format("the worker running {} {}: the kernel crashed (the worker will be restarted)",
                                      what, describeExit(status)));
   }
@@ -334,6 +340,7 @@ class Worker {
   Command command_;
   pid_t pid_ = -1;
   std::set<std::string> compiled_;  // the shapes a compiling variant has been called with in this worker
+  std::set<std::string> called_;    // the (variant, entry point)s called in this worker: the others' next call is cold
   int fd_ = -1;
 };
 
@@ -647,6 +654,8 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
   }
   return names;
 }
+
+uint64_t coldCallsOnThisThread() { return t_cold_calls; }
 
 int serve(int fd) {
   if (!sendMessage(fd, json{{"ready", true}})) return 1;

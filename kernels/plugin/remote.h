@@ -14,6 +14,7 @@
 // (fatal: the worker's CUDA context is lost and it exits).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,14 @@ bool canRunInWorker(const std::string& op);
 /// The worker's loop, serving calls on socket `fd` until the coordinator
 /// closes it; the return value is the process's exit status.
 int serve(int fd);
+
+/// How many calls this thread has made that were a variant entry point's
+/// first in its worker process since that process started (a worker
+/// restarted after a crash starts cold again). A first call runs cold: lazy
+/// initialisation, JIT compiles, first allocations, the first launch of a
+/// CUDA module; a kernel wrong only then (aiter #4888) differs from the
+/// later calls of the same case, and properties comparing runs say so.
+uint64_t coldCallsOnThisThread();
 
 /// Python kernels: asks the Python worker (python -m ulpcheck.worker, the
 /// package in python/ or <prefix>/share/ulpcheck/python; the interpreter

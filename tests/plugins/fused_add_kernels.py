@@ -2,9 +2,10 @@
 one spec and computing the other: the two orders production libraries ship
 (the norm of the rounded sum, the unfused pipeline's and Liger's; of the
 fp32 sum, FlashInfer's and quack's), confused; Llama's x-hat rounding
-declared and skipped; and a backward with quack
-PR #53's bug (the gradient reaching residual_out passed through the norm's
-backward with dy, not added after it)."""
+declared and skipped; a backward with quack PR #53's bug (the gradient
+reaching residual_out passed through the norm's backward with dy, not added
+after it); and a forward wrong on its first call in a worker only (cold:
+aiter #4888's class)."""
 
 import torch
 
@@ -51,3 +52,18 @@ def backward_through_the_norm(x, residual, w, dy, dresidual_out, eps):
 
 ulpcheck.fused_add_rmsnorm("py_fused_add_residual_grad_through_norm", forward=norm_of_rounded_sum,
                            backward=backward_through_the_norm, backend="host", dtypes=("fp32", "bf16"))
+
+
+_calls_of_the_cold_variant = [0]
+
+
+def wrong_on_first_call(x, residual, w, eps):
+    _calls_of_the_cold_variant[0] += 1
+    y, residual_out = norm_of_rounded_sum(x, residual, w, eps)
+    if _calls_of_the_cold_variant[0] == 1:  # cold: one element one ulp up
+        y.view(-1)[0] = torch.nextafter(y.view(-1)[0], torch.tensor(float("inf"), dtype=y.dtype))
+    return y, residual_out
+
+
+ulpcheck.fused_add_rmsnorm("py_fused_add_wrong_on_first_call", forward=wrong_on_first_call, backend="host",
+                           dtypes=("fp32",))

@@ -113,6 +113,26 @@ TEST_F(PythonDoor, AFusedAddBackwardIsJudgedAndQuackPr53sBugIsCaught) {
       << bug.output;
 }
 
+TEST_F(PythonDoor, AVariantWrongOnlyOnItsFirstCallIsCaughtNamedAndReproduced) {
+  // Its first call in a freshly started worker is one ulp off in one element,
+  // every later call right: run 0 of the campaign's first case (its base
+  // run) differs from that case's repeats, and the failure says run 0 was
+  // the first call. Its repro starts a worker of its own, so run 0 is cold
+  // again and the failure reproduces.
+  const Result r = cli("run --op fused_add_rmsnorm --kernel py_fused_add_wrong_on_first_call --property determinism "
+                       "--per-cell 5 --seed 3 --no-save --no-corpus" +
+                       kFusedAdd);
+  EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+  EXPECT_NE(r.output.find("run 0 was py_fused_add_wrong_on_first_call's first call after its worker started"),
+            std::string::npos)
+      << r.output;
+  const std::string repro = testing::reproArgsIn(r.output);
+  ASSERT_EQ(repro.rfind("repro '", 0), 0u) << r.output;
+  const Result again = cli(repro);
+  EXPECT_EQ(again.code, exit_code::kPropertyFailed) << repro << "\n" << again.output;
+  EXPECT_NE(again.output.find("first call after its worker started"), std::string::npos) << again.output;
+}
+
 TEST_F(PythonDoor, AVariantDeclaringFp32WeightsIsJudgedOnThemAndOneThatDoesNotIsNot) {
   // torch's RMSNorm with an fp32 weight beside bf16 x: fp32 math, one
   // rounding to bf16, w.grad in fp32 (the plain spec, wdtype=fp32).
