@@ -41,10 +41,10 @@ The specs they implement (liger-kernel 0.8.5, read from its source):
   rounded once; its backward as the RMSNorm llama mode's (m = (dY (W +
   offset)) in fp32, dW += dY RN_T(S rstd) in T, :193-200), plus dS_out.
   Not yet run on the GPU (2026-11-26: the session's device time ran out).
-  All three are not batch invariant: with rows
-  strided by a multiple of 16 elements (ld = 928, N = 923), a row's y alone
-  (M = 1) and in a batch (M = 43) differed in 6 of 276,900 fp16 elements
-  on the H200 without ulpcheck; contiguous rows (ld = N) never did
+  The three fused adds are declared not batch invariant: with rows strided
+  by a multiple of 16 elements (ld = 928, N = 923), a row's y alone (M = 1)
+  and in a batch (M = 43) differed in 6 of 276,900 fp16 elements on the
+  H200 without ulpcheck (gemma mode); contiguous rows (ld = N) never did
   (docs/external-kernels.md).
 Both backward passes keep one fp32 dW/dgamma/dbeta partial per SM (a fixed
 grid of sm_count programs over fixed row ranges) and sum them with torch:
