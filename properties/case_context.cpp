@@ -40,8 +40,8 @@ const RunResult& CaseContext::baseRun() {
 
 std::string CaseContext::coldBaseRunNote() const {
   if (!base_cold_) return "";
-  return fmt::format("run 0 was {}'s first call after its worker started (cold: a defect of the first call only, "
-                     "aiter #4888's class, shows so); ",
+  return fmt::format("run 0 was {}'s first call after its worker started, or of a shape it compiles for (cold: a "
+                     "defect of the first call only, aiter #4888's class, shows so); ",
                      kernel_.name);
 }
 

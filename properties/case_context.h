@@ -22,8 +22,9 @@ class CaseContext {
   /// The run on the case's own batch (rows 0..M-1), computed once.
   const RunResult& baseRun();
   /// Where the base run made a variant's first call in a freshly started
-  /// worker (remote::coldCallsOnThisThread): "run 0 was <kernel>'s first
-  /// call ..." for a property's summary when run 0 alone differs; else "".
+  /// worker, or its first of a shape it compiles for
+  /// (remote::coldCallsOnThisThread): "run 0 was <kernel>'s first call ..."
+  /// for a property's summary when run 0 alone differs; else "".
   std::string coldBaseRunNote() const;
   /// A further run on another batch layout (not cached); beside a schedule-
   /// perturbing load when `perturb_schedule` (or the context's own setting).

@@ -244,8 +244,9 @@ class Worker {
   /// (dtype, N, power-of-two bucket of M), which gets kCompileSeconds.
   json call(const json& request, const std::string& what, double timeout, bool compiles_per_shape = false) {
     if (pid_ < 0) start(what);
-    if (called_.insert(request.at("variant").get<std::string>() + " " + request.at("entry").get<std::string>()).second)
-      ++t_cold_calls;
+    const bool cold =
+        called_.insert(request.at("variant").get<std::string>() + " " + request.at("entry").get<std::string>()).second;
+    if (cold) ++t_cold_calls;
     if (compiles_per_shape) {
       const json& s = request.at("shape");  // dtype, M, N, ld, eps
       // The spec too: a weight dtype or an absent parameter is another kernel to compile.
@@ -253,7 +254,10 @@ class Worker {
                                           request.at("entry").get<std::string>(), s.at(0).get<int>(),
                                           s.at(2).get<int64_t>(), std::bit_width(uint64_t(s.at(1).get<int64_t>())),
                                           request.value("spec", json::object()).dump());
-      if (compiled_.insert(key).second) timeout = std::max(timeout, kCompileSeconds);
+      if (compiled_.insert(key).second) {
+        timeout = std::max(timeout, kCompileSeconds);
+        if (!cold) ++t_cold_calls;  // the first call of a shape it compiles for is cold too
+      }
     }
     // The coordinator's own GPU work on these buffers (poisoning outputs,
     // copying inputs in) is queued on its streams, which another process's

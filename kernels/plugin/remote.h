@@ -52,7 +52,8 @@ int serve(int fd);
 
 /// How many calls this thread has made that were a variant entry point's
 /// first in its worker process since that process started (a worker
-/// restarted after a crash starts cold again). A first call runs cold: lazy
+/// restarted after a crash starts cold again), or, for a variant that
+/// compiles per shape, the first of a shape. A first call runs cold: lazy
 /// initialisation, JIT compiles, first allocations, the first launch of a
 /// CUDA module; a kernel wrong only then (aiter #4888) differs from the
 /// later calls of the same case, and properties comparing runs say so.

@@ -67,3 +67,24 @@ def wrong_on_first_call(x, residual, w, eps):
 
 ulpcheck.fused_add_rmsnorm("py_fused_add_wrong_on_first_call", forward=wrong_on_first_call, backend="host",
                            dtypes=("fp32",))
+
+
+_shapes_seen = set()
+
+
+def wrong_on_first_call_of_each_shape(x, residual, w, eps):
+    # As a JIT-compiled kernel whose freshly compiled module is wrong on its
+    # first launch, but for the first shape it meets: so the failure is on a
+    # call that is cold for its shape, not the variant's first call.
+    shape = (x.dtype, x.shape[1], x.shape[0].bit_length())
+    y, residual_out = norm_of_rounded_sum(x, residual, w, eps)
+    if shape not in _shapes_seen:
+        if _shapes_seen:
+            y.view(-1)[0] = torch.nextafter(y.view(-1)[0], torch.tensor(float("inf"), dtype=y.dtype))
+        _shapes_seen.add(shape)
+    return y, residual_out
+
+
+ulpcheck.fused_add_rmsnorm("py_fused_add_wrong_on_first_call_of_each_shape",
+                           forward=wrong_on_first_call_of_each_shape, backend="host", dtypes=("fp32",),
+                           compiles_per_shape=True)

@@ -131,6 +131,17 @@ TEST_F(PythonDoor, AVariantWrongOnlyOnItsFirstCallIsCaughtNamedAndReproduced) {
   const Result again = cli(repro);
   EXPECT_EQ(again.code, exit_code::kPropertyFailed) << repro << "\n" << again.output;
   EXPECT_NE(again.output.find("first call after its worker started"), std::string::npos) << again.output;
+  // A variant that compiles per shape is cold on each shape's first call:
+  // one wrong there (but for its first shape) fails on a later case, named so.
+  const Result shapes = cli("run --op fused_add_rmsnorm --kernel py_fused_add_wrong_on_first_call_of_each_shape "
+                            "--property determinism --per-cell 5 --seed 3 --no-save --no-corpus" +
+                            kFusedAdd);
+  EXPECT_EQ(shapes.code, exit_code::kPropertyFailed) << shapes.output;
+  EXPECT_EQ(shapes.output.find("# FAIL determinism on case 0:"), std::string::npos) << shapes.output;
+  EXPECT_NE(shapes.output.find("run 0 was py_fused_add_wrong_on_first_call_of_each_shape's first call after its "
+                               "worker started, or of a shape it compiles for"),
+            std::string::npos)
+      << shapes.output;
 }
 
 TEST_F(PythonDoor, AVariantDeclaringFp32WeightsIsJudgedOnThemAndOneThatDoesNotIsNot) {
