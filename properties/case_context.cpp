@@ -31,18 +31,17 @@ CaseContext::CaseContext(CaseSpec spec, const OpAdapter& op, const ExecContext& 
 
 const RunResult& CaseContext::baseRun() {
   if (!base_) {
-    const uint64_t cold_before = remote::coldCallsOnThisThread();
+    const uint64_t cold_before = remote::coldCallsOnThisThread().count;
     base_ = run(identityRows(spec_.M));
-    base_cold_ = remote::coldCallsOnThisThread() != cold_before;
+    if (remote::coldCallsOnThisThread().count != cold_before) base_cold_why_ = remote::coldCallsOnThisThread().last_why;
   }
   return *base_;
 }
 
 std::string CaseContext::coldBaseRunNote() const {
-  if (!base_cold_) return "";
-  return fmt::format("run 0 was {}'s first call after its worker started, or of a shape it compiles for (cold: a "
-                     "defect of the first call only, aiter #4888's class, shows so); ",
-                     kernel_.name);
+  if (base_cold_why_.empty()) return "";
+  return fmt::format("run 0 was {}'s {} (cold: a defect of the first call only, aiter #4888's class, shows so); ",
+                     kernel_.name, base_cold_why_);
 }
 
 RunResult CaseContext::run(const RowLayout& layout, bool perturb_schedule, const RunResult* repeats) {

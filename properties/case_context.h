@@ -21,10 +21,11 @@ class CaseContext {
 
   /// The run on the case's own batch (rows 0..M-1), computed once.
   const RunResult& baseRun();
-  /// Where the base run made a variant's first call in a freshly started
-  /// worker, or its first of a shape it compiles for
-  /// (remote::coldCallsOnThisThread): "run 0 was <kernel>'s first call ..."
-  /// for a property's summary when run 0 alone differs; else "".
+  /// Where the base run was cold (remote::coldCallsOnThisThread: a
+  /// variant's first call in a freshly started worker, its first of a shape
+  /// it compiles for, a captured graph's first replay): "run 0 was
+  /// <kernel>'s first call ..." for a property's summary when run 0 alone
+  /// differs; else "".
   std::string coldBaseRunNote() const;
   /// A further run on another batch layout (not cached); beside a schedule-
   /// perturbing load when `perturb_schedule` (or the context's own setting).
@@ -46,7 +47,7 @@ class CaseContext {
   KernelInfo kernel_;
   ExecContext exec_;
   std::optional<RunResult> base_;
-  bool base_cold_ = false;  // the base run made a first call in a fresh worker
+  std::string base_cold_why_;  // how the base run was cold (a first call in a fresh worker, ...), or empty
   std::optional<std::vector<ReferenceTensor>> reference_;
   double kernel_seconds_ = 0, oracle_seconds_ = 0;
   std::unique_ptr<InputCache> inputs_ = std::make_unique<InputCache>();  // exec_.inputs points here

@@ -79,7 +79,7 @@ class RmsNormOp final : public OpAdapter {
     ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
     const auto t0 = std::chrono::steady_clock::now();
     k.forward(RmsNormForwardArgs{shape, x, w, y, rstd, b}, env);
-    k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, db}, env);
+    if (k.backward) k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, db}, env);
     const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("rmsnorm forward + backward")
                                                                   : "";
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -47,6 +47,13 @@ enum class FusedAddDefect { None, NormOfUnroundedSum, UninitialisedResidual };
 void fusedAddRmsnormForwardHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* x, const void* residual,
                                 const void* w, void* residual_out, void* y,
                                 FusedAddDefect defect = FusedAddDefect::None);
+// The same as two separate steps, as a model without the fusion runs them:
+// residual_out = x + residual stored in `rdtype`; then y = RMSNorm of that
+// stored residual (read in `rdtype`, y in s.dtype). Bit for bit the fused
+// forward's residual_out and y.
+void residualAddHost(const RmsNormShape& s, Dtype rdtype, const void* x, const void* residual, void* residual_out);
+void rmsnormOfResidualHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* residual, const void* w,
+                           void* y);
 // Its backward: the forward's residual_out and rstd again, then
 // g = dresidual_out + dnorm(dy) in fp32, stored to dx (x's dtype) and
 // dresidual (the residual's); dw_j = sum_i dy_ij xhat_ij.

@@ -47,6 +47,15 @@ float roundTo(Dtype t, float v) {
   return load(t, element, 0);
 }
 
+/// Row i of y = v rstd(v) w, rounded to y's dtype: v the row's values as the
+/// norm reads them (fp32), summed in column order.
+void normaliseRow(const RmsNormShape& s, Dtype wdtype, const std::vector<float>& v, const void* w, void* y, int64_t i) {
+  float sum_sq = 0.f;
+  for (int64_t j = 0; j < s.cols; ++j) sum_sq += v[size_t(j)] * v[size_t(j)];
+  const float r = 1.0f / std::sqrt(sum_sq / float(s.cols) + s.eps);
+  for (int64_t j = 0; j < s.cols; ++j) store(s.dtype, y, i * s.stride + j, v[size_t(j)] * r * load(wdtype, w, j));
+}
+
 }  // namespace
 
 void rmsnormForwardHost(const RmsNormShape& s, Dtype wdtype, const void* x, const void* w, const void* b, void* y,
@@ -104,17 +113,31 @@ void fusedAddRmsnormForwardHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtyp
   }
   std::vector<float> v(size_t(s.cols));
   for (int64_t i = 0; i < s.rows; ++i) {
-    float sum_sq = 0.f;
     for (int64_t j = 0; j < s.cols; ++j) {
       const int64_t e = i * s.stride + j;
       const float sum = load(s.dtype, x, e) + load(read_as, residual, e);
       store(rdtype, residual_out, e, sum);
       // The norm reads the stored (rounded) sum; the defect, the fp32 one.
       v[size_t(j)] = defect == FusedAddDefect::NormOfUnroundedSum ? sum : load(rdtype, residual_out, e);
-      sum_sq += v[size_t(j)] * v[size_t(j)];
     }
-    const float r = 1.0f / std::sqrt(sum_sq / float(s.cols) + s.eps);
-    for (int64_t j = 0; j < s.cols; ++j) store(s.dtype, y, i * s.stride + j, v[size_t(j)] * r * load(wdtype, w, j));
+    normaliseRow(s, wdtype, v, w, y, i);
+  }
+}
+
+void residualAddHost(const RmsNormShape& s, Dtype rdtype, const void* x, const void* residual, void* residual_out) {
+  for (int64_t i = 0; i < s.rows; ++i)
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const int64_t e = i * s.stride + j;
+      store(rdtype, residual_out, e, load(s.dtype, x, e) + load(rdtype, residual, e));
+    }
+}
+
+void rmsnormOfResidualHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* residual, const void* w,
+                           void* y) {
+  std::vector<float> v(size_t(s.cols));
+  for (int64_t i = 0; i < s.rows; ++i) {
+    for (int64_t j = 0; j < s.cols; ++j) v[size_t(j)] = load(rdtype, residual, i * s.stride + j);
+    normaliseRow(s, wdtype, v, w, y, i);
   }
 }
 

@@ -42,6 +42,14 @@ int hostFusedAdd(const ulpcheck_fused_add_rmsnorm_forward_args* a, const ulpchec
                                     a->residual.data, a->w.data, a->residual_out.data, a->y.data, kDefect);
   return 0;
 }
+// The unfused pipeline mylib's fused add replaces: the add, then the norm.
+int hostAddThenRmsnorm(const ulpcheck_fused_add_rmsnorm_forward_args* a, const ulpcheck_launch*) {
+  const mylib::RmsNormShape s = shapeOf(a->x, a->eps);
+  mylib::residualAddHost(s, dtypeOf(a->residual.dtype), a->x.data, a->residual.data, a->residual_out.data);
+  mylib::rmsnormOfResidualHost(s, dtypeOf(a->residual.dtype), dtypeOf(a->w.dtype), a->residual_out.data, a->w.data,
+                               a->y.data);
+  return 0;
+}
 int hostFusedAddBackward(const ulpcheck_fused_add_rmsnorm_backward_args* a, const ulpcheck_launch*) {
   mylib::fusedAddRmsnormBackwardHost(shapeOf(a->x, a->eps), dtypeOf(a->residual.dtype), dtypeOf(a->w.dtype), a->x.data,
                                      a->residual.data, a->w.data, a->dy.data, a->dresidual_out.data, a->dx.data,
@@ -98,9 +106,12 @@ ulpcheck_variant rmsnorm(const char* name, const char* description, ulpcheck_bac
   return v;
 }
 
+/// A fused add of mylib's; `unfused` (ABI version 4): the pipeline of
+/// separate steps it must equal bit for bit on residual_out and y.
 ulpcheck_variant fusedAddRmsnorm(const char* name, const char* description,
                                  ulpcheck_fused_add_rmsnorm_forward_fn forward,
-                                 ulpcheck_fused_add_rmsnorm_backward_fn backward) {
+                                 ulpcheck_fused_add_rmsnorm_backward_fn backward,
+                                 const char* unfused = "mylib_add_then_rmsnorm_host") {
   ulpcheck_variant v{};
   v.op = "fused_add_rmsnorm";
   v.name = name;
@@ -112,6 +123,8 @@ ulpcheck_variant fusedAddRmsnorm(const char* name, const char* description,
   v.spec = kFusedAddSpec;
   v.fused_add_rmsnorm_forward = forward;
   v.fused_add_rmsnorm_backward = backward;  // ABI version 3; NULL: forward only
+  v.unfused_pipeline = unfused;
+  v.bitwise_with_unfused = "residual_out,y";
   return v;
 }
 
@@ -119,9 +132,13 @@ const ulpcheck_variant kVariants[] = {
     fusedAddRmsnorm("mylib_fused_add_rmsnorm_host",
                     "mylib's host fused residual add + RMSNorm: the norm of the stored residual_out", hostFusedAdd<>,
                     hostFusedAddBackward),
+    fusedAddRmsnorm("mylib_add_then_rmsnorm_host",
+                    "mylib's residual add and RMSNorm as two steps: the unfused pipeline its fused add replaces",
+                    hostAddThenRmsnorm, hostFusedAddBackward, nullptr),
     // Defect classes fused adds have shipped, kept to show what ulpcheck
     // catches (forward only): the norm of the unrounded fp32 sum where the
-    // rounded one is promised (aiter PR #2586), and a residual read from
+    // rounded one is promised (aiter PR #2586: y differs from the unfused
+    // pipeline's, which fused_vs_unfused sees), and a residual read from
     // memory nobody wrote (vLLM PR #41972's "zero" residual from empty_like).
     fusedAddRmsnorm("mylib_fused_add_rmsnorm_host_unrounded_sum",
                     "mylib's host fused add normalising the unrounded fp32 sum, declaring the rounded one (defect)",

@@ -1,4 +1,4 @@
-/* ulpcheck plugin ABI, version 3: how a shared library puts its own norm
+/* ulpcheck plugin ABI, version 4: how a shared library puts its own norm
  * kernels under ulpcheck's properties without editing ulpcheck.
  *
  * A plugin is a shared library that exports one C function,
@@ -35,6 +35,10 @@
  * (ulpcheck_variant::fused_add_rmsnorm_backward); a version 2 plugin's
  * fused add variants are forward only.
  *
+ * Version 4 appends a fused variant's unfused pipeline and the outputs it
+ * equals bit for bit (ulpcheck_variant::unfused_pipeline,
+ * bitwise_with_unfused), for the fused_vs_unfused property.
+ *
  * The specs (what the outputs must equal, up to a rounding-error budget):
  *   RMSNorm   rstd_i = 1 / sqrt(mean_j x_ij^2 + eps)      (fp32, rows x 1)
  *             y_ij   = x_ij rstd_i w_j
@@ -58,7 +62,7 @@
 extern "C" {
 #endif
 
-#define ULPCHECK_ABI_VERSION 3u
+#define ULPCHECK_ABI_VERSION 4u
 
 typedef enum { ULPCHECK_F32 = 0, ULPCHECK_F16 = 1, ULPCHECK_BF16 = 2 } ulpcheck_dtype;
 #define ULPCHECK_DTYPE_BIT(t) (1u << (unsigned)(t))
@@ -230,6 +234,19 @@ typedef struct {
   /* fused_add_rmsnorm's backward (NULL: the variant is forward only; its
    * workspace, if any, is workspace_bytes'). */
   ulpcheck_fused_add_rmsnorm_backward_fn fused_add_rmsnorm_backward;
+
+  /* ---- ABI version 4 ---- */
+  /* A fused variant's unfused pipeline: the name of another variant of the
+   * same op (in this plugin, or ulpcheck's own) that computes the same spec
+   * as separate steps, as a library without the fusion runs them; and the
+   * outputs this one promises to equal it on, bit for bit, comma-separated
+   * ("residual_out,y"). The fused_vs_unfused property runs both on every
+   * case and compares those outputs: what a fusion that skips a rounding
+   * the separate steps make breaks (aiter PR #2586), however small the
+   * difference. NULL: not a fused variant (bitwise_with_unfused is then
+   * ignored); with a pipeline, at least one output is required. */
+  const char* unfused_pipeline;
+  const char* bitwise_with_unfused;
 } ulpcheck_variant;
 
 typedef struct {

@@ -29,9 +29,11 @@ namespace {
 constexpr size_t kLargestWorkspaceBytes = size_t{1} << 47;
 
 // Version 1's ulpcheck_variant: every field before version 2's `spec`;
-// version 2's, every field before version 3's fused add backward.
+// version 2's, every field before version 3's fused add backward; version
+// 3's, every field before version 4's unfused pipeline.
 constexpr size_t kVariantSizeV1 = offsetof(ulpcheck_variant, spec);
 constexpr size_t kVariantSizeV2 = offsetof(ulpcheck_variant, fused_add_rmsnorm_backward);
+constexpr size_t kVariantSizeV3 = offsetof(ulpcheck_variant, unfused_pipeline);
 
 /// The variant size a plugin of ABI version `abi` must state (0: a version
 /// this ulpcheck cannot read).
@@ -39,7 +41,8 @@ size_t variantSizeOf(uint32_t abi) {
   switch (abi) {
     case 1: return kVariantSizeV1;
     case 2: return kVariantSizeV2;
-    case 3: return sizeof(ulpcheck_variant);
+    case 3: return kVariantSizeV3;
+    case 4: return sizeof(ulpcheck_variant);
     default: return 0;
   }
 }
@@ -127,6 +130,21 @@ SpecSupport declaredSpecs(const ulpcheck_variant& v, const OpDoor& door) {
 }
 
 /// Why variant i of the plugin cannot be used; empty if it can.
+/// The outputs of a comma-separated list ("residual_out, y"); empty for NULL.
+std::vector<std::string> outputsNamedIn(const char* list) {
+  std::vector<std::string> out;
+  std::string item;
+  for (const char c : std::string(list ? list : "") + ",") {
+    if (c != ',') {
+      if (c != ' ') item += c;
+    } else if (!item.empty()) {
+      out.push_back(std::move(item));
+      item.clear();
+    }
+  }
+  return out;
+}
+
 std::string problemWith(const ulpcheck_variant& v) {
   if (!validName(v.name)) return "its name must be letters, digits, '_', '-' or '.'";
   const OpDoor* door = v.op ? findDoor(v.op) : nullptr;
@@ -141,6 +159,15 @@ std::string problemWith(const ulpcheck_variant& v) {
   if (v.preconditions & ~3u) return fmt::format("unknown precondition bits {:#x}", v.preconditions);
   if (v.row_depth < 0 || v.col_depth < 0 || v.max_cols < 0) return "depths and max_cols must be >= 0";
   if (std::string why = door->plugin_problem(v); !why.empty()) return why;
+  if (v.unfused_pipeline) {
+    if (!validName(v.unfused_pipeline) || std::string(v.unfused_pipeline) == v.name)
+      return fmt::format("its unfused pipeline '{}' must be the name of another variant", v.unfused_pipeline);
+    const std::vector<std::string> outputs = outputsNamedIn(v.bitwise_with_unfused);
+    if (outputs.empty())
+      return "it names an unfused pipeline but no output it equals bit for bit (bitwise_with_unfused)";
+    for (const std::string& o : outputs)
+      if (!validName(o.c_str())) return fmt::format("bitwise_with_unfused names '{}', not an output name", o);
+  }
   for (const KernelInfo& k : kernelCatalog())
     if (k.name == v.name) return fmt::format("the name is taken (by {} variant '{}', {})", k.op, k.name, k.origin);
   return "";
@@ -228,6 +255,10 @@ const LoadedPlugin& loadPlugin(const std::string& given) {
     info.contracts.batch_invariant = v.contracts & ULPCHECK_BATCH_INVARIANT;
     info.contracts.column_reduction_ftz = v.contracts & ULPCHECK_COLUMN_SUM_FLUSHES_SUBNORMALS;
     info.contracts.accumulation = dtypeOf(v.accumulation);
+    if (v.unfused_pipeline) {
+      info.contracts.unfused_pipeline = v.unfused_pipeline;
+      info.contracts.bitwise_with_unfused = outputsNamedIn(v.bitwise_with_unfused);
+    }
     info.description = v.description ? v.description : "";
     info.preconditions = {bool(v.preconditions & ULPCHECK_NEEDS_CONTIGUOUS_ROWS),
                           bool(v.preconditions & ULPCHECK_NEEDS_ALIGNED_ROWS), v.max_cols};

@@ -230,7 +230,12 @@ std::string describeExit(int status) {
   return "ended";
 }
 
-thread_local uint64_t t_cold_calls = 0;  // coldCallsOnThisThread()
+thread_local ColdCalls t_cold_calls;  // coldCallsOnThisThread()
+
+void countColdCall(std::string why) {
+  ++t_cold_calls.count;
+  t_cold_calls.last_why = std::move(why);
+}
 
 /// A worker process: started on the first call, again after one ended.
 /// `command` gives its argv for a socket fd (the C++ worker, or Python's).
@@ -244,9 +249,10 @@ class Worker {
   /// (dtype, N, power-of-two bucket of M), which gets kCompileSeconds.
   json call(const json& request, const std::string& what, double timeout, bool compiles_per_shape = false) {
     if (pid_ < 0) start(what);
-    const bool cold =
-        called_.insert(request.at("variant").get<std::string>() + " " + request.at("entry").get<std::string>()).second;
-    if (cold) ++t_cold_calls;
+    // Why this call runs cold, if it does (coldCallsOnThisThread), counted once it returned.
+    std::string cold_why;
+    if (called_.insert(request.at("variant").get<std::string>() + " " + request.at("entry").get<std::string>()).second)
+      cold_why = "first call after its worker started";
     if (compiles_per_shape) {
       const json& s = request.at("shape");  // dtype, M, N, ld, eps
       // The spec too: a weight dtype or an absent parameter is another kernel to compile.
@@ -256,7 +262,7 @@ class Worker {
                                           request.value("spec", json::object()).dump());
       if (compiled_.insert(key).second) {
         timeout = std::max(timeout, kCompileSeconds);
-        if (!cold) ++t_cold_calls;  // the first call of a shape it compiles for is cold too
+        if (cold_why.empty()) cold_why = "first call of a shape it compiles for";
       }
     }
     // The coordinator's own GPU work on these buffers (poisoning outputs,
@@ -285,6 +291,9 @@ class Worker {
     if (r != 1) throw died(what);
     if (reply.value("fatal", false)) stop();  // its CUDA context is lost: it exits, a new one starts next time
     if (!reply.value("ok", false)) throw KernelFailure(reply.value("error", std::string("(no message)")));
+    // What only the worker knows, and the most precise: a captured CUDA graph's first replay.
+    if (reply.value("cold", false)) cold_why = "first replay of the CUDA graph it captured for this shape";
+    if (!cold_why.empty()) countColdCall(std::move(cold_why));
     // Judged by memory_safety as if the kernel had run here (its outputs are
     // still collected: what the failed launch left unwritten shows).
     if (reply.contains("unchecked_launch")) reportWorkerUncheckedLaunch(reply.at("unchecked_launch"));
@@ -617,6 +626,8 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       info.contracts.deterministic = v.at("deterministic");
       info.contracts.batch_invariant = v.at("batch_invariant");
       info.contracts.accumulation = dtypeNamed(v.at("accumulation"));
+      info.contracts.unfused_pipeline = v.value("unfused_pipeline", std::string());
+      info.contracts.bitwise_with_unfused = v.value("bitwise_with_unfused", std::vector<std::string>{});
       info.preconditions = {v.at("contiguous_rows"), v.at("aligned_rows"), v.at("max_cols").get<int64_t>(),
                             v.value("cols", std::vector<int64_t>{})};
       info.origin = v.at("origin");
@@ -659,7 +670,7 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
   return names;
 }
 
-uint64_t coldCallsOnThisThread() { return t_cold_calls; }
+const ColdCalls& coldCallsOnThisThread() { return t_cold_calls; }
 
 int serve(int fd) {
   if (!sendMessage(fd, json{{"ready", true}})) return 1;

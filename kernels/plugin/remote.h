@@ -50,14 +50,20 @@ bool canRunInWorker(const std::string& op);
 /// closes it; the return value is the process's exit status.
 int serve(int fd);
 
-/// How many calls this thread has made that were a variant entry point's
+/// The calls this thread has made that ran cold: a variant entry point's
 /// first in its worker process since that process started (a worker
-/// restarted after a crash starts cold again), or, for a variant that
-/// compiles per shape, the first of a shape. A first call runs cold: lazy
-/// initialisation, JIT compiles, first allocations, the first launch of a
-/// CUDA module; a kernel wrong only then (aiter #4888) differs from the
+/// restarted after a crash starts cold again); for a variant that compiles
+/// per shape, the first of a shape; for one that runs as a captured CUDA
+/// graph (Python's cuda_graphs=True), a graph's first replay, as the worker
+/// says. A cold call meets lazy initialisation, JIT compiles, first
+/// allocations, the first launch of a CUDA module, what a graph's capture
+/// left behind; a kernel wrong only then (aiter #4888) differs from the
 /// later calls of the same case, and properties comparing runs say so.
-uint64_t coldCallsOnThisThread();
+struct ColdCalls {
+  uint64_t count = 0;
+  std::string last_why;  // "first call after its worker started", ...
+};
+const ColdCalls& coldCallsOnThisThread();
 
 /// Python kernels: asks the Python worker (python -m ulpcheck.worker, the
 /// package in python/ or <prefix>/share/ulpcheck/python; the interpreter

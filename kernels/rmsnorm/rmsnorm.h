@@ -54,6 +54,8 @@ struct RmsNormKernel {
   KernelInfo info;
   std::function<size_t(const RowShape&, const LaunchEnv&)> workspace_bytes;
   std::function<void(const RmsNormForwardArgs&, const LaunchEnv&)> forward;
+  /// Empty for a variant without one (an inference kernel through the
+  /// Python door, backward=None): dx, dw and db are then unprovided outputs.
   std::function<void(const RmsNormBackwardArgs&, const LaunchEnv&)> backward;
   /// The reduction depths of this launch, for the error budget.
   std::function<ReductionDepths(const RowShape&, const LaunchEnv&)> depths;

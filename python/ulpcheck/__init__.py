@@ -19,7 +19,7 @@ every property on them, in a worker process (python -m ulpcheck.worker):
 
 Calls:
   rmsnorm:   forward(x, w, eps) -> y, or (y, rstd) with saves_stats=True;
-             backward(x, w, dy, rstd, eps) -> (dx, dw)
+             backward(x, w, dy, rstd, eps) -> (dx, dw), or backward=None
              with bias_variants=True, cases with a bias (y = xhat w + b) call
              forward(x, w, eps, bias=b) and backward(..., eps, has_bias=True) -> (dx, dw, db)
   layernorm: forward(x, gamma, beta, eps) -> y, or (y, mean, rstd) with saves_stats=True;
@@ -31,6 +31,17 @@ results are copied into ulpcheck's poisoned output buffers, so they must
 have the output's shape and dtype (statistics: fp32, one per row, or x's
 dtype with stats="activation"). A variant declares its contracts honestly:
 ulpcheck holds it to them.
+
+cuda_graphs=True runs a variant as serving stacks run theirs: per shape, one
+eager warm-up call, then the call captured into a torch.cuda.CUDAGraph over
+buffers the worker owns; every call copies the inputs in, replays the graph
+and copies the results out. The first replay of each graph is checked
+against the later ones (a kernel wrong only there: aiter #4888's class).
+
+unfused_pipeline="other_variant", bitwise_with_unfused=("residual_out", "y")
+declares a fused variant's pipeline of separate steps (another registered
+variant of the op) and the outputs it equals bit for bit: the
+fused_vs_unfused property runs both on every case and compares them.
 
 Its spec: `rounding`, `weight_offset` and `stats` name the one spec the
 variant implements (Liger's llama mode: rounding="llama"; a Gemma RMSNorm:
@@ -71,6 +82,9 @@ class Variant:
     saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
     two_pass_statistics: bool = False     # LayerNorm: mean, then sum (x - mean)^2 (not running means, as Welford)
     compiles_per_shape: bool = False      # JIT-compiles per (dtype, N, M bucket): each first call gets 900 s, not --case-timeout
+    cuda_graphs: bool = False             # runs as serving stacks run it: captured per shape, replayed (first replay checked)
+    unfused_pipeline: str = ""            # a fused variant's pipeline of separate steps (another variant of the op)
+    bitwise_with_unfused: tuple = ()      # ... and the outputs it equals bit for bit ("residual_out", "y")
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
     # Its spec options (ulpcheck/ops: fp32_weights, rounding, weight_offset, stats,
@@ -84,6 +98,7 @@ class Variant:
         d["dtypes"] = list(self.dtypes)
         d["libraries"] = list(self.libraries)
         d["cols"] = [int(n) for n in self.cols]
+        d["bitwise_with_unfused"] = list(self.bitwise_with_unfused)
         return d
 
 
@@ -108,6 +123,11 @@ def _register(op: str, name: str, **kw) -> Variant:
     v = Variant(op=op, name=name, spec=spec, **kw)
     if v.backend not in ("cuda", "host"):
         raise ValueError(f"{name}: backend must be 'cuda' or 'host', not {v.backend!r}")
+    if v.unfused_pipeline and (v.unfused_pipeline == name or not v.bitwise_with_unfused):
+        raise ValueError(f"{name}: unfused_pipeline names another variant, with the outputs it equals "
+                         f"(bitwise_with_unfused=('residual_out', ...))")
+    if v.cuda_graphs and v.backend != "cuda":
+        raise ValueError(f"{name}: cuda_graphs=True needs backend='cuda'")
     if not v.dtypes or any(t not in DTYPES for t in v.dtypes):
         raise ValueError(f"{name}: dtypes must be among {DTYPES}, not {v.dtypes!r}")
     for rule in ops.OPS[op].rules:
@@ -119,8 +139,9 @@ def _register(op: str, name: str, **kw) -> Variant:
     return v
 
 
-def rmsnorm(name: str, *, forward: Callable, backward: Callable, **kw) -> Variant:
-    """Registers an RMSNorm variant (see the module's docstring for the calls)."""
+def rmsnorm(name: str, *, forward: Callable, backward: Optional[Callable], **kw) -> Variant:
+    """Registers an RMSNorm variant (see the module's docstring for the calls);
+    backward=None for an inference kernel without one (dx and dw are then not judged)."""
     return _register("rmsnorm", name, forward=forward, backward=backward, **kw)
 
 

@@ -1,7 +1,8 @@
 """Fused add + RMSNorm variants for the Python door's suite, each declaring
 one spec and computing the other: the two orders production libraries ship
 (the norm of the rounded sum, the unfused pipeline's and Liger's; of the
-fp32 sum, FlashInfer's and quack's), confused; Llama's x-hat rounding
+fp32 sum, FlashInfer's and quack's), confused, one of them against its
+unfused pipeline; Llama's x-hat rounding
 declared and skipped; a backward with quack PR #53's bug (the gradient
 reaching residual_out passed through the norm's backward with dy, not added
 after it); and a forward wrong on its first call in a worker only (cold:
@@ -27,8 +28,12 @@ def norm_of_rounded_sum(x, residual, w, eps):
     return _rms(residual_out, w, eps).to(x.dtype), residual_out
 
 
+# The unfused pipeline (the add, then the norm of what it stored), and a fused
+# variant declaring it: the norm of the fp32 sum instead, aiter PR #2586's class.
+ulpcheck.fused_add_rmsnorm("py_add_then_norm", forward=norm_of_rounded_sum, backend="host", dtypes=("bf16", "fp16"))
 ulpcheck.fused_add_rmsnorm("py_fused_add_fp32_sum_declared_rounded", forward=norm_of_fp32_sum, backend="host",
-                           dtypes=("bf16", "fp16"))
+                           dtypes=("bf16", "fp16"), unfused_pipeline="py_add_then_norm",
+                           bitwise_with_unfused=("residual_out", "y"))
 ulpcheck.fused_add_rmsnorm("py_fused_add_rounded_sum_declared_fp32", forward=norm_of_rounded_sum, backend="host",
                            dtypes=("bf16", "fp16"), sum="fp32")
 # Declares Llama's x-hat rounding (vLLM's, Liger's default) and multiplies the unrounded x-hat (vLLM PR #42379's class).

@@ -18,18 +18,19 @@
 #define KIND_TAKEN_NAME 5
 #define KIND_DUPLICATE_NAME 6  // two variants of one name: the first correct, the second aborting
 #define KIND_NO_VARIANTS 7
-#define KIND_HUGE_WORKSPACE 8        // workspace_bytes answers (size_t)-1, SIZE_MAX - 4096, 2^44
-#define KIND_CRASHING_CONSTRUCTOR 9  // the library's static constructor segfaults when it is loaded
-#define KIND_CXX_ENTRY 10            // the entry point declared without extern "C" (a C++-mangled symbol)
-#define KIND_BAD_VARIANT_SIZE 11     // built against another header's ulpcheck_variant
-#define KIND_NULL_TABLE 12           // the entry point returns no table
-#define KIND_NO_BACKWARD 13          // rmsnorm without its backward entry point
-#define KIND_BAD_NAME 14             // a variant name with a space
-#define KIND_BAD_DTYPES 15           // a dtype mask naming no dtype ulpcheck knows
-#define KIND_EXITING_CONSTRUCTOR 16  // the library's static constructor calls exit(0) when it is loaded
-#define KIND_SPEC_UNKNOWN_OPTION 17  // declares a spec option its op has not (LayerNorm's on RMSNorm)
-#define KIND_SPEC_BAD_NAME 18        // declares a rounding ulpcheck does not know
-#define KIND_SPEC_BAD_VALUE 19       // declares an option with a value it cannot take
+#define KIND_HUGE_WORKSPACE 8            // workspace_bytes answers (size_t)-1, SIZE_MAX - 4096, 2^44
+#define KIND_CRASHING_CONSTRUCTOR 9      // the library's static constructor segfaults when it is loaded
+#define KIND_CXX_ENTRY 10                // the entry point declared without extern "C" (a C++-mangled symbol)
+#define KIND_BAD_VARIANT_SIZE 11         // built against another header's ulpcheck_variant
+#define KIND_NULL_TABLE 12               // the entry point returns no table
+#define KIND_NO_BACKWARD 13              // rmsnorm without its backward entry point
+#define KIND_BAD_NAME 14                 // a variant name with a space
+#define KIND_BAD_DTYPES 15               // a dtype mask naming no dtype ulpcheck knows
+#define KIND_EXITING_CONSTRUCTOR 16      // the library's static constructor calls exit(0) when it is loaded
+#define KIND_SPEC_UNKNOWN_OPTION 17      // declares a spec option its op has not (LayerNorm's on RMSNorm)
+#define KIND_SPEC_BAD_NAME 18            // declares a rounding ulpcheck does not know
+#define KIND_SPEC_BAD_VALUE 19           // declares an option with a value it cannot take
+#define KIND_UNFUSED_WITHOUT_OUTPUTS 20  // names an unfused pipeline but no output to compare with it
 
 namespace {
 
@@ -181,9 +182,9 @@ ulpcheck_variant variant(const char* op, const char* name, uint32_t precondition
 #endif
 
 #if TEST_PLUGIN_KIND == KIND_GOOD
-// Built against this ulpcheck's header and, as test_plugin_good_v1 and
-// test_plugin_good_v2, against version 1's and 2's (tests/plugins/v1, v2):
-// the same table less what the later versions added.
+// Built against this ulpcheck's header and, as test_plugin_good_v1, _v2 and
+// _v3, against version 1's, 2's and 3's (tests/plugins/v1, v2, v3): the
+// same table less what the later versions added.
 const ulpcheck_variant kVariants[] = {
     variant("rmsnorm", "test_rmsnorm_contiguous", ULPCHECK_NEEDS_CONTIGUOUS_ROWS, 512, backwardContiguous),
     variant("rmsnorm", "test_rmsnorm_fails_past_64_rows", 0, 0, backwardFailsPast64Rows),
@@ -207,6 +208,14 @@ const ulpcheck_variant kVariants[] = {
 #elif TEST_PLUGIN_KIND == KIND_SPEC_BAD_VALUE
 const ulpcheck_variant kVariants[] = {
     withSpec(variant("rmsnorm", "test_rmsnorm_bias_maybe", 0, 0, backwardWithSpec), "bias_variants=maybe")};
+#elif TEST_PLUGIN_KIND == KIND_UNFUSED_WITHOUT_OUTPUTS
+ulpcheck_variant unfusedWithoutOutputs() {
+  ulpcheck_variant v = fusedAdd();
+  v.unfused_pipeline = "host_fused_add";
+  v.bitwise_with_unfused = " , ";
+  return v;
+}
+const ulpcheck_variant kVariants[] = {unfusedWithoutOutputs()};
 #elif TEST_PLUGIN_KIND == KIND_BAD_OP
 const ulpcheck_variant kVariants[] = {variant("softmax", "test_softmax", 0, 0, backwardContiguous)};
 #elif TEST_PLUGIN_KIND == KIND_TAKEN_NAME

@@ -50,6 +50,17 @@ inline std::string reproArgsIn(const std::string& output) {
   return "";
 }
 
+/// The failure `output` reports fails again when its repro command runs on
+/// its own (exit `code`), saying `says`.
+inline void expectReproFailsAgain(const std::string& output, const std::string& says,
+                                  int code = exit_code::kPropertyFailed) {
+  const std::string repro = reproArgsIn(output);
+  ASSERT_EQ(repro.rfind("repro '", 0), 0u) << output;
+  const Result again = cli(repro);
+  EXPECT_EQ(again.code, code) << repro << "\n" << again.output;
+  EXPECT_NE(again.output.find(says), std::string::npos) << again.output;
+}
+
 /// A campaign over a plugin variant that faults in one shape regime
 /// (in_regime(N)): every fault is a failing case (exit 1; 5 where the kernel
 /// hung) saying what happened, its repro fails again, and at least 90% of
@@ -80,11 +91,7 @@ inline void expectFaultIsolated(const std::string& plugin, const std::string& ke
   EXPECT_GE(others_judged, others * 9 / 10) << others_judged << " of " << others << " other cases judged";
   std::printf("%s: %d failing cases in the regime; %d of %d other cases judged\n", kernel.c_str(), faulting,
               others_judged, others);
-  const std::string repro = reproArgsIn(r.output);
-  ASSERT_FALSE(repro.empty()) << r.output;
-  const Result again = cli(repro);
-  EXPECT_EQ(again.code, exit_code) << repro << "\n" << again.output;
-  EXPECT_NE(again.output.find(says), std::string::npos) << again.output;
+  expectReproFailsAgain(r.output, says, exit_code);
 }
 
 inline std::function<bool(int64_t)> atN(int64_t n) {

@@ -1,6 +1,7 @@
-"""FlashInfer's fused add + RMSNorm, both of its backends, called directly.
+"""FlashInfer's fused add + RMSNorm and RMSNorm, both of its backends, called directly.
 
     ulpcheck run --python python/ulpcheck/adapters/flashinfer_ops.py --op fused_add_rmsnorm
+    ulpcheck run --python python/ulpcheck/adapters/flashinfer_ops.py --op rmsnorm
 
 flashinfer.fused_add_rmsnorm(input, residual, weight, eps) (flashinfer-python
 0.7.2.post1, norm/__init__.py:769-805) picks its backend at run time: the
@@ -30,6 +31,18 @@ were found by ulpcheck on the H200 before the precondition was declared
 (docs/external-kernels.md). The CUDA backend is built with fast math: it
 flushes subnormal sums, so residual_out is 0 where RN(x + residual) is
 subnormal; its accuracy fails on such cases, recorded there too.
+
+flashinfer.rmsnorm(input, weight, eps, out) and gemma_rmsnorm
+(norm/__init__.py:642-698, 963-1019) pick their backend the same way:
+rmsnorm_cute (norm/kernels/rmsnorm.py:1320-1360; x in fp32, rstd =
+rsqrt(mean(x^2) + eps, fastmath) at :389, y = x rstd (w + weight_bias) in
+fp32 and one rounding to T at :406-408) or the CUDA module's rmsnorm
+(csrc/norm.cu, input and output row strides passed through; fp16/bf16 only).
+The plain spec, weights in x's dtype; no backward and rstd not saved (an
+inference kernel): flashinfer_rmsnorm_{cute,cuda}{,_gemma} declare
+backward=None and are judged on y. The CUDA backend's fast math flushes
+subnormal x to zero there too (y = 0 for a row of bf16 subnormals, where
+x / sqrt(eps) is normal; docs/external-kernels.md).
 """
 
 import importlib
@@ -41,11 +54,15 @@ import ulpcheck
 fi_norm = importlib.import_module("flashinfer.norm")
 
 
-def _copy_with_layout(t):
-    """A copy of the M x N view t with t's row stride (clone() would make it contiguous)."""
+def _empty_with_layout(t):
+    """An M x N tensor with the M x N view t's row stride (empty_like would make it contiguous)."""
     rows, cols = t.shape
-    storage = torch.empty((rows, t.stride(0)), dtype=t.dtype, device=t.device)
-    out = storage[:, :cols]
+    return torch.empty((rows, t.stride(0)), dtype=t.dtype, device=t.device)[:, :cols]
+
+
+def _copy_with_layout(t):
+    """A copy of t with its row stride (clone() would make it contiguous)."""
+    out = _empty_with_layout(t)
     out.copy_(t)
     return out
 
@@ -79,3 +96,27 @@ for backend, which in ((_cute, "cute"), (_cuda, "cuda")):
             libraries=("torch", "flashinfer"),
             description=f"FlashInfer's fused_add_rmsnorm, its {'CuTe DSL' if which == 'cute' else 'CUDA JIT'} "
                         f"backend{what}: the norm of the fp32 sum")
+
+
+def _rmsnorm_variant(which, weight_bias):
+    def forward(x, w, eps):
+        out = _empty_with_layout(x)  # the input's row stride: the CuTe backend's strided kernel for ld > N
+        if which == "cute":
+            fi_norm.rmsnorm_cute(x, w, out, eps, weight_bias=weight_bias, enable_pdl=False)
+        elif weight_bias == 0.0:
+            fi_norm.get_norm_module().rmsnorm(out, x, w, eps, False)
+        else:
+            fi_norm.get_norm_module().gemma_rmsnorm(out, x, w, eps, False)
+        return out
+
+    return forward
+
+
+for which in ("cute", "cuda"):
+    for weight_bias, suffix, what in ((0.0, "", ""), (1.0, "_gemma", ", weight_bias=1.0 (gemma_rmsnorm: 1 + w)")):
+        ulpcheck.rmsnorm(
+            f"flashinfer_rmsnorm_{which}{suffix}", forward=_rmsnorm_variant(which, weight_bias), backward=None,
+            backend="cuda", dtypes=("fp16", "bf16"), weight_offset=weight_bias, compiles_per_shape=True,
+            aligned_rows=True, libraries=("torch", "flashinfer"),
+            description=f"FlashInfer's rmsnorm, its {'CuTe DSL' if which == 'cute' else 'CUDA JIT'} backend{what}: "
+                        "forward only")

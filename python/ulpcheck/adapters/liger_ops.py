@@ -40,7 +40,7 @@ The specs they implement (liger-kernel 0.8.5, read from its source):
   Y = S_row (offset + W) in fp32 (offset an fp32 runtime scalar, :115),
   rounded once; its backward as the RMSNorm llama mode's (m = (dY (W +
   offset)) in fp32, dW += dY RN_T(S rstd) in T, :193-200), plus dS_out.
-  Not yet run on the GPU (2026-11-26: the session's device time ran out).
+  On the H100 (2026-11-27) its 200 cases of seed 0x3011 passed on that spec.
   The three fused adds are declared not batch invariant: with rows strided
   by a multiple of 16 elements (ld = 928, N = 923), a row's y alone (M = 1)
   and in a batch (M = 43) differed in 6 of 276,900 fp16 elements on the

@@ -1,7 +1,8 @@
 """RMSNorm through the Python door.
 
 forward(x, w, eps) -> y, or (y, rstd) with saves_stats=True;
-backward(x, w, dy, rstd, eps) -> (dx, dw). With bias_variants=True, cases
+backward(x, w, dy, rstd, eps) -> (dx, dw), or backward=None (an inference
+kernel: its forward alone is judged). With bias_variants=True, cases
 with a bias (y = xhat w + b, quack's rmsnorm(bias=)) call forward(x, w, eps,
 bias=b) and backward(..., eps, has_bias=True) -> (dx, dw, db).
 """

@@ -139,10 +139,24 @@ TEST(Plugin, AVersion1PluginLoadsAndPassesUnchanged) {
   EXPECT_EQ(contiguous.code, exit_code::kOk) << contiguous.output;
 }
 
+TEST(Plugin, AVersion3PluginLoadsAndPassesUnchanged) {
+  // Built against version 3's header (tests/plugins/v3), before unfused
+  // pipelines: read with version 3's variant size, its fused add has its
+  // backward, and every variant passes.
+  const std::string v3 = std::string(" --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD_V3;
+  const Result r = cli("repro 'op=fused_add_rmsnorm kernel=test_fused_add_rmsnorm dtype=bf16 M=9 N=40'" + v3);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("dresidual"), std::string::npos) << r.output;
+  const Result all = cli("run --op fused_add_rmsnorm --kernel test_fused_add_rmsnorm --per-cell 10 --seed 3 "
+                         "--no-save --no-corpus" +
+                         v3);
+  EXPECT_EQ(all.code, exit_code::kOk) << all.output;
+}
+
 TEST(Plugin, AVersion2PluginLoadsAndPassesUnchanged) {
   // Built against version 2's header (tests/plugins/v2), before fused add's
   // backward: its fused add variant is judged on its forward only, and
-  // passes; built against this header (version 3) its backward is judged too.
+  // passes; built against this header its backward is judged too.
   const std::string v2 = std::string(" --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD_V2;
   const Result list = cli("list" + v2);
   EXPECT_EQ(list.code, exit_code::kOk) << list.output;
@@ -215,6 +229,20 @@ TEST(Plugin, FusedAddDefectsThroughTheCAbiAreCaught) {
     EXPECT_EQ(r.code, exit_code::kPropertyFailed) << kernel << "\n" << r.output;
     EXPECT_NE(r.output.find(tensor), std::string::npos) << kernel << "\n" << r.output;
   }
+  // Declaring its unfused pipeline (ABI version 4: mylib_add_then_rmsnorm_host,
+  // the add and the norm as two steps), aiter PR #2586's class is caught bit
+  // for bit by fused_vs_unfused as well; the correct fused add equals it.
+  const Result fused = cli(fmt::format("run --op fused_add_rmsnorm --kernel mylib_fused_add_rmsnorm_host_unrounded_sum "
+                                       "--property fused_vs_unfused --per-cell 30 --seed 11 --no-save --no-corpus{}",
+                                       kExample));
+  EXPECT_EQ(fused.code, exit_code::kPropertyFailed) << fused.output;
+  EXPECT_NE(fused.output.find("differ from the unfused pipeline mylib_add_then_rmsnorm_host; first y["),
+            std::string::npos)
+      << fused.output;
+  const Result right = cli(fmt::format("run --op fused_add_rmsnorm --kernel mylib_fused_add_rmsnorm_host --property "
+                                       "fused_vs_unfused --per-cell 30 --seed 11 --no-save --no-corpus{}",
+                                       kExample));
+  EXPECT_EQ(right.code, exit_code::kOk) << right.output;
 }
 
 TEST(Plugin, APluginThatCannotBeUsedIsRefusedClearly) {
@@ -228,6 +256,8 @@ TEST(Plugin, APluginThatCannotBeUsedIsRefusedClearly) {
   expectRefused(ULPCHECK_TEST_PLUGIN_NO_ENTRY, "exports no ulpcheck_plugin_v1");
   expectRefused(ULPCHECK_TEST_PLUGIN_BAD_ABI, "ABI version 99");
   expectRefused(ULPCHECK_TEST_PLUGIN_BAD_OP, "op 'softmax' is not one of");
+  expectRefused(ULPCHECK_TEST_PLUGIN_UNFUSED_WITHOUT_OUTPUTS,
+                "it names an unfused pipeline but no output it equals bit for bit");
   expectRefused(ULPCHECK_TEST_PLUGIN_TAKEN_NAME, "the name is taken");
   // Spec declarations (ABI version 2): each refused naming the option and what it may be.
   expectRefused(ULPCHECK_TEST_PLUGIN_SPEC_UNKNOWN_OPTION, "'affine_variants' is not a spec option of rmsnorm");
