@@ -15,20 +15,18 @@ FusedAddRmsNormKernel forwarded(FusedAddRmsNormKernel k, RemoteEntry call) {
     call("fused_add_rmsnorm_forward", a.shape, e,
          {{"x", a.x}, {"residual", a.residual}, {"w", a.w}, {"residual_out", a.residual_out}, {"y", a.y}});
   };
-  k.backward = nullptr;
-  if (k.info.provides("dx"))
-    k.backward = [call](const FusedAddRmsNormBackwardArgs& a, const LaunchEnv& e) {
-      call("fused_add_rmsnorm_backward", a.shape, e,
-           {{"x", a.x},
-            {"residual", a.residual},
-            {"w", a.w},
-            {"dy", a.dy},
-            {"dresidual_out", a.dresidual_out},
-            {"dx", a.dx},
-            {"dresidual", a.dresidual},
-            {"dw", a.dw},
-            {"workspace", a.workspace}});
-    };
+  k.backward = [call](const FusedAddRmsNormBackwardArgs& a, const LaunchEnv& e) {
+    call("fused_add_rmsnorm_backward", a.shape, e,
+         {{"x", a.x},
+          {"residual", a.residual},
+          {"w", a.w},
+          {"dy", a.dy},
+          {"dresidual_out", a.dresidual_out},
+          {"dx", a.dx},
+          {"dresidual", a.dresidual},
+          {"dw", a.dw},
+          {"workspace", a.workspace}});
+  };
   return k;
 }
 

@@ -14,19 +14,17 @@ RmsNormKernel forwarded(RmsNormKernel k, RemoteEntry call) {
     if (f.x_dtype) throw std::invalid_argument("a variant in a worker takes x in y's dtype only");
     call("rmsnorm_forward", f.shape, e, {{"x", f.x}, {"w", f.w}, {"y", f.y}, {"rstd", f.rstd}, {"b", f.b}});
   };
-  k.backward = nullptr;
-  if (k.info.provides("dx"))
-    k.backward = [call](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
-      call("rmsnorm_backward", b.shape, e,
-           {{"x", b.x},
-            {"w", b.w},
-            {"dy", b.dy},
-            {"rstd", b.rstd},
-            {"dx", b.dx},
-            {"dw", b.dw},
-            {"db", b.db},
-            {"workspace", b.workspace}});
-    };
+  k.backward = [call](const RmsNormBackwardArgs& b, const LaunchEnv& e) {
+    call("rmsnorm_backward", b.shape, e,
+         {{"x", b.x},
+          {"w", b.w},
+          {"dy", b.dy},
+          {"rstd", b.rstd},
+          {"dx", b.dx},
+          {"dw", b.dw},
+          {"db", b.db},
+          {"workspace", b.workspace}});
+  };
   return k;
 }
 

@@ -366,7 +366,7 @@ class _CapturedGraphs:
         self.graphs[key] = entry  # the newest last
         graph, static = entry
         static.bind(order)
-        static.copy_from(regions)
+        static.copy_from(regions)  # again for a new graph: its warm-up and capture may have written the inputs
         graph.replay()
         static.copy_to(regions)
         return first_replay

@@ -97,6 +97,10 @@ ulpcheck.rmsnorm("py_llama_rms_norm_declared_plain", forward=llama_forward, back
 ulpcheck.rmsnorm("py_gemma_rms_norm", forward=gemma_forward, backward=gemma_backward, backend="host",
                  saves_stats=True, weight_offset=1.0, fp32_weights=True,
                  description="Gemma's offset weight, 1 + w in fp32 (Liger's casting_mode='gemma', offset 1)")
+# An inference kernel without a backward (FlashInfer's gemma_rmsnorm): judged on y alone.
+ulpcheck.rmsnorm("py_gemma_rms_norm_forward_only", forward=lambda x, w, eps: gemma_forward(x, w, eps)[0], backward=None,
+                 backend="host", weight_offset=1.0,
+                 description="Gemma's offset weight, forward only, rstd not saved")
 ulpcheck.layernorm("py_layer_norm_x_dtype_stats", forward=layer_norm_x_dtype_stats_forward,
                    backward=layer_norm_x_dtype_stats_backward, backend="host", saves_stats=True,
                    two_pass_statistics=True, stats="activation",

@@ -216,6 +216,20 @@ TEST_F(PythonDoor, ALayerNormDeclaringAffineVariantsRunsWithoutBetaAndWithoutEit
   EXPECT_NE(r.output.find("implements LayerNorm with gamma and beta only"), std::string::npos) << r.output;
 }
 
+TEST_F(PythonDoor, AnRmsNormWithoutABackwardIsJudgedOnItsForwardAlone) {
+  // backward=None (an inference kernel, FlashInfer's rmsnorm): every property
+  // passes on y; dx and dw are neither computed nor judged.
+  Result r = cli("run --kernel py_gemma_rms_norm_forward_only --per-cell 10 --tier smoke --seed 5 --no-save "
+                 "--no-corpus" +
+                 kSpecs);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  r = cli("repro 'op=rmsnorm kernel=py_gemma_rms_norm_forward_only dtype=bf16 M=5 N=33 offset=1' --property accuracy" +
+          kSpecs);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find(" y "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("dx"), std::string::npos) << r.output;
+}
+
 TEST_F(PythonDoor, AnRmsNormDeclaringBiasVariantsIsJudgedWithAndWithoutABias) {
   // A campaign draws cases with a bias (1 in 4) beside the others; every property passes.
   const std::string jsonl = ::testing::TempDir() + "py_rms_norm_bias.jsonl";
