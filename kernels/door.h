@@ -3,9 +3,9 @@
 // plugin (include/ulpcheck/plugin.h, kernels/plugin/plugin_loader.h). Each
 // op with doors registers one OpDoor from its own folder
 // (kernels/<op>/<op>_door.cpp); the plugin loader and the worker protocol
-// meet ops only through it, never by name. An op without one (a multi-rank
-// op: its ranks share a process) has no plugin or Python variants and runs
-// its own variants in the campaign's process.
+// meet ops only through it, never by name. A multi-rank op's door
+// (OpDoor::multi_rank: allreduce_rmsnorm) runs each rank of a call in a
+// worker process of its own, all at once (RankedRemoteEntry).
 #pragma once
 
 #include <functional>
@@ -36,6 +36,14 @@ using NamedTensors = std::vector<std::pair<const char*, const void*>>;
 /// worker fails it, dies or hangs.
 using RemoteEntry = std::function<void(const char* entry, const RowShape&, const LaunchEnv&, const NamedTensors&)>;
 
+/// Calls entry point `entry` of a multi-rank variant: rank r's tensors are
+/// per_rank[r], and every rank runs at once, each in its own worker process
+/// (its env.rank set); throws KernelFailure when any rank fails, dies or
+/// hangs, naming it, after which every rank's worker is restarted (a rank
+/// left waiting for a dead peer would hang).
+using RankedRemoteEntry = std::function<void(const char* entry, const RowShape&, const LaunchEnv&,
+                                             const std::vector<NamedTensors>& per_rank)>;
+
 /// In the worker: the address of the call's tensor `name` in this process
 /// (null where the coordinator passed none).
 using TensorAt = std::function<void*(const char* name)>;
@@ -63,6 +71,13 @@ struct OpDoor {
   std::function<void(const std::string& name, RemoteEntry call)> forward_into;
   /// Registers a variant that exists only in a worker (a Python variant).
   std::function<void(KernelInfo info, RemoteEntry call, DepthsOf depths)> add_remote;
+
+  // A multi-rank op's (multi_rank set; forward_into and add_remote unset).
+  bool multi_rank = false;
+  /// Moves a plugin's variant into rank workers: its run becomes `call`.
+  std::function<void(const std::string& name, RankedRemoteEntry call)> forward_ranks_into;
+  /// Registers a variant that exists only in rank workers (a Python variant).
+  std::function<void(KernelInfo info, RankedRemoteEntry call, DepthsOf depths)> add_remote_ranks;
 
   // The worker's side.
   struct Entry {

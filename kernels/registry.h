@@ -34,8 +34,12 @@ struct LayoutPreconditions {
   // The hidden sizes to test, where a kernel compiles once per N (quack's
   // CuTe DSL kernels): empty for any N.
   std::vector<int64_t> col_choices;
+  // The fewest rows a call may have (FlashInfer's two-shot allreduce fusion
+  // asserts more tokens than ranks): 0 for any M.
+  int64_t min_rows = 0;
   /// Why a shape breaks them; empty if it does not.
-  std::string violation(DType t, int64_t N, int64_t ld) const {
+  std::string violation(DType t, int64_t M, int64_t N, int64_t ld) const {
+    if (M < min_rows) return "needs at least " + std::to_string(min_rows) + " rows";
     if (!col_choices.empty() && std::find(col_choices.begin(), col_choices.end(), N) == col_choices.end())
       return "is tested at its declared hidden sizes only";
     if (contiguous_rows && ld != N) return "needs contiguous rows (ld == N)";
@@ -119,6 +123,9 @@ struct KernelInfo {
   // Multi-rank ops: rank r runs on GPU r (real ranks), so a case needs as
   // many GPUs as ranks; otherwise every rank shares one device (virtual ranks).
   bool one_rank_per_gpu = false;
+  // The rank counts it runs at (FlashInfer's allreduce fusion: 2, 4, 8, 16);
+  // empty: any.
+  std::vector<int> rank_choices;
   // Coverage: the code paths the variant has (vector or scalar loads, row in
   // registers or in the workspace, a large-M dispatch, ...) and the ones a
   // launch of a shape takes; a campaign reports the paths its cases never
@@ -155,8 +162,8 @@ struct KernelInfo {
   bool supports(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }
   /// Why a case of this dtype, layout and spec cannot run on the variant (its
   /// preconditions, its specs); empty if it can.
-  std::string violation(DType t, int64_t N, int64_t ld, const Spec& spec) const {
-    if (std::string why = preconditions.violation(t, N, ld); !why.empty()) return why;
+  std::string violation(DType t, int64_t M, int64_t N, int64_t ld, const Spec& spec) const {
+    if (std::string why = preconditions.violation(t, M, N, ld); !why.empty()) return why;
     return specs.violation(op, t, spec);
   }
 };

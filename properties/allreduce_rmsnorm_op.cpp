@@ -3,9 +3,13 @@
 // w) and asks the MPFR oracle for residual_out and y. Rank 0's outputs carry
 // the plain names the oracle uses; rank r's are "residual_out@r" and "y@r",
 // which rank_consistency compares with rank 0's.
+#include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/cuda_ops.h"
 #include "core/device.h"
@@ -34,6 +38,10 @@ const AllreduceRmsNormKernel& kernelOf(const CaseSpec& c) {
   if (c.ranks < 1 || c.ranks > kMaxRanks)
     throw CaseParseError(fmt::format("allreduce_rmsnorm needs 1 <= ranks <= {}, got ranks={}", kMaxRanks, c.ranks));
   const AllreduceRmsNormKernel& k = registeredKernel<AllreduceRmsNormRegistry>(c);
+  const std::vector<int>& counts = k.info.rank_choices;
+  if (!counts.empty() && std::find(counts.begin(), counts.end(), c.ranks) == counts.end())
+    throw CaseNotRunnableHere(
+        fmt::format("{} runs at {} ranks, not ranks={}", c.kernel, fmt::join(counts, ", "), c.ranks));
   if (k.info.one_rank_per_gpu && c.ranks > queryDevice().count)
     throw CaseNotRunnableHere(fmt::format("{} puts one rank on each GPU: ranks={} needs {} GPUs, {} visible", c.kernel,
                                           c.ranks, c.ranks, queryDevice().count));
@@ -48,6 +56,58 @@ int deviceOfRank(const AllreduceRmsNormKernel& k, int r) {
 
 std::string rankName(const char* tensor, int rank) {
   return rank == 0 ? std::string(tensor) : fmt::format("{}@{}", tensor, rank);
+}
+
+/// The communication buffers of door variants (AllreduceRmsNormKernel::
+/// comm_bytes): one per variant and rank, on the rank's device, zero when
+/// allocated and then the variant's own from call to call (its flags and
+/// staged data must survive; plugin.h promises it). One that a case needs
+/// larger, or whose red zones a call damaged, is replaced by a fresh one.
+class CommBuffers {
+ public:
+  static CommBuffers& instance() {
+    static CommBuffers buffers;
+    return buffers;
+  }
+  /// Rank r's buffer of variant `k`, at least `bytes` long.
+  Buffer& of(const KernelInfo& k, int r, int device, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_ptr<Buffer>& b = held_[{k.name, r}];
+    if (!b || b->bytes() < bytes || (k.backend == Backend::Cuda && b->device() != device)) {
+      b.reset();
+      cudaops::DeviceScope on(device);
+      b = std::make_unique<Buffer>(k.backend, bytes, rankName("comm", r));
+      b->fillPattern(0, 4);
+    }
+    return *b;
+  }
+  /// Reports damaged red zones of the variant's buffers into `memory` (and
+  /// drops those buffers).
+  void check(const KernelInfo& k, int ranks, MemoryReport& memory) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int r = 0; r < ranks; ++r) {
+      const auto it = held_.find({k.name, r});
+      if (it == held_.end() || !it->second) continue;
+      if (const size_t bad = it->second->damagedCanaryBytes()) {
+        memory.canary_bytes_damaged += bad;
+        memory.details.push_back(fmt::format("{} canary bytes around its communication buffer 'comm@{}' overwritten "
+                                             "(out-of-bounds write)",
+                                             bad, r));
+        it->second.reset();
+      }
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<std::string, int>, std::unique_ptr<Buffer>> held_;
+};
+
+/// A multi-rank call's generation (LaunchEnv::generation): strictly
+/// increasing over the process's calls, 1 first.
+uint64_t nextGeneration() {
+  static std::atomic<uint64_t> generation{0};
+  return ++generation;
 }
 
 class AllreduceRmsNormOp final : public OpAdapter {
@@ -73,7 +133,9 @@ class AllreduceRmsNormOp final : public OpAdapter {
     const AllreduceRmsNormKernel& k = kernelOf(c);
     const int64_t M = static_cast<int64_t>(layout.size());
     const RowShape shape{c.dtype, M, c.N, c.ld, c.eps, c.spec};
-    const LaunchEnv env = launchEnv(c, ctx);
+    LaunchEnv env = launchEnv(c, ctx);
+    env.ranks = c.ranks;
+    env.generation = nextGeneration();
     AllreduceRmsNormInputData fresh;
     const AllreduceRmsNormInputData& in = caseInputs(ctx, layout, fresh,
                                                      [&] { return generateAllreduceRmsNormInputs(c, layout); });
@@ -93,6 +155,11 @@ class AllreduceRmsNormOp final : public OpAdapter {
                                         true);
       args.y[r] = buf.output(rankName("y", r), c.dtype, M, c.N, c.ld, true);
       args.workspace[r] = buf.scratch(rankName("workspace", r), workspace);
+    }
+    if (k.comm_bytes) {
+      args.comm_bytes = std::max<size_t>(k.comm_bytes(shape, c.ranks), 1);
+      for (int r = 0; r < c.ranks; ++r)
+        args.comm[r] = CommBuffers::instance().of(k.info, r, args.device[r], args.comm_bytes).data();
     }
 
     auto synchronizeRanks = [&](const char* what) {
@@ -124,6 +191,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     RunResult result = buf.collect(ctx.repeats);
+    if (k.comm_bytes) CommBuffers::instance().check(k.info, c.ranks, result.memory);
     result.seconds = seconds;
     return result;
   }
@@ -159,7 +227,13 @@ class AllreduceRmsNormOp final : public OpAdapter {
 
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {
     const KernelInfo* k = findKernel(base.op, base.kernel);
-    const std::vector<int> degrees = rankCounts(k && k->one_rank_per_gpu, queryDevice().count);
+    std::vector<int> degrees = rankCounts(k && k->one_rank_per_gpu, queryDevice().count);
+    if (k && !k->rank_choices.empty()) {
+      std::erase_if(degrees, [k](int r) {
+        return std::find(k->rank_choices.begin(), k->rank_choices.end(), r) == k->rank_choices.end();
+      });
+      if (degrees.empty()) degrees = {k->rank_choices.front()};  // skipped where it cannot run, saying why
+    }
     return rc::gen::mapcat(gen::shrinkingElementOf<int>(degrees), [base](int ranks) {
       CaseSpec c = base;
       c.ranks = ranks;

@@ -267,7 +267,8 @@ rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
         c.ld = std::get<4>(t) == kAlignRows ? (c.N + 7) / 8 * 8 : c.N + std::get<4>(t);
         // A kernel's layout preconditions (a plugin's): what it cannot take is not generated.
         const LayoutPreconditions& pre = OpAdapter::requireKernel(c.op, c.kernel).preconditions;
-        if (!pre.violation(c.dtype, c.N, c.ld).empty()) {
+        c.M = std::max(c.M, pre.min_rows);
+        if (!pre.violation(c.dtype, c.M, c.N, c.ld).empty()) {
           if (!pre.col_choices.empty()) {
             c.N = pre.col_choices[size_t(c.N) % pre.col_choices.size()];
             c.ld = std::max(c.ld, c.N);
@@ -279,7 +280,7 @@ rc::Gen<CaseSpec> caseSpec(const CaseOptions& o) {
             c.ld = (std::max(c.ld, c.N) + per16 - 1) / per16 * per16;
           }
           if (pre.contiguous_rows) c.ld = c.N;
-          c.M = std::min(c.M, std::max<int64_t>(1, max_elements / c.ld));
+          c.M = std::max(std::min(c.M, std::max<int64_t>(1, max_elements / c.ld)), pre.min_rows);
         }
         c.ctas = std::get<6>(t);
         c.seed = std::get<7>(t);

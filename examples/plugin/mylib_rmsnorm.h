@@ -61,6 +61,49 @@ void fusedAddRmsnormBackwardHost(const RmsNormShape& s, Dtype rdtype, Dtype wdty
                                  const void* w, const void* dy, const void* dresidual_out, void* dx, void* dresidual,
                                  void* dw);
 
+// Allreduce + residual add + RMSNorm across ranks, a tensor-parallel
+// layer's epilogue: one rank's call. Every rank holds its own partial x and
+// the same residual and w; each gets residual_out = round(round_T(sum of the
+// partials) + residual) and y = RMSNorm(residual_out) w, the same bits on
+// every rank. The ranks talk through their communication buffers
+// (allreduceCommBytes each; every rank's mapped into every rank's process,
+// zero at first, kept from call to call), with flags that reach `epoch` when
+// a step is done: epoch grows by one or more every call, the same on every
+// rank, so no flag is ever reset. Staging areas alternate with the epoch's
+// parity: a rank one call ahead never overwrites what a slower peer still
+// reads.
+struct RankComm {
+  int rank, ranks;
+  void* const* buffers;  // [ranks]: every rank's communication buffer
+  uint64_t epoch;
+};
+// Defect classes multi-rank kernels have shipped, kept to show what ulpcheck
+// catches: each rank summing the partials from its own onwards (rank r + 1,
+// ...), so ranks disagree where fp32 sums are inexact (vLLM #51290's class: a
+// reduction order that is not the same everywhere); and the CUDA kernel's
+// "rows finished" flag raised by one block once its first row is stored: a
+// release that covers that block's stores so far while the flag promises
+// every row of the rank (aiter PR #2890's class: a release and an acquire
+// that do not pair over the data they guard), so a peer copies rows not
+// written yet.
+enum class AllreduceDefect { None, RankRelativeOrder, EarlyFinishedFlag };
+size_t allreduceCommBytesHost(const RmsNormShape& s, int ranks);
+// Host, one-shot: stage the partial, raise the flag in every rank's buffer,
+// wait for every rank's, sum the staged partials in rank order (fp32), round,
+// add, normalise every row. residual in `rdtype`, weights in `wdtype`.
+void allreduceRmsnormHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* x, const void* residual,
+                          const void* w, void* residual_out, void* y, const RankComm& comm,
+                          AllreduceDefect defect = AllreduceDefect::None);
+// CUDA, two-stage (rank r on GPU r, peers' buffers loaded and stored over
+// peer access): stage the partial; flag "staged"; then one launch whose
+// reduce-scatter blocks sum, add and normalise the rows this rank owns (into
+// its outputs and its buffer's finished area; the last block done raises
+// "finished") while its all-gather blocks wait for every rank's "finished"
+// and copy the rows the peers own. Weights and residual in T.
+size_t allreduceCommBytesCuda(const RmsNormShape& s, int ranks);
+int allreduceRmsnormCuda(const RmsNormShape& s, const void* x, const void* residual, const void* w, void* residual_out,
+                         void* y, const RankComm& comm, void* stream, AllreduceDefect defect = AllreduceDefect::None);
+
 // CUDA implementation (when the library is built with CUDA): one 256-thread
 // block per row, fp32 block reductions, dW from per-block partials summed by
 // a second kernel in block order. Returns a cudaError_t as int.

@@ -1,3 +1,5 @@
+#include <sched.h>
+
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -168,6 +170,56 @@ void fusedAddRmsnormBackwardHost(const RmsNormShape& s, Dtype rdtype, Dtype wdty
     }
   }
   for (int64_t j = 0; j < s.cols; ++j) store(wdtype, dw, j, dw_acc[size_t(j)]);
+}
+
+namespace {
+
+// A rank's communication buffer: one flag per rank (the epoch its partial
+// was staged at), then two staging areas, for even and odd epochs, each the
+// rank's partial as compact rows in the activation dtype.
+constexpr size_t kFlagsBytes = 64 * sizeof(uint64_t);
+
+size_t elementBytes(Dtype t) { return t == Dtype::F32 ? 4 : 2; }
+size_t stagingBytes(const RmsNormShape& s) { return size_t(s.rows * s.cols) * elementBytes(s.dtype); }
+uint64_t* flagsOf(void* comm) { return static_cast<uint64_t*>(comm); }
+void* stagingOf(void* comm, const RmsNormShape& s, uint64_t epoch) {
+  return static_cast<char*>(comm) + kFlagsBytes + (epoch & 1) * stagingBytes(s);
+}
+
+}  // namespace
+
+size_t allreduceCommBytesHost(const RmsNormShape& s, int) { return kFlagsBytes + 2 * stagingBytes(s); }
+
+void allreduceRmsnormHost(const RmsNormShape& s, Dtype rdtype, Dtype wdtype, const void* x, const void* residual,
+                          const void* w, void* residual_out, void* y, const RankComm& c, AllreduceDefect defect) {
+  void* mine = stagingOf(c.buffers[c.rank], s, c.epoch);
+  for (int64_t i = 0; i < s.rows; ++i)
+    std::memcpy(static_cast<char*>(mine) + size_t(i * s.cols) * elementBytes(s.dtype),
+                static_cast<const char*>(x) + size_t(i * s.stride) * elementBytes(s.dtype),
+                size_t(s.cols) * elementBytes(s.dtype));
+  // Staged: the release orders the copy before the flag a peer acquires.
+  for (int p = 0; p < c.ranks; ++p) __atomic_store_n(&flagsOf(c.buffers[p])[c.rank], c.epoch, __ATOMIC_RELEASE);
+  for (int p = 0; p < c.ranks; ++p)
+    while (__atomic_load_n(&flagsOf(c.buffers[c.rank])[p], __ATOMIC_ACQUIRE) < c.epoch) sched_yield();
+
+  std::vector<const void*> staged(size_t(c.ranks));
+  for (int k = 0; k < c.ranks; ++k) {
+    // Rank order 0, 1, ..., the same on every rank; the defect starts from this rank's own.
+    const int p = defect == AllreduceDefect::RankRelativeOrder ? (c.rank + k) % c.ranks : k;
+    staged[size_t(k)] = stagingOf(c.buffers[p], s, c.epoch);
+  }
+  std::vector<float> v(size_t(s.cols));
+  for (int64_t i = 0; i < s.rows; ++i) {
+    for (int64_t j = 0; j < s.cols; ++j) {
+      float acc = load(s.dtype, staged[0], i * s.cols + j);  // from x_0, not 0: -0 + -0 stays -0
+      for (int k = 1; k < c.ranks; ++k) acc += load(s.dtype, staged[size_t(k)], i * s.cols + j);
+      // The allreduce's result is stored in T before the residual is added.
+      const int64_t e = i * s.stride + j;
+      store(rdtype, residual_out, e, roundTo(s.dtype, acc) + load(rdtype, residual, e));
+      v[size_t(j)] = load(rdtype, residual_out, e);
+    }
+    normaliseRow(s, wdtype, v, w, y, i);
+  }
 }
 
 }  // namespace mylib

@@ -57,6 +57,22 @@ int hostFusedAddBackward(const ulpcheck_fused_add_rmsnorm_backward_args* a, cons
   return 0;
 }
 
+// One rank's call of mylib's allreduce + residual + RMSNorm: ulpcheck's
+// communication buffers and generation are mylib's RankComm.
+mylib::RankComm rankCommOf(const ulpcheck_ranks& r) {
+  return mylib::RankComm{r.rank, r.world_size, r.comm, r.generation};
+}
+template <mylib::AllreduceDefect kDefect = mylib::AllreduceDefect::None>
+int hostAllreduce(const ulpcheck_allreduce_rmsnorm_args* a, const ulpcheck_launch*) {
+  mylib::allreduceRmsnormHost(shapeOf(a->x, a->eps), dtypeOf(a->residual.dtype), dtypeOf(a->w.dtype), a->x.data,
+                              a->residual.data, a->w.data, a->residual_out.data, a->y.data, rankCommOf(a->ranks),
+                              kDefect);
+  return 0;
+}
+size_t hostCommBytes(const ulpcheck_shape* s, int32_t ranks, void*) {
+  return mylib::allreduceCommBytesHost({dtypeOf(s->dtype), s->rows, s->cols, s->row_stride, s->eps}, ranks);
+}
+
 #if defined(MYLIB_HAVE_CUDA)
 int cudaStatus(int code) {
   if (code) last_error = mylib::cudaErrorText(code);
@@ -75,6 +91,15 @@ int cudaBackward(const ulpcheck_rmsnorm_backward_args* a, const ulpcheck_launch*
                                                static_cast<const float*>(a->rstd.data), a->dx.data, a->dw.data,
                                                l->workspace, l->stream, kBf16Partials));
 }
+template <mylib::AllreduceDefect kDefect = mylib::AllreduceDefect::None>
+int cudaAllreduce(const ulpcheck_allreduce_rmsnorm_args* a, const ulpcheck_launch* l) {
+  return cudaStatus(mylib::allreduceRmsnormCuda(shapeOf(a->x, a->eps), a->x.data, a->residual.data, a->w.data,
+                                                a->residual_out.data, a->y.data, rankCommOf(a->ranks), l->stream,
+                                                kDefect));
+}
+size_t cudaCommBytes(const ulpcheck_shape* s, int32_t ranks, void*) {
+  return mylib::allreduceCommBytesCuda({dtypeOf(s->dtype), s->rows, s->cols, s->row_stride, s->eps}, ranks);
+}
 #endif
 
 constexpr uint32_t kAllDtypes = ULPCHECK_DTYPE_BIT(ULPCHECK_F32) | ULPCHECK_DTYPE_BIT(ULPCHECK_F16) |
@@ -86,19 +111,27 @@ constexpr uint32_t kAllDtypes = ULPCHECK_DTYPE_BIT(ULPCHECK_F32) | ULPCHECK_DTYP
 constexpr const char* kHostSpec = "fp32_weights=true bias_variants=true";
 constexpr const char* kFusedAddSpec = "fp32_weights=true fp32_residual=true";
 
-/// A variant of mylib's RMSNorm; depths left 0 (unknown): ulpcheck budgets
+/// What every mylib variant declares: every dtype, deterministic and batch
+/// invariant, fp32 accumulation; depths left 0 (unknown): ulpcheck budgets
 /// for the worst any summation order does.
-ulpcheck_variant rmsnorm(const char* name, const char* description, ulpcheck_backend backend,
-                         ulpcheck_rmsnorm_forward_fn forward, ulpcheck_rmsnorm_backward_fn backward,
-                         size_t (*workspace)(const ulpcheck_shape*, void*), const char* spec = nullptr) {
+ulpcheck_variant variant(const char* op, const char* name, const char* description, ulpcheck_backend backend) {
   ulpcheck_variant v{};
-  v.op = "rmsnorm";
+  v.op = op;
   v.name = name;
   v.description = description;
   v.backend = backend;
   v.dtypes = kAllDtypes;
   v.contracts = ULPCHECK_DETERMINISTIC | ULPCHECK_BATCH_INVARIANT;
   v.accumulation = ULPCHECK_F32;
+  return v;
+}
+
+/// A variant of mylib's RMSNorm; depths left 0 (unknown): ulpcheck budgets
+/// for the worst any summation order does.
+ulpcheck_variant rmsnorm(const char* name, const char* description, ulpcheck_backend backend,
+                         ulpcheck_rmsnorm_forward_fn forward, ulpcheck_rmsnorm_backward_fn backward,
+                         size_t (*workspace)(const ulpcheck_shape*, void*), const char* spec = nullptr) {
+  ulpcheck_variant v = variant("rmsnorm", name, description, backend);
   v.workspace_bytes = workspace;
   v.rmsnorm_forward = forward;
   v.rmsnorm_backward = backward;
@@ -112,14 +145,7 @@ ulpcheck_variant fusedAddRmsnorm(const char* name, const char* description,
                                  ulpcheck_fused_add_rmsnorm_forward_fn forward,
                                  ulpcheck_fused_add_rmsnorm_backward_fn backward,
                                  const char* unfused = "mylib_add_then_rmsnorm_host") {
-  ulpcheck_variant v{};
-  v.op = "fused_add_rmsnorm";
-  v.name = name;
-  v.description = description;
-  v.backend = ULPCHECK_HOST;
-  v.dtypes = kAllDtypes;
-  v.contracts = ULPCHECK_DETERMINISTIC | ULPCHECK_BATCH_INVARIANT;
-  v.accumulation = ULPCHECK_F32;
+  ulpcheck_variant v = variant("fused_add_rmsnorm", name, description, ULPCHECK_HOST);
   v.spec = kFusedAddSpec;
   v.fused_add_rmsnorm_forward = forward;
   v.fused_add_rmsnorm_backward = backward;  // ABI version 3; NULL: forward only
@@ -128,7 +154,44 @@ ulpcheck_variant fusedAddRmsnorm(const char* name, const char* description,
   return v;
 }
 
+/// mylib's allreduce + residual + RMSNorm (ABI version 5): one rank's call,
+/// its ranks meeting in ulpcheck's communication buffers. Its summation
+/// order is its own (rank order), not NCCL's: it promises ulpcheck's NCCL
+/// pipeline residual_out bit for bit where the spec determines it (the
+/// door limits the claim to those rows); its y comes from its own norm.
+ulpcheck_variant allreduceRmsnorm(const char* name, const char* description, ulpcheck_backend backend,
+                                  ulpcheck_allreduce_rmsnorm_fn run,
+                                  size_t (*comm_bytes)(const ulpcheck_shape*, int32_t, void*)) {
+  ulpcheck_variant v = variant("allreduce_rmsnorm", name, description, backend);
+  v.allreduce_rmsnorm = run;
+  v.comm_bytes = comm_bytes;
+  if (backend == ULPCHECK_HOST) {
+    v.spec = kFusedAddSpec;  // fp32 weights and an fp32 residual, as its fused add
+  } else {
+    v.unfused_pipeline = "nccl_unfused";
+    v.bitwise_with_unfused = "residual_out";
+  }
+  return v;
+}
+
 const ulpcheck_variant kVariants[] = {
+    allreduceRmsnorm("mylib_allreduce_rmsnorm_host",
+                     "mylib's host allreduce + residual + RMSNorm, one process per rank: staged partials, flags, "
+                     "the sum in rank order",
+                     ULPCHECK_HOST, hostAllreduce<>, hostCommBytes),
+    allreduceRmsnorm("mylib_allreduce_rmsnorm_host_rank_relative_order",
+                     "mylib's host allreduce summing from each rank's own partial on (defect)", ULPCHECK_HOST,
+                     hostAllreduce<mylib::AllreduceDefect::RankRelativeOrder>, hostCommBytes),
+#if defined(MYLIB_HAVE_CUDA)
+    allreduceRmsnorm("mylib_allreduce_rmsnorm_twostage",
+                     "mylib's CUDA allreduce + residual + RMSNorm, rank r on GPU r: staged partials, then "
+                     "reduce-scatter and all-gather blocks in one launch, flags over peer access",
+                     ULPCHECK_CUDA, cudaAllreduce<>, cudaCommBytes),
+    allreduceRmsnorm("mylib_allreduce_rmsnorm_twostage_early_flag",
+                     "mylib's CUDA two-stage allreduce whose 'finished' flag one block raises after its first row "
+                     "(defect)",
+                     ULPCHECK_CUDA, cudaAllreduce<mylib::AllreduceDefect::EarlyFinishedFlag>, cudaCommBytes),
+#endif
     fusedAddRmsnorm("mylib_fused_add_rmsnorm_host",
                     "mylib's host fused residual add + RMSNorm: the norm of the stored residual_out", hostFusedAdd<>,
                     hostFusedAddBackward),

@@ -77,7 +77,7 @@ std::vector<ReplayResult> runCase(const CaseSpec& spec, const std::vector<std::s
     if (!findProperty(name))
       throw std::invalid_argument(fmt::format("unknown property '{}' (see `ulpcheck list`)", name));
   CaseContext ctx(spec, *op, exec);
-  if (const std::string why = ctx.kernel().preconditions.violation(spec.dtype, spec.N, spec.ld); !why.empty())
+  if (const std::string why = ctx.kernel().preconditions.violation(spec.dtype, spec.M, spec.N, spec.ld); !why.empty())
     throw CaseNotRunnableHere(fmt::format("{} {}: the case has N={} ld={}", spec.kernel, why, spec.N, spec.ld));
   if (const std::string why = ctx.kernel().specs.violation(spec.op, spec.dtype, spec.spec); !why.empty())
     throw CaseNotRunnableHere(

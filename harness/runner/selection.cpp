@@ -16,7 +16,7 @@ bool Selection::applies(const Property& p, const CaseSpec& c) const {
 
 bool Selection::fits(const CaseSpec& c) {
   const KernelInfo& k = kernelOf(c);
-  return k.supports(c.dtype) && k.violation(c.dtype, c.N, c.ld, c.spec).empty();
+  return k.supports(c.dtype) && k.violation(c.dtype, c.M, c.N, c.ld, c.spec).empty();
 }
 
 std::optional<std::vector<CellKey>> Selection::cellsOf(const CaseSpec& c) const {

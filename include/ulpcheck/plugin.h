@@ -1,4 +1,4 @@
-/* ulpcheck plugin ABI, version 4: how a shared library puts its own norm
+/* ulpcheck plugin ABI, version 5: how a shared library puts its own norm
  * kernels under ulpcheck's properties without editing ulpcheck.
  *
  * A plugin is a shared library that exports one C function,
@@ -39,6 +39,25 @@
  * equals bit for bit (ulpcheck_variant::unfused_pipeline,
  * bitwise_with_unfused), for the fused_vs_unfused property.
  *
+ * Version 5 appends allreduce + residual add + RMSNorm across ranks (op
+ * "allreduce_rmsnorm": ulpcheck_variant::allreduce_rmsnorm, comm_bytes,
+ * rank_counts): the multi-rank door. Each rank runs in a worker process of
+ * its own, as in a tensor-parallel job (CUDA: rank r on GPU r; the host:
+ * one process per rank), and ulpcheck calls every rank at once. What the
+ * ranks communicate through is ulpcheck's: each rank gets a communication
+ * buffer of comm_bytes(shape, world_size) bytes, allocated by ulpcheck on
+ * its device (host: shared memory), and every rank sees every rank's
+ * buffer mapped into its own process (ulpcheck_ranks::comm; on the GPU
+ * through CUDA IPC with peer access enabled, so a kernel on GPU r loads and
+ * stores GPU s's buffer directly over NVLink or PCIe). A buffer is zero
+ * when first allocated and then kept from call to call (ulpcheck never
+ * writes it again: flags and staged data survive), so a flag protocol needs
+ * no reset: ulpcheck_ranks::generation is the call's epoch, the same on
+ * every rank and strictly increasing over every call of a run (wait for a
+ * peer's flag to reach it). Pointers are valid for the call only. A rank
+ * that fails, faults or does not return fails the case on every rank, and
+ * every rank's process is restarted (the buffers are kept).
+ *
  * The specs (what the outputs must equal, up to a rounding-error budget):
  *   RMSNorm   rstd_i = 1 / sqrt(mean_j x_ij^2 + eps)      (fp32, rows x 1)
  *             y_ij   = x_ij rstd_i w_j
@@ -62,7 +81,7 @@
 extern "C" {
 #endif
 
-#define ULPCHECK_ABI_VERSION 4u
+#define ULPCHECK_ABI_VERSION 5u
 
 typedef enum { ULPCHECK_F32 = 0, ULPCHECK_F16 = 1, ULPCHECK_BF16 = 2 } ulpcheck_dtype;
 #define ULPCHECK_DTYPE_BIT(t) (1u << (unsigned)(t))
@@ -161,6 +180,31 @@ typedef struct {
 typedef int (*ulpcheck_fused_add_rmsnorm_backward_fn)(const ulpcheck_fused_add_rmsnorm_backward_args*,
                                                       const ulpcheck_launch*);
 
+/* Version 5: allreduce + residual add + RMSNorm, one rank's call (op
+ * "allreduce_rmsnorm"). Every rank r holds its own partial x_r and the same
+ * residual and w; every rank must store the same bits:
+ *   s            = sum_r x_r, rounded to the activation dtype T (the
+ *                  allreduce's result: any summation order of the fp32
+ *                  sum is within the budget, NCCL's included)
+ *   residual_out = s + residual, rounded to the residual's dtype (T, or fp32
+ *                  where the variant declares fp32_residual)
+ *   y            = RMSNorm forward of residual_out, weight offset applied */
+#define ULPCHECK_MAX_RANKS 8
+typedef struct {
+  int32_t rank, world_size;
+  uint64_t generation;            /* the call's epoch: same on every rank, increasing */
+  void* comm[ULPCHECK_MAX_RANKS]; /* every rank's communication buffer, mapped here; [rank] is this rank's */
+  size_t comm_bytes;              /* the size of each (0: the variant asked for none; comm[] NULL) */
+} ulpcheck_ranks;
+
+typedef struct {
+  ulpcheck_tensor x, residual, w;  /* this rank's inputs: M x N; M x N in the residual's dtype; 1 x N */
+  ulpcheck_tensor residual_out, y; /* this rank's outputs: M x N in the residual's dtype; M x N */
+  float eps;
+  ulpcheck_ranks ranks;
+} ulpcheck_allreduce_rmsnorm_args;
+typedef int (*ulpcheck_allreduce_rmsnorm_fn)(const ulpcheck_allreduce_rmsnorm_args*, const ulpcheck_launch*);
+
 /* Contracts: what the properties hold the variant to. */
 #define ULPCHECK_DETERMINISTIC (1u << 0)                 /* repeated runs give identical bits */
 #define ULPCHECK_BATCH_INVARIANT (1u << 1)               /* a row's outputs do not depend on M or where the row sits */
@@ -176,7 +220,7 @@ typedef int (*ulpcheck_fused_add_rmsnorm_backward_fn)(const ulpcheck_fused_add_r
 
 typedef struct {
   /* Identity. name must be unique among every variant ulpcheck knows. */
-  const char* op; /* "rmsnorm", "layernorm" or (version 2) "fused_add_rmsnorm" */
+  const char* op; /* "rmsnorm", "layernorm", (version 2) "fused_add_rmsnorm", (version 5) "allreduce_rmsnorm" */
   const char* name;
   const char* description;
   ulpcheck_backend backend;
@@ -247,6 +291,18 @@ typedef struct {
    * ignored); with a pipeline, at least one output is required. */
   const char* unfused_pipeline;
   const char* bitwise_with_unfused;
+
+  /* ---- ABI version 5 ---- */
+  /* allreduce_rmsnorm's entry point: one rank's call (its launch's device is
+   * the rank's own GPU; workspace_bytes, if any, is per rank and per call). */
+  ulpcheck_allreduce_rmsnorm_fn allreduce_rmsnorm;
+  /* The communication buffer each rank needs for a shape and world size
+   * (NULL: none); ulpcheck grows it, zeroed, where a case needs more. */
+  size_t (*comm_bytes)(const ulpcheck_shape* shape, int32_t world_size, void* user_data);
+  /* The world sizes it runs at, bit r for r ranks (1u << 2 | 1u << 4: 2 and
+   * 4); 0: any of 1 to ULPCHECK_MAX_RANKS. A CUDA variant runs one rank per
+   * GPU, so at most as many ranks as the machine has GPUs. */
+  uint32_t rank_counts;
 } ulpcheck_variant;
 
 typedef struct {

@@ -32,6 +32,13 @@ struct LaunchEnv {
   // (kernels/plugin/remote.h) may take before it counts as hung: the worker
   // is killed and the call fails (a run's --case-timeout).
   double call_timeout_s = kDefaultCallTimeoutSeconds;
+  // A multi-rank op's call in a rank's worker process (kernels/plugin/
+  // remote.h): which rank of how many this process is, and the call's
+  // generation, strictly increasing over every call of the run and the same
+  // on every rank (a flag protocol's epoch: a variant that waits for its
+  // peers' flags to reach it needs to reset nothing between calls).
+  int rank = 0, ranks = 1;
+  uint64_t generation = 0;
 };
 
 }  // namespace ulpcheck

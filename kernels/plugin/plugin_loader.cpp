@@ -30,10 +30,12 @@ constexpr size_t kLargestWorkspaceBytes = size_t{1} << 47;
 
 // Version 1's ulpcheck_variant: every field before version 2's `spec`;
 // version 2's, every field before version 3's fused add backward; version
-// 3's, every field before version 4's unfused pipeline.
+// 3's, every field before version 4's unfused pipeline; version 4's, every
+// field before version 5's allreduce_rmsnorm.
 constexpr size_t kVariantSizeV1 = offsetof(ulpcheck_variant, spec);
 constexpr size_t kVariantSizeV2 = offsetof(ulpcheck_variant, fused_add_rmsnorm_backward);
 constexpr size_t kVariantSizeV3 = offsetof(ulpcheck_variant, unfused_pipeline);
+constexpr size_t kVariantSizeV4 = offsetof(ulpcheck_variant, allreduce_rmsnorm);
 
 /// The variant size a plugin of ABI version `abi` must state (0: a version
 /// this ulpcheck cannot read).
@@ -42,7 +44,8 @@ size_t variantSizeOf(uint32_t abi) {
     case 1: return kVariantSizeV1;
     case 2: return kVariantSizeV2;
     case 3: return kVariantSizeV3;
-    case 4: return sizeof(ulpcheck_variant);
+    case 4: return kVariantSizeV4;
+    case 5: return sizeof(ulpcheck_variant);
     default: return 0;
   }
 }
@@ -73,17 +76,26 @@ ulpcheck_dtype abiDtype(DType t) {
 size_t PluginVariant::workspaceBytes(const RowShape& s) const {
   if (!v_.workspace_bytes) return 0;
   const ulpcheck_shape shape{abiDtype(s.dtype), s.M, s.N, s.ld, s.eps};
-  const size_t bytes = v_.workspace_bytes(&shape, v_.user_data);
+  return checkedSize(v_.workspace_bytes(&shape, v_.user_data), "workspace_bytes", s);
+}
+
+size_t PluginVariant::commBytes(const RowShape& s, int ranks) const {
+  if (!v_.comm_bytes) return 0;
+  const ulpcheck_shape shape{abiDtype(s.dtype), s.M, s.N, s.ld, s.eps};
+  return checkedSize(v_.comm_bytes(&shape, ranks, v_.user_data), "comm_bytes", s);
+}
+
+size_t PluginVariant::checkedSize(size_t bytes, const char* query, const RowShape& s) const {
   // A size query that fails often answers (size_t)-1: past any memory a
   // machine has, it is the case's failure, never an allocation (whose
   // size, red zones added, would wrap). A size that is only too large for
   // this machine is a case that does not fit (skipped, saying so).
   if (bytes > kLargestWorkspaceBytes)
     throw KernelFailure(fmt::format(
-        "{}: workspace_bytes returned {}{} for M={} N={} ld={}: not a size (an error "
+        "{}: {} returned {}{} for M={} N={} ld={}: not a size (an error "
         "code?); more than 2^47 bytes",
-        v_.name, bytes, bytes >= (size_t(1) << 63) ? fmt::format(" ({} as a signed size)", int64_t(bytes)) : "", s.M,
-        s.N, s.ld));
+        v_.name, query, bytes, bytes >= (size_t(1) << 63) ? fmt::format(" ({} as a signed size)", int64_t(bytes)) : "",
+        s.M, s.N, s.ld));
   return bytes;
 }
 
@@ -156,6 +168,8 @@ std::string problemWith(const ulpcheck_variant& v) {
   if (unsigned(v.accumulation) > ULPCHECK_BF16)
     return fmt::format("accumulation {} is not a dtype", int(v.accumulation));
   if (v.contracts & ~15u) return fmt::format("unknown contract bits {:#x}", v.contracts);
+  if (v.rank_counts & ~((2u << ULPCHECK_MAX_RANKS) - 2u))
+    return fmt::format("rank_counts {:#x} names a world size outside 1 to {}", v.rank_counts, ULPCHECK_MAX_RANKS);
   if (v.preconditions & ~3u) return fmt::format("unknown precondition bits {:#x}", v.preconditions);
   if (v.row_depth < 0 || v.col_depth < 0 || v.max_cols < 0) return "depths and max_cols must be >= 0";
   if (std::string why = door->plugin_problem(v); !why.empty()) return why;

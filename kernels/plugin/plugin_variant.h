@@ -31,6 +31,8 @@ class PluginVariant {
   /// Its workspace_bytes answer; throws KernelFailure for one past 2^47
   /// bytes (an error code such as (size_t)-1, which would wrap).
   size_t workspaceBytes(const RowShape& s) const;
+  /// Its comm_bytes answer (multi-rank variants), checked the same way.
+  size_t commBytes(const RowShape& s, int ranks) const;
   ulpcheck_launch launch(const LaunchEnv& e, void* workspace, size_t bytes) const;
   /// A nonzero return is the case's failure (KernelFailure), with the plugin's message.
   void check(int rc, const char* entry) const;
@@ -38,6 +40,7 @@ class PluginVariant {
   const ulpcheck_variant& abi() const { return v_; }
 
  private:
+  size_t checkedSize(size_t bytes, const char* query, const RowShape& s) const;
   const ulpcheck_plugin& plugin_;
   const ulpcheck_variant v_;
 };

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -245,14 +247,29 @@ class Worker {
   explicit Worker(Command command) : command_(std::move(command)) {}
   ~Worker() { stop(); }
 
+  /// A call sent, its reply not yet read.
+  struct Pending {
+    std::string what;
+    double timeout = 0;
+    Clock::time_point deadline;
+    std::string cold_why;  // why it runs cold, if it does (coldCallsOnThisThread)
+  };
+
   /// `compiles_per_shape`: the variant compiles on the first call of each
   /// (dtype, N, power-of-two bucket of M), which gets kCompileSeconds.
   json call(const json& request, const std::string& what, double timeout, bool compiles_per_shape = false) {
-    if (pid_ < 0) start(what);
-    // Why this call runs cold, if it does (coldCallsOnThisThread), counted once it returned.
-    std::string cold_why;
+    if (!running()) start(what);
+    Pending p = send(request, what, timeout, compiles_per_shape);
+    json reply = receive(p);
+    if (!p.cold_why.empty()) countColdCall(std::move(p.cold_why));
+    return reply;
+  }
+
+  /// Sends a call to the running worker (start it first); receive() reads its reply.
+  Pending send(const json& request, const std::string& what, double timeout, bool compiles_per_shape) {
+    Pending p{what, timeout, {}, {}};
     if (called_.insert(request.at("variant").get<std::string>() + " " + request.at("entry").get<std::string>()).second)
-      cold_why = "first call after its worker started";
+      p.cold_why = "first call after its worker started";
     if (compiles_per_shape) {
       const json& s = request.at("shape");  // dtype, M, N, ld, eps
       // The spec too: a weight dtype or an absent parameter is another kernel to compile.
@@ -261,8 +278,8 @@ class Worker {
                                           s.at(2).get<int64_t>(), std::bit_width(uint64_t(s.at(1).get<int64_t>())),
                                           request.value("spec", json::object()).dump());
       if (compiled_.insert(key).second) {
-        timeout = std::max(timeout, kCompileSeconds);
-        if (cold_why.empty()) cold_why = "first call of a shape it compiles for";
+        p.timeout = std::max(p.timeout, kCompileSeconds);
+        if (p.cold_why.empty()) p.cold_why = "first call of a shape it compiles for";
       }
     }
     // The coordinator's own GPU work on these buffers (poisoning outputs,
@@ -277,34 +294,48 @@ class Worker {
         break;
       }
     if (!sendMessage(fd_, request)) throw died(what);
-    const Clock::time_point deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
+    p.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(p.timeout));
+    return p;
+  }
+
+  /// The reply to `p`'s call; throws KernelFailure where the worker failed
+  /// it, died or did not answer by its deadline (then it is killed). A
+  /// cold graph replay the worker reports is set in p.cold_why.
+  json receive(Pending& p) {
     json reply;
-    const int r = receiveMessage(fd_, reply, &deadline);
+    const int r = receiveMessage(fd_, reply, &p.deadline);
     if (r == -1) {
       stop();
       throw KernelFailure(fmt::format("{} did not return within {:g} s (a hang?): the worker was killed and will be "
                                       "restarted",
-                                      what, timeout),
+                                      p.what, p.timeout),
                           /*hung=*/true);
     }
-    if (r != 1) throw died(what);
+    if (r != 1) throw died(p.what);
     if (reply.value("fatal", false)) stop();  // its CUDA context is lost: it exits, a new one starts next time
     if (!reply.value("ok", false)) throw KernelFailure(reply.value("error", std::string("(no message)")));
     // What only the worker knows, and the most precise: a captured CUDA graph's first replay.
-    if (reply.value("cold", false)) cold_why = "first replay of the CUDA graph it captured for this shape";
-    if (!cold_why.empty()) countColdCall(std::move(cold_why));
+    if (reply.value("cold", false)) p.cold_why = "first replay of the CUDA graph it captured for this shape";
     // Judged by memory_safety as if the kernel had run here (its outputs are
     // still collected: what the failed launch left unwritten shows).
     if (reply.contains("unchecked_launch")) reportWorkerUncheckedLaunch(reply.at("unchecked_launch"));
     return reply;
   }
 
- private:
+  bool running() const { return pid_ >= 0; }
+  int fd() const { return fd_; }
+
   /// Starts a worker and waits for it to say it is ready: loading its
   /// plugins or importing its Python libraries (torch alone takes seconds)
   /// does not count against the first call's timeout.
   void start(const std::string& what) {
+    spawn();
+    awaitReady(what, Clock::now() + std::chrono::seconds(kStartSeconds));
+  }
+
+  /// Starts the process without waiting for it (a rank group starts every
+  /// rank before any can say ready: they meet each other first).
+  void spawn() {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       throw std::runtime_error(fmt::format("socketpair: {}", std::strerror(errno)));
@@ -319,7 +350,9 @@ class Worker {
     close(sv[1]);
     pid_ = pid;
     fd_ = sv[0];
-    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(kStartSeconds);
+  }
+
+  void awaitReady(const std::string& what, Clock::time_point deadline) {
     json hello;
     const int r = receiveMessage(fd_, hello, &deadline);
     if (r == 1 && hello.value("ready", false)) return;
@@ -339,6 +372,7 @@ class Worker {
     called_.clear();    // and its first calls are cold again
   }
 
+ private:
   KernelFailure died(const std::string& what) {
     close(fd_);
     int status = 0;
@@ -387,6 +421,12 @@ class Request {
           {"spec", specJson(s)},
           {"env", {e.sm_count, e.ctas_override, e.perturb_schedule}}};
   }
+  /// A multi-rank op's call: which rank of how many, the call's generation,
+  /// and the device the rank runs on (-1: the host).
+  Request& rank(const LaunchEnv& e, int device) {
+    j_["rank"] = {e.rank, e.ranks, e.generation, device};
+    return *this;
+  }
   Request& ptr(const char* name, const void* p) {
     if (!p) {  // a tensor the spec lacks (LayerNorm's beta under affine=nobias): null in the worker too
       j_["ptrs"][name] = nullptr;
@@ -424,11 +464,14 @@ std::string what(const std::string& variant, const char* entry) { return fmt::fo
 /// The regions of one request, mapped into this process for the call.
 class Mapped {
  public:
-  explicit Mapped(const json& regions) {
+  /// `on_device`: a rank's own GPU, into whose address space every GPU
+  /// region is mapped (a peer's buffer too: opened there, CUDA enables peer
+  /// access to it); -1: each on its own device.
+  Mapped(const json& regions, int on_device) {
     for (const auto& [key, r] : regions.items()) {
       Region m{r.at("where") == "cuda", nullptr, r.at("bytes").get<size_t>()};
       if (m.cuda) {
-        cudaops::DeviceScope on(r.at("device").get<int>());
+        cudaops::DeviceScope on(on_device >= 0 ? on_device : r.at("device").get<int>());
         m.base = cudaops::openIpcHandle(r.at("ipc").get<std::string>());
       } else {
         m.base = mapForeignHost(r.at("pid").get<int>(), r.at("fd").get<int>(), m.bytes);
@@ -472,14 +515,22 @@ std::string execute(const json& req) {
       s.spec.setCode(key, f->parse(text.get<std::string>(), s.dtype));
     }
   const json& ev = req.at("env");
-  const LaunchEnv env{ev.at(0).get<int>(), ev.at(1).get<int>(), nullptr, ev.at(2).get<bool>()};
+  LaunchEnv env{ev.at(0).get<int>(), ev.at(1).get<int>(), nullptr, ev.at(2).get<bool>()};
+  int device = -1;  // a rank's own GPU
+  if (const auto rank = req.find("rank"); rank != req.end()) {
+    env.rank = rank->at(0).get<int>();
+    env.ranks = rank->at(1).get<int>();
+    env.generation = rank->at(2).get<uint64_t>();
+    device = rank->at(3).get<int>();
+  }
   const json& ptrs = req.at("ptrs");
   const auto [door, entry_point] = entryPoint(entry);
   if (!door) throw std::invalid_argument(fmt::format("unknown entry point '{}'", entry));
   const KernelInfo* info = door->find(name);
   if (!info) throw std::invalid_argument(fmt::format("this worker has no {} variant '{}'", door->op, name));
-  const Mapped m(req.at("regions"));
+  const Mapped m(req.at("regions"), device);
   const TensorAt at = [&](const char* tensor) { return m.at(ptrs, tensor); };
+  cudaops::DeviceScope on(device);  // no-op for -1
   {
     // Beside a schedule-perturbing load when the coordinator asked for one.
     ScheduleNoise noise(env.perturb_schedule, info->backend, env.sm_count);
@@ -527,6 +578,160 @@ RemoteEntry callsInto(Worker& w, const std::string& name, bool compiles_per_shap
 }
 
 // ---------------------------------------------------------------------------
+// Multi-rank calls: one worker process per rank
+
+/// The R worker processes of multi-rank calls, rank r's argv made by
+/// `command(fd, r, R, rendezvous)`: started together (they may meet each
+/// other before saying ready: torch.distributed's init), called together,
+/// and after any failure stopped together, since a rank left waiting for a
+/// dead peer would hang and the next start needs a fresh rendezvous.
+class RankGroup {
+ public:
+  using Command = std::function<std::vector<std::string>(int fd, int rank, int ranks, const std::string& rendezvous)>;
+
+  RankGroup(int ranks, Command command) {
+    for (int r = 0; r < ranks; ++r)
+      workers_.push_back(
+          std::make_unique<Worker>([this, r, ranks, command](int fd) { return command(fd, r, ranks, rendezvous_); }));
+  }
+  ~RankGroup() { stopAll(); }
+
+  /// Sends requests[r] to rank r, all before any reply is read, and waits
+  /// for every reply, watching every rank at once: a rank that fails or
+  /// dies ends the call at once (its peers, waiting for it, are stopped),
+  /// one that does not answer by the deadline is a hang.
+  void call(const std::vector<json>& requests, const std::string& what, double timeout, bool compiles_per_shape) {
+    const int R = int(workers_.size());
+    auto rankWhat = [&](int r) { return fmt::format("{} (rank {} of {})", what, r, R); };
+    std::optional<KernelFailure> failure;
+    std::vector<Worker::Pending> pending(size_t(R), Worker::Pending{});
+    try {
+      startAll(what);
+      for (int r = 0; r < R; ++r)
+        pending[size_t(r)] = workers_[size_t(r)]->send(requests[size_t(r)], rankWhat(r), timeout, compiles_per_shape);
+    } catch (const KernelFailure& f) {
+      failure = f;
+    }
+    std::vector<bool> done(size_t(R), false);
+    std::string cold_why;
+    for (int left = R; left > 0 && !failure;) {
+      std::vector<pollfd> fds;
+      std::vector<int> who;
+      Clock::time_point deadline = Clock::time_point::max();
+      for (int r = 0; r < R; ++r)
+        if (!done[size_t(r)]) {
+          fds.push_back(pollfd{workers_[size_t(r)]->fd(), POLLIN, 0});
+          who.push_back(r);
+          deadline = std::min(deadline, pending[size_t(r)].deadline);
+        }
+      const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      const int ready = left_ms > 0 ? poll(fds.data(), fds.size(), int(std::min<long long>(left_ms, 1 << 30))) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) {
+        failure = KernelFailure(fmt::format("{}: waiting for the ranks failed: {}", what, std::strerror(errno)));
+        break;
+      }
+      if (ready == 0) {  // out of time: every rank still out is hung (most wait for one that is)
+        std::string out;
+        for (int r : who) out += fmt::format("{}{}", out.empty() ? "" : ", ", r);
+        failure = KernelFailure(fmt::format("{} did not return within {:g} s (a hang?) on rank{} {} of {}", what,
+                                            pending[size_t(who[0])].timeout, who.size() > 1 ? "s" : "", out, R),
+                                /*hung=*/true);
+        break;
+      }
+      for (size_t i = 0; i < fds.size() && !failure; ++i) {
+        if (!fds[i].revents) continue;
+        const int r = who[i];
+        try {
+          workers_[size_t(r)]->receive(pending[size_t(r)]);
+          done[size_t(r)] = true, --left;
+          if (cold_why.empty()) cold_why = pending[size_t(r)].cold_why;
+        } catch (const KernelFailure& f) {
+          failure = KernelFailure(fmt::format("rank {} of {}: {}", r, R, f.what()), f.hang);
+        }
+      }
+    }
+    if (failure) {
+      stopAll();
+      throw KernelFailure(fmt::format("{} (every rank's worker is restarted)", failure->what()), failure->hang);
+    }
+    if (!cold_why.empty()) countColdCall(std::move(cold_why));
+  }
+
+ private:
+  void startAll(const std::string& what) {
+    if (std::all_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->running(); })) return;
+    stopAll();
+    static std::atomic<int> groups{0};
+    rendezvous_path_ =
+        (std::filesystem::temp_directory_path() / fmt::format("ulpcheck-rendezvous-{}-{}", getpid(), ++groups))
+            .string();
+    std::filesystem::remove(rendezvous_path_);
+    rendezvous_ = "file://" + rendezvous_path_;
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(kStartSeconds);
+    try {
+      for (auto& w : workers_) w->spawn();
+      for (size_t r = 0; r < workers_.size(); ++r)
+        workers_[r]->awaitReady(fmt::format("{} (rank {} of {})", what, r, workers_.size()), deadline);
+    } catch (...) {
+      stopAll();
+      throw;
+    }
+  }
+
+  void stopAll() {
+    for (auto& w : workers_) w->stop();
+    if (!rendezvous_path_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(rendezvous_path_, ec);
+    }
+  }
+
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::string rendezvous_path_, rendezvous_;  // torch.distributed's init_method: a file only this group uses
+};
+
+/// Calls of a multi-rank variant into the rank group of its rank count
+/// (one group per count, shared by the variants `command` serves: a
+/// plugin's, or Python's of one backend), rank r on GPU r where `cuda`.
+RankedRemoteEntry rankedCallsInto(std::map<int, std::unique_ptr<RankGroup>>& groups, RankGroup::Command command,
+                                  const std::string& name, bool cuda, bool compiles_per_shape) {
+  return [&groups, command, name, cuda, compiles_per_shape](const char* entry, const RowShape& s, const LaunchEnv& e,
+                                                            const std::vector<NamedTensors>& per_rank) {
+    const int R = int(per_rank.size());
+    std::unique_ptr<RankGroup>& group = groups[R];
+    if (!group) group = std::make_unique<RankGroup>(R, command);
+    std::vector<json> requests;
+    for (int r = 0; r < R; ++r) {
+      LaunchEnv mine = e;
+      mine.rank = r, mine.ranks = R;
+      Request q(entry, name, s, mine);
+      q.rank(mine, cuda ? r : -1);
+      for (const auto& [tensor, p] : per_rank[size_t(r)]) q.ptr(tensor, p);
+      requests.push_back(q.get());
+    }
+    group->call(requests, what(name, entry), e.call_timeout_s > 0 ? e.call_timeout_s : kDefaultCallTimeoutSeconds,
+                compiles_per_shape);
+  };
+}
+
+/// The rank groups of the C++ plugins' multi-rank variants: `ulpcheck
+/// worker`, rank r told by each call (they meet through the communication
+/// buffers ulpcheck hands them, not a rendezvous).
+std::map<int, std::unique_ptr<RankGroup>>& pluginRankGroups() {
+  static std::map<int, std::unique_ptr<RankGroup>> groups;
+  return groups;
+}
+
+RankGroup::Command pluginRankCommand() {
+  return [](int fd, int, int, const std::string&) {
+    std::vector<std::string> args{"/proc/self/exe", "worker", "--fd", std::to_string(fd)};
+    for (const auto& p : workerPlugins()) args.insert(args.end(), {"--plugin", p});
+    return args;
+  };
+}
+
+// ---------------------------------------------------------------------------
 // Python kernels
 
 std::vector<std::string>& pythonFiles() {
@@ -570,6 +775,22 @@ Worker& pythonWorker() {
   return w;
 }
 
+/// The rank groups of Python's multi-rank variants of one backend: each
+/// rank's worker joins a torch.distributed process group (NCCL on the GPU,
+/// rank r on GPU r; gloo on the host) before it says ready.
+std::map<int, std::unique_ptr<RankGroup>>& pythonRankGroups(bool cuda) {
+  static std::map<int, std::unique_ptr<RankGroup>> groups[2];
+  return groups[cuda];
+}
+
+RankGroup::Command pythonRankCommand(bool cuda) {
+  return [cuda](int fd, int rank, int ranks, const std::string& rendezvous) {
+    return pythonWorkerArgs({"--fd", std::to_string(fd), "--rank", std::to_string(rank), "--ranks",
+                             std::to_string(ranks), "--rendezvous", rendezvous, "--dist-backend",
+                             cuda ? "nccl" : "gloo"});
+  };
+}
+
 DType dtypeNamed(const std::string& n) {
   const auto t = parseDType(n);
   if (!t) throw PluginError(fmt::format("unknown dtype '{}'", n));
@@ -584,10 +805,17 @@ void runInWorker(const std::string& op, const std::string& name) {
     throw std::invalid_argument(fmt::format("op '{}' cannot run in a worker (only {} can)", op, opsWithDoors()));
   const KernelInfo* info = door->find(name);
   if (!info) throw std::invalid_argument(fmt::format("no {} variant '{}' to run in a worker", op, name));
-  door->forward_into(name, callsInto(worker(), name, info->compiles_per_shape));
+  if (door->multi_rank)
+    door->forward_ranks_into(name, rankedCallsInto(pluginRankGroups(), pluginRankCommand(), name,
+                                                   info->backend == Backend::Cuda, info->compiles_per_shape));
+  else door->forward_into(name, callsInto(worker(), name, info->compiles_per_shape));
 }
 
-bool canRunInWorker(const std::string& op) { return findDoor(op) != nullptr; }
+bool canRunInWorker(const std::string& op) {
+  // A multi-rank op's built-in variants drive every rank from one process.
+  const OpDoor* door = findDoor(op);
+  return door && !door->multi_rank;
+}
 
 std::vector<std::string> registerPythonVariants(const std::vector<std::string>& files) {
   std::vector<std::string> names;
@@ -629,7 +857,7 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       info.contracts.unfused_pipeline = v.value("unfused_pipeline", std::string());
       info.contracts.bitwise_with_unfused = v.value("bitwise_with_unfused", std::vector<std::string>{});
       info.preconditions = {v.at("contiguous_rows"), v.at("aligned_rows"), v.at("max_cols").get<int64_t>(),
-                            v.value("cols", std::vector<int64_t>{})};
+                            v.value("cols", std::vector<int64_t>{}), v.value("min_rows", int64_t{0})};
       info.origin = v.at("origin");
       info.black_box = true;
       info.compiles_per_shape = v.value("compiles_per_shape", false);
@@ -644,7 +872,7 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       const OpDoor* door = findDoor(info.op);
       if (!door) throw PluginError(fmt::format("op '{}' is not one of {}", info.op, opsWithDoors()));
       if (!v.at("saves_stats").get<bool>()) info.unprovided_outputs = door->statistics;
-      if (!v.value("has_backward", true)) {
+      if (!v.value("has_backward", true) && !door->multi_rank) {  // a multi-rank op has no backward
         if (door->backward_outputs.empty())
           throw PluginError(fmt::format("{} needs a backward (backward=None)", info.op));
         info.unprovided_outputs.insert(info.unprovided_outputs.end(), door->backward_outputs.begin(),
@@ -659,7 +887,15 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       };
       const std::string name = info.name;
       const bool jit = info.compiles_per_shape;
-      door->add_remote(std::move(info), callsInto(pythonWorker(), name, jit), depths);
+      if (door->multi_rank) {
+        const bool cuda = info.backend == Backend::Cuda;
+        info.one_rank_per_gpu = cuda;
+        info.rank_choices = v.value("ranks", std::vector<int>{});
+        door->add_remote_ranks(
+            std::move(info), rankedCallsInto(pythonRankGroups(cuda), pythonRankCommand(cuda), name, cuda, jit), depths);
+      } else {
+        door->add_remote(std::move(info), callsInto(pythonWorker(), name, jit), depths);
+      }
       names.push_back(name);
     } catch (const json::exception& e) {
       throw PluginError(fmt::format("a Python variant's description {}: {}", v.dump(), e.what()));

@@ -26,6 +26,8 @@ Calls:
              backward(x, gamma, dy, mean, rstd, eps) -> (dx, dgamma, dbeta)
   fused_add_rmsnorm: forward(x, residual, w, eps) -> (y, residual_out);
              backward(x, residual, w, dy, dresidual_out, eps) -> (dx, dresidual, dw), or backward=None
+  allreduce_rmsnorm: forward(x, residual, w, eps, ranks) -> (y, residual_out), on every rank at once,
+             each in its own process of a torch.distributed group (ulpcheck/ops/allreduce_rmsnorm.py)
 Inputs are torch tensors over ulpcheck's own buffers (x has row stride ld);
 results are copied into ulpcheck's poisoned output buffers, so they must
 have the output's shape and dtype (statistics: fp32, one per row, or x's
@@ -79,12 +81,14 @@ class Variant:
     aligned_rows: bool = False            # needs 16-byte aligned rows
     max_cols: int = 0
     cols: tuple = ()                      # the hidden sizes to test (a kernel that compiles per N); () any
+    min_rows: int = 0                     # the fewest rows a call may have (0: any)
     saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
     two_pass_statistics: bool = False     # LayerNorm: mean, then sum (x - mean)^2 (not running means, as Welford)
     compiles_per_shape: bool = False      # JIT-compiles per (dtype, N, M bucket): each first call gets 900 s, not --case-timeout
     cuda_graphs: bool = False             # runs as serving stacks run it: captured per shape, replayed (first replay checked)
     unfused_pipeline: str = ""            # a fused variant's pipeline of separate steps (another variant of the op)
     bitwise_with_unfused: tuple = ()      # ... and the outputs it equals bit for bit ("residual_out", "y")
+    ranks: tuple = ()                     # a multi-rank op's world sizes it runs at (() any; CUDA: one GPU per rank)
     description: str = ""
     libraries: tuple = ("torch",)         # modules whose versions are the variant's provenance
     # Its spec options (ulpcheck/ops: fp32_weights, rounding, weight_offset, stats,
@@ -99,6 +103,7 @@ class Variant:
         d["libraries"] = list(self.libraries)
         d["cols"] = [int(n) for n in self.cols]
         d["bitwise_with_unfused"] = list(self.bitwise_with_unfused)
+        d["ranks"] = [int(r) for r in self.ranks]
         return d
 
 
@@ -128,6 +133,10 @@ def _register(op: str, name: str, **kw) -> Variant:
                          f"(bitwise_with_unfused=('residual_out', ...))")
     if v.cuda_graphs and v.backend != "cuda":
         raise ValueError(f"{name}: cuda_graphs=True needs backend='cuda'")
+    if v.ranks and not ops.OPS[op].multi_rank:
+        raise ValueError(f"{name}: ranks= names world sizes; {op} runs on one rank")
+    if v.cuda_graphs and ops.OPS[op].multi_rank:
+        raise ValueError(f"{name}: cuda_graphs=True is not offered for a multi-rank op yet")
     if not v.dtypes or any(t not in DTYPES for t in v.dtypes):
         raise ValueError(f"{name}: dtypes must be among {DTYPES}, not {v.dtypes!r}")
     for rule in ops.OPS[op].rules:
@@ -154,6 +163,13 @@ def fused_add_rmsnorm(name: str, *, forward: Callable, backward: Optional[Callab
     """Registers a fused residual add + RMSNorm variant, forward only unless it
     has a backward (see ulpcheck/ops/fused_add_rmsnorm.py)."""
     return _register("fused_add_rmsnorm", name, forward=forward, backward=backward, **kw)
+
+
+def allreduce_rmsnorm(name: str, *, forward: Callable, **kw) -> Variant:
+    """Registers an allreduce + residual add + RMSNorm variant, run on every
+    rank at once (see ulpcheck/ops/allreduce_rmsnorm.py); ranks=(2, 4, 8)
+    names the world sizes it runs at."""
+    return _register("allreduce_rmsnorm", name, forward=forward, backward=None, **kw)
 
 
 def variants() -> List[Variant]:

@@ -244,6 +244,17 @@ class Call:
         self.rdt = spec.get("res", self.dt)
         self.ptrs = req["ptrs"]
         self.regions = regions
+        self.rank = req.get("rank")  # a multi-rank op's call: [rank, ranks, generation, device]
+
+    def ranks(self):
+        """A multi-rank call's Ranks (ulpcheck/ops/allreduce_rmsnorm.py)."""
+        import torch
+        from ulpcheck.ops.allreduce_rmsnorm import Ranks
+        if self.rank is None:
+            raise ValueError("this call names no rank")
+        rank, world, generation, device = self.rank
+        return Ranks(rank=rank, world_size=world, generation=generation,
+                     device=torch.device("cuda", device) if device >= 0 else torch.device("cpu"))
 
     def has(self, name):
         """Whether the call passes tensor `name` (the spec may lack it: a bias, LayerNorm's beta)."""
@@ -388,7 +399,12 @@ def execute(req):
     cold = False
     try:
         cuda = variant.backend == "cuda"
-        device = next((t.device for t in regions.bytes.values() if t.is_cuda), None)
+        # A rank's own device (its tensors'; peers' communication buffers may lie on others).
+        rank_device = req.get("rank", [0, 1, 0, -1])[3]
+        device = (torch.device("cuda", rank_device) if rank_device >= 0 else
+                  next((t.device for t in regions.bytes.values() if t.is_cuda), None))
+        if cuda:
+            torch.cuda.set_device(device)
         if cuda:
             _poison_allocator(device, 4 * sum(t.numel() for t in regions.bytes.values()))
         side = _perturb_schedule(device) if cuda and perturb else None
@@ -414,6 +430,19 @@ def _cuda_context_lost():
         return False
     except Exception:  # noqa: BLE001 - a sticky error makes every CUDA call fail
         return True
+
+
+def join_ranks(rank, ranks, rendezvous, backend):
+    """A rank's worker joins its peers' torch.distributed process group (the
+    default group) before it says ready: NCCL on the GPU, rank r on GPU r;
+    gloo on the host."""
+    import datetime
+    import torch
+    import torch.distributed as dist
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, init_method=rendezvous, rank=rank, world_size=ranks,
+                            timeout=datetime.timedelta(seconds=600))
 
 
 def serve(fd):
@@ -475,6 +504,10 @@ def main(argv=None):
     p.add_argument("--python", action="append", required=True, help="a kernels file (repeatable)")
     p.add_argument("--fd", type=int, help="the socket to the coordinator")
     p.add_argument("--describe", action="store_true", help="print the variants as JSON and exit")
+    p.add_argument("--rank", type=int, help="a multi-rank op's rank this worker serves")
+    p.add_argument("--ranks", type=int, help="... of how many")
+    p.add_argument("--rendezvous", help="torch.distributed's init_method for the ranks' group")
+    p.add_argument("--dist-backend", choices=("nccl", "gloo"), help="the group's backend")
     args = p.parse_args(argv)
     try:
         origin = load_all(args.python)
@@ -489,6 +522,8 @@ def main(argv=None):
         return 0
     if args.fd is None:
         p.error("--fd is required to serve")
+    if args.rank is not None:
+        join_ranks(args.rank, args.ranks, args.rendezvous, args.dist_backend)
     return serve(args.fd)
 
 

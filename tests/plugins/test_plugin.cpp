@@ -31,6 +31,8 @@
 #define KIND_SPEC_BAD_NAME 18            // declares a rounding ulpcheck does not know
 #define KIND_SPEC_BAD_VALUE 19           // declares an option with a value it cannot take
 #define KIND_UNFUSED_WITHOUT_OUTPUTS 20  // names an unfused pipeline but no output to compare with it
+#define KIND_ALLREDUCE_BAD_RANKS 21      // a multi-rank variant declaring 9 ranks (ULPCHECK_MAX_RANKS is 8)
+#define KIND_ALLREDUCE_NO_ENTRY 22       // a multi-rank variant without its entry point
 
 namespace {
 
@@ -216,6 +218,16 @@ ulpcheck_variant unfusedWithoutOutputs() {
   return v;
 }
 const ulpcheck_variant kVariants[] = {unfusedWithoutOutputs()};
+#elif TEST_PLUGIN_KIND == KIND_ALLREDUCE_BAD_RANKS || TEST_PLUGIN_KIND == KIND_ALLREDUCE_NO_ENTRY
+int allreduceNeverCalled(const ulpcheck_allreduce_rmsnorm_args*, const ulpcheck_launch*) { return 1; }
+ulpcheck_variant allreduce() {
+  ulpcheck_variant v = variant("allreduce_rmsnorm", "test_allreduce_rmsnorm", 0, 0, nullptr);
+  v.rmsnorm_forward = nullptr;
+  v.allreduce_rmsnorm = TEST_PLUGIN_KIND == KIND_ALLREDUCE_NO_ENTRY ? nullptr : allreduceNeverCalled;
+  v.rank_counts = TEST_PLUGIN_KIND == KIND_ALLREDUCE_BAD_RANKS ? (1u << 2 | 1u << 9) : 0;
+  return v;
+}
+const ulpcheck_variant kVariants[] = {allreduce()};
 #elif TEST_PLUGIN_KIND == KIND_BAD_OP
 const ulpcheck_variant kVariants[] = {variant("softmax", "test_softmax", 0, 0, backwardContiguous)};
 #elif TEST_PLUGIN_KIND == KIND_TAKEN_NAME

@@ -28,12 +28,7 @@ const std::string kFusedAdd = std::string(" --python ") + ULPCHECK_SOURCE_DIR + 
 
 class PythonDoor : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (std::string(ULPCHECK_TEST_PYTHON).empty())
-      GTEST_SKIP() << "no Python with torch found at configure time ($ULPCHECK_PYTHON, /usr/bin/python3; "
-                      "ci/install-deps installs Debian's python3-torch)";
-    setenv("ULPCHECK_PYTHON", ULPCHECK_TEST_PYTHON, 1);
-  }
+  void SetUp() override { ULPCHECK_REQUIRE_PYTHON_WITH_TORCH(); }
 };
 
 TEST_F(PythonDoor, ListShowsTheVariantsWithTheirLibraryVersions) {

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -15,6 +16,17 @@
 #include "harness/runner/exit_codes.h"
 
 namespace ulpcheck::testing {
+
+/// In a test's body or SetUp (of a suite that defines ULPCHECK_TEST_PYTHON):
+/// skips it where configure found no Python with torch, else hands that
+/// interpreter to ulpcheck ($ULPCHECK_PYTHON).
+#define ULPCHECK_REQUIRE_PYTHON_WITH_TORCH()                                                               \
+  do {                                                                                                     \
+    if (std::string(ULPCHECK_TEST_PYTHON).empty())                                                         \
+      GTEST_SKIP() << "no Python with torch found at configure time ($ULPCHECK_PYTHON, /usr/bin/python3; " \
+                      "ci/install-deps installs Debian's python3-torch)";                                  \
+    setenv("ULPCHECK_PYTHON", ULPCHECK_TEST_PYTHON, 1);                                                    \
+  } while (0)
 
 struct Result {
   int code;            // exit status (-1: killed by a signal)

@@ -15,6 +15,14 @@
 #include "harness/runner/campaign.h"
 #include "harness/runner/mutants.h"
 
+/// In a test's body: skips it, saying why, with fewer than n GPUs.
+#define ULPCHECK_REQUIRE_GPUS(n)                                                        \
+  do {                                                                                  \
+    if (queryDevice().count < (n))                                                      \
+      GTEST_SKIP() << "needs " << (n) << " GPUs, " << queryDevice().count << " visible" \
+                   << (queryDevice().available ? "" : ": " + queryDevice().reason);     \
+  } while (0)
+
 namespace ulpcheck::testing {
 
 inline ExecContext hostContext() { return ExecContext{Backend::Host, 132, &ThreadPool::shared()}; }

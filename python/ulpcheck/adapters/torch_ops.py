@@ -164,3 +164,45 @@ ulpcheck.fused_add_rmsnorm("torch_fused_add_rms_norm_fp32_sum_cpu", forward=fuse
                            backend="host", dtypes=_cpu_dtypes, fp32_weights=True, sum="fp32",
                            description=f"the fp32 sum x + residual, then {_rms} of it, on the CPU; the backward "
                                        "in fp32 torch ops (quack's: rstd of the fp32 sum)")
+
+
+def allreduce_rms_norm_forward(x, residual, w, eps, ranks):
+    # A tensor-parallel stack's epilogue as vLLM's and Megatron's run it
+    # unfused: dist.all_reduce of the partials in x's dtype (NCCL: with two
+    # ranks one correctly rounded add; with more it rounds after every hop,
+    # outside the spec, hence ranks=(1, 2)), then the add and the norm.
+    import torch.distributed as dist
+    s = torch.empty_like(x, memory_format=torch.contiguous_format).copy_(x)  # all_reduce works in place: a copy
+    dist.all_reduce(s, group=ranks.group)
+    return fused_add_rms_norm_forward(s, residual, w, eps)  # s + residual, then the norm: the pipeline above
+
+
+def allreduce_fp32_rms_norm_forward(x, residual, w, eps, ranks):
+    # The spec for any rank count: the partials widened to fp32 and summed in
+    # the backend's own order (NCCL's ring or tree, gloo's), rounded to x's
+    # dtype once.
+    import torch.distributed as dist
+    s = torch.empty(x.shape, dtype=torch.float32, device=x.device).copy_(x)  # never x itself: all_reduce is in place
+    dist.all_reduce(s, group=ranks.group)
+    return fused_add_rms_norm_forward(s.to(x.dtype), residual, w, eps)
+
+
+# The torch.distributed reference of the multi-rank door: a user's unfused
+# pipeline (all_reduce, add, F.rms_norm), one process per rank. Not batch
+# invariant: F.rms_norm's CUDA kernel takes its vectorised path by the row's
+# alignment (y differs by an ulp with the row's place in the batch, seen on
+# the H200 at fp16 and bf16), and beyond two ranks NCCL's order depends on
+# the buffer's size.
+ulpcheck.allreduce_rmsnorm("torch_allreduce_rms_norm", forward=allreduce_rms_norm_forward, backend="cuda",
+                           ranks=(1, 2), batch_invariant=False, fp32_weights=True, fp32_residual=True,
+                           description=f"torch.distributed.all_reduce (NCCL, x's dtype), x + residual, then {_rms}")
+ulpcheck.allreduce_rmsnorm("torch_allreduce_fp32_rms_norm", forward=allreduce_fp32_rms_norm_forward, backend="cuda",
+                           batch_invariant=False, fp32_weights=True, fp32_residual=True,
+                           description=f"torch.distributed.all_reduce (NCCL) of the partials in fp32, rounded to x's "
+                                       f"dtype, x + residual, then {_rms}")
+# On the CPU (gloo: one process per virtual rank), where CI runs the door.
+# Debian's torch 1.13 gloo has no bf16 sum: the partials are widened.
+ulpcheck.allreduce_rmsnorm("torch_allreduce_rms_norm_cpu", forward=allreduce_fp32_rms_norm_forward, backend="host",
+                           dtypes=_cpu_dtypes, batch_invariant=False, fp32_weights=True, fp32_residual=True,
+                           description=f"torch.distributed.all_reduce (gloo) of the partials in fp32, rounded to "
+                                       f"x's dtype, x + residual, then {_rms}, on the CPU")

@@ -28,11 +28,13 @@ class Op:
     entries: Dict[str, Callable]           # entry point ("rmsnorm_forward") -> function(variant, call)
     # Rules between its options (and the variant's other fields): variant -> what is wrong, or None.
     rules: Tuple[Callable[[Any], Optional[str]], ...] = ()
+    # Its variants run every rank at once, one worker process per rank (allreduce_rmsnorm).
+    multi_rank: bool = False
 
 
-from . import fused_add_rmsnorm, layernorm, rmsnorm  # noqa: E402  (the registration list)
+from . import allreduce_rmsnorm, fused_add_rmsnorm, layernorm, rmsnorm  # noqa: E402  (the registration list)
 
-OPS: Dict[str, Op] = {m.OP.name: m.OP for m in (rmsnorm, layernorm, fused_add_rmsnorm)}
+OPS: Dict[str, Op] = {m.OP.name: m.OP for m in (rmsnorm, layernorm, fused_add_rmsnorm, allreduce_rmsnorm)}
 
 
 def serving(entry: str) -> Op:

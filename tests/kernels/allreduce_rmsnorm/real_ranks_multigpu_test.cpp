@@ -15,13 +15,6 @@ using testing::cudaContext;
 using testing::explain;
 using testing::runQuietly;
 
-#define ULPCHECK_REQUIRE_GPUS(n)                                                        \
-  do {                                                                                  \
-    if (queryDevice().count < (n))                                                      \
-      GTEST_SKIP() << "needs " << (n) << " GPUs, " << queryDevice().count << " visible" \
-                   << (queryDevice().available ? "" : ": " + queryDevice().reason);     \
-  } while (0)
-
 std::vector<std::string> realRankVariants() {
   std::vector<std::string> out;
   for (const KernelInfo& k : kernelCatalog())

@@ -139,6 +139,16 @@ TEST(Plugin, AVersion1PluginLoadsAndPassesUnchanged) {
   EXPECT_EQ(contiguous.code, exit_code::kOk) << contiguous.output;
 }
 
+TEST(Plugin, AVersion4PluginLoadsAndPassesUnchanged) {
+  // Built against version 4's header (tests/plugins/v4), before the
+  // multi-rank door: read with version 4's variant size.
+  const std::string v4 = std::string(" --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD_V4;
+  const Result all = cli("run --op fused_add_rmsnorm --kernel test_fused_add_rmsnorm --per-cell 10 --seed 3 "
+                         "--no-save --no-corpus" +
+                         v4);
+  EXPECT_EQ(all.code, exit_code::kOk) << all.output;
+}
+
 TEST(Plugin, AVersion3PluginLoadsAndPassesUnchanged) {
   // Built against version 3's header (tests/plugins/v3), before unfused
   // pipelines: read with version 3's variant size, its fused add has its
@@ -256,6 +266,8 @@ TEST(Plugin, APluginThatCannotBeUsedIsRefusedClearly) {
   expectRefused(ULPCHECK_TEST_PLUGIN_NO_ENTRY, "exports no ulpcheck_plugin_v1");
   expectRefused(ULPCHECK_TEST_PLUGIN_BAD_ABI, "ABI version 99");
   expectRefused(ULPCHECK_TEST_PLUGIN_BAD_OP, "op 'softmax' is not one of");
+  expectRefused(ULPCHECK_TEST_PLUGIN_ALLREDUCE_BAD_RANKS, "rank_counts 0x204 names a world size outside 1 to 8");
+  expectRefused(ULPCHECK_TEST_PLUGIN_ALLREDUCE_NO_ENTRY, "allreduce_rmsnorm needs its entry point (ABI version 5)");
   expectRefused(ULPCHECK_TEST_PLUGIN_UNFUSED_WITHOUT_OUTPUTS,
                 "it names an unfused pipeline but no output it equals bit for bit");
   expectRefused(ULPCHECK_TEST_PLUGIN_TAKEN_NAME, "the name is taken");
