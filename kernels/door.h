@@ -63,6 +63,9 @@ struct OpDoor {
   /// RMSNorm: an inference kernel has none), left out of a variant without
   /// one; empty where every variant has a backward.
   std::vector<std::string> backward_outputs;
+  /// Whether the op has a backward at all (allreduce_rmsnorm, an inference
+  /// epilogue, has none: its variants are forward only by definition).
+  bool has_backward = true;
 
   // The coordinator's side.
   /// Replaces registered variant `name`'s entry points with `call` (its

@@ -88,6 +88,7 @@ const bool registered = registerDoor(OpDoor{
     .op = "allreduce_rmsnorm",
     .statistics = {},
     .backward_outputs = {},
+    .has_backward = false,
     .forward_into = nullptr,
     .add_remote = nullptr,
     .multi_rank = true,

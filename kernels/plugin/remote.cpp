@@ -392,12 +392,14 @@ class Worker {
 };
 
 /// The worker of the C++ plugins: this very executable, `ulpcheck worker`.
+std::vector<std::string> pluginWorkerArgs(int fd) {
+  std::vector<std::string> args{"/proc/self/exe", "worker", "--fd", std::to_string(fd)};
+  for (const auto& p : workerPlugins()) args.insert(args.end(), {"--plugin", p});
+  return args;
+}
+
 Worker& worker() {
-  static Worker w([](int fd) {
-    std::vector<std::string> args{"/proc/self/exe", "worker", "--fd", std::to_string(fd)};
-    for (const auto& p : workerPlugins()) args.insert(args.end(), {"--plugin", p});
-    return args;
-  });
+  static Worker w(pluginWorkerArgs);
   return w;
 }
 
@@ -724,11 +726,7 @@ std::map<int, std::unique_ptr<RankGroup>>& pluginRankGroups() {
 }
 
 RankGroup::Command pluginRankCommand() {
-  return [](int fd, int, int, const std::string&) {
-    std::vector<std::string> args{"/proc/self/exe", "worker", "--fd", std::to_string(fd)};
-    for (const auto& p : workerPlugins()) args.insert(args.end(), {"--plugin", p});
-    return args;
-  };
+  return [](int fd, int, int, const std::string&) { return pluginWorkerArgs(fd); };
 }
 
 // ---------------------------------------------------------------------------
@@ -872,7 +870,7 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       const OpDoor* door = findDoor(info.op);
       if (!door) throw PluginError(fmt::format("op '{}' is not one of {}", info.op, opsWithDoors()));
       if (!v.at("saves_stats").get<bool>()) info.unprovided_outputs = door->statistics;
-      if (!v.value("has_backward", true) && !door->multi_rank) {  // a multi-rank op has no backward
+      if (!v.value("has_backward", true) && door->has_backward) {
         if (door->backward_outputs.empty())
           throw PluginError(fmt::format("{} needs a backward (backward=None)", info.op));
         info.unprovided_outputs.insert(info.unprovided_outputs.end(), door->backward_outputs.begin(),

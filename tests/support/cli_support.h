@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -104,6 +106,25 @@ inline void expectFaultIsolated(const std::string& plugin, const std::string& ke
   std::printf("%s: %d failing cases in the regime; %d of %d other cases judged\n", kernel.c_str(), faulting,
               others_judged, others);
   expectReproFailsAgain(r.output, says, exit_code);
+}
+
+/// Cases a campaign's JSON lines (--json) passed, per property.
+inline std::map<std::string, int> passedPerProperty(const std::string& json) {
+  std::map<std::string, int> passed;
+  std::ifstream in(json);
+  for (std::string line; std::getline(in, line);) {
+    const auto r = nlohmann::json::parse(line);
+    if (r["type"] == "case" && r["outcome"]["verdict"] == "pass") ++passed[r["property"].get<std::string>()];
+  }
+  return passed;
+}
+
+/// Expects each of `properties` to have passed more than `more_than` cases of the campaign whose JSON lines
+/// are `json` (its output printed otherwise).
+inline void expectEachPassedMoreThan(const std::string& json, std::initializer_list<const char*> properties,
+                                     int more_than, const std::string& output) {
+  const std::map<std::string, int> passed = passedPerProperty(json);
+  for (const char* p : properties) EXPECT_GT(passed.count(p) ? passed.at(p) : 0, more_than) << p << "\n" << output;
 }
 
 inline std::function<bool(int64_t)> atN(int64_t n) {

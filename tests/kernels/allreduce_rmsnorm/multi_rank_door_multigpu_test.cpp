@@ -30,17 +30,6 @@ const std::string kExample = std::string(" --plugin ") + ULPCHECK_EXAMPLE_PLUGIN
 const std::string kTorchOps = std::string(" --python ") + ULPCHECK_SOURCE_DIR +
                               "/python/ulpcheck/adapters/torch_ops.py";
 
-/// Cases passed per property in a campaign's JSON lines.
-std::map<std::string, int> passedIn(const std::string& json) {
-  std::map<std::string, int> passed;
-  std::ifstream in(json);
-  for (std::string line; std::getline(in, line);) {
-    const auto r = nlohmann::json::parse(line);
-    if (r["type"] == "case" && r["outcome"]["verdict"] == "pass") ++passed[r["property"].get<std::string>()];
-  }
-  return passed;
-}
-
 TEST(MultiRankDoorMultiGpu, ACudaPluginPassesEveryPropertyOnRealRanks) {
   ULPCHECK_REQUIRE_GPUS(2);
   const std::string json = ::testing::TempDir() + "multi-rank-cuda-plugin.jsonl";
@@ -48,10 +37,9 @@ TEST(MultiRankDoorMultiGpu, ACudaPluginPassesEveryPropertyOnRealRanks) {
                        "default --seed 7 --no-save --no-corpus --json " +
                        json + kExample);
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
-  const auto passed = passedIn(json);
-  for (const char* p :
-       {"accuracy", "rank_consistency", "fused_vs_unfused", "determinism", "batch_invariance", "memory_safety"})
-    EXPECT_GT(passed.count(p) ? passed.at(p) : 0, 10) << p << "\n" << r.output;
+  testing::expectEachPassedMoreThan(
+      json, {"accuracy", "rank_consistency", "fused_vs_unfused", "determinism", "batch_invariance", "memory_safety"},
+      10, r.output);
 }
 
 TEST(MultiRankDoorMultiGpu, AFinishedFlagRaisedEarlyIsKilledThroughTheDoorAndReplays) {
@@ -80,9 +68,8 @@ TEST(MultiRankDoorMultiGpu, TorchDistributedOnNcclPassesEveryProperty) {
   const Result r = cli("run --op allreduce_rmsnorm --kernel torch_allreduce_rms_norm --cases 200 --tier default "
                        "--seed 7 --no-save --no-corpus --json " +
                        json + kTorchOps);
-  const auto passed = passedIn(json);
-  for (const char* p : {"accuracy", "rank_consistency", "determinism", "batch_invariance", "memory_safety"})
-    EXPECT_GT(passed.count(p) ? passed.at(p) : 0, 10) << p << "\n" << r.output;
+  testing::expectEachPassedMoreThan(
+      json, {"accuracy", "rank_consistency", "determinism", "batch_invariance", "memory_safety"}, 10, r.output);
   // The one failure torch has here (docs/external-kernels.md): F.rms_norm on
   // CUDA returns NaN across a row holding an infinity, where an fp16 sum of
   // the partials overflowed; the spec's y is 0 at the row's finite elements.
