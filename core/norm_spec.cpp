@@ -86,42 +86,8 @@ const SpecField& weightOffsetField() {
 }
 
 const SpecField& savedStatsField() {
-  static const SpecField field = [] {
-    SpecField f;
-    f.key = "stats";
-    f.meaning = "the dtype of saved statistics";
-    f.draw_slot = kSavedStatsSlot;
-    f.print = [](SpecCode c, DType a) { return std::string(dtypeName(c != 0 ? a : DType::F32)); };
-    f.parse = [](const std::string& text, DType a) {  // "fp32" is the default, in an fp32 case too
-      const auto t = parseDType(text);
-      if (!t) throw CaseParseError(fmt::format("'stats': '{}' is not one of fp32, fp16, bf16", text));
-      if (*t == DType::F32) return SpecCode(0);
-      if (*t != a)
-        throw CaseParseError(
-            fmt::format("'stats' must be fp32 or the activation dtype ({}), got {}", dtypeName(a), dtypeName(*t)));
-      return kSavedStats.code(SavedStats::Activation);
-    };
-    f.label = [](SpecCode, DType a) { return fmt::format("stats={}", dtypeName(a)); };
-    f.unsupported = [](const std::vector<SpecCode>& can, SpecCode c, DType a) {
-      if (a == DType::F32 || takes(can, c)) return std::string();  // in fp32 both are the same spec
-      return c != 0 ? std::string("saves its statistics in fp32 only")
-                    : fmt::format("saves its statistics in the activation dtype ({}) only", dtypeName(a));
-    };
-    f.draws = [](const std::vector<SpecCode>& can, DType a) {
-      std::vector<SpecDraw> d;
-      if (takes(can, 0) || a == DType::F32) d.push_back({3, 0});
-      if (takes(can, 1) && a != DType::F32) d.push_back({d.empty() ? size_t(3) : size_t(1), 1});
-      return d;
-    };
-    f.option = "stats";  // "activation": that one only
-    f.declared = [](const nlohmann::json& v) {
-      const std::string stats = declaredText("stats", v);
-      if (stats == "activation") return std::vector<SpecCode>{1};
-      if (stats != "fp32") throw std::invalid_argument(fmt::format("stats '{}' is not one of fp32, activation", stats));
-      return std::vector<SpecCode>{0};
-    };
-    return f;
-  }();
+  static const SpecField field = fp32OrActivationField("stats", "the dtype of saved statistics", kSavedStatsSlot,
+                                                       "stats", "saves its statistics");
   return field;
 }
 

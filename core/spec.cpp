@@ -155,6 +155,45 @@ SpecField choiceField(std::string key, std::string meaning, int draw_slot, std::
   return f;
 }
 
+SpecField fp32OrActivationField(std::string key, std::string meaning, int draw_slot, std::string option,
+                                std::string does) {
+  SpecField f;
+  f.key = std::move(key);
+  f.meaning = std::move(meaning);
+  f.draw_slot = draw_slot;
+  f.print = [](SpecCode c, DType a) { return std::string(dtypeName(c != 0 ? a : DType::F32)); };
+  f.parse = [key = f.key](const std::string& text, DType a) {  // "fp32" is the default, in an fp32 case too
+    const auto t = parseDType(text);
+    if (!t) throw CaseParseError(fmt::format("'{}': '{}' is not one of fp32, fp16, bf16", key, text));
+    if (*t == DType::F32) return SpecCode(0);
+    if (*t != a)
+      throw CaseParseError(
+          fmt::format("'{}' must be fp32 or the activation dtype ({}), got {}", key, dtypeName(a), dtypeName(*t)));
+    return SpecCode(1);
+  };
+  f.label = [key = f.key](SpecCode, DType a) { return fmt::format("{}={}", key, dtypeName(a)); };
+  f.unsupported = [does](const std::vector<SpecCode>& can, SpecCode c, DType a) {
+    if (a == DType::F32 || takes(can, c)) return std::string();  // in fp32 both are the same spec
+    return c != 0 ? fmt::format("{} in fp32 only", does)
+                  : fmt::format("{} in the activation dtype ({}) only", does, dtypeName(a));
+  };
+  f.draws = [](const std::vector<SpecCode>& can, DType a) {
+    std::vector<SpecDraw> d;
+    if (takes(can, 0) || a == DType::F32) d.push_back({3, 0});
+    if (takes(can, 1) && a != DType::F32) d.push_back({d.empty() ? size_t(3) : size_t(1), 1});
+    return d;
+  };
+  f.option = option;  // "activation": that one only
+  f.declared = [option](const nlohmann::json& v) {
+    const std::string value = declaredText(option.c_str(), v);
+    if (value == "activation") return std::vector<SpecCode>{1};
+    if (value != "fp32")
+      throw std::invalid_argument(fmt::format("{} '{}' is not one of fp32, activation", option, value));
+    return std::vector<SpecCode>{0};
+  };
+  return f;
+}
+
 SpecField yesNoField(std::string key, std::string meaning, int draw_slot) {
   SpecField f = choiceField(std::move(key), std::move(meaning), draw_slot, {"no", "yes"});
   f.parse = [key = f.key](const std::string& text, DType) {

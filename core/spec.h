@@ -192,6 +192,13 @@ SpecField yesNoField(std::string key, std::string meaning, int draw_slot);
 SpecField dtypeField(std::string key, std::string meaning, int draw_slot);
 /// An fp32 value in [-limit, limit], 0 the default (SpecKey<float>).
 SpecField realField(std::string key, std::string meaning, int draw_slot, float limit);
+/// fp32 (code 0, the default) or the activation dtype (code 1), written as a
+/// dtype in case strings (key=bf16) and declared as `option`="fp32" or
+/// "activation"; in fp32 cases the two are one spec. `does` says what a
+/// variant does in one of them only ("saves its statistics": "... in fp32
+/// only").
+SpecField fp32OrActivationField(std::string key, std::string meaning, int draw_slot, std::string option,
+                                std::string does);
 
 /// "plain", or the labels of the fields that differ from it, in the op's
 /// order, e.g. "w=fp32 llama offset=1": how tables and reports name a spec.

@@ -29,6 +29,19 @@
 // is one rounding of values d_s apart: |residual_out_kernel - residual_out|
 // <= d_ro := d_s + ulp_T(|residual_out| + d_s), the budget of residual_out.
 //
+// Under acc=T (sum_in_activation_dtype; FlashInfer's fp32_acc=False) the
+// partials are added one rank at a time in rank order, each add rounded to
+// T: s = round_T(...round_T(round_T(x_0 + x_1) + x_2)... + x_{R-1}), exact
+// (each step is one correctly rounded add of two values, as below). With
+// R <= 2 that is the one rounding above, and the budget above is kept. From
+// R = 3 on, the budget is that of any serial order of adds in T (another
+// order's s is within 2 e_s of this one, e_s = K (R - 1) u_T A): 0 where
+// every partial sum of every order is a value of T (A / q < 2^p_T, p_T the
+// precision of T), so that residual_out is bitwise there as well as in
+// NCCL's fp32 pipeline, and fused_vs_unfused compares those rows only. Where
+// rank order's s overflows T, the spec's residual_out is infinite: any
+// non-finite result and no finite one (budget +inf, oracles/reference.h).
+//
 // Under res=fp32 the residual and residual_out are fp32 and the residual add
 // rounds to fp32 (ulp_fp32 in d_ro); s stays a T value (the allreduce's
 // result in the activation dtype), so with R = 1 residual_out = round_fp32(x
@@ -112,15 +125,30 @@ bool fastRankSum(const std::vector<HostMatrix>& x, int64_t i, int64_t j, DType T
   return true;
 }
 
-/// round_Rd(s + residual), exact in a double word.
-double fastResidualAdd(double s, double residual, DType Rd) {
+/// round_D(a + b), exact in a double word: the residual add, and under
+/// acc=T each rank's add.
+double fastRoundedAdd(double a, double b, DType D) {
   double odd;
-  const dw::DW t = dw::twoSum(s, residual);
+  const dw::DW t = dw::twoSum(a, b);
   // An exact double word always decides: |t.l| <= half an ulp of t.h, and a
   // t.h that is a power of two with t.l = -(the gap below it) cannot come
   // out of twoSum (that sum is the double below t.h, which RN returns).
   if (!dw::roundToOdd(t, 0.0, odd)) throw std::logic_error("allreduce_rmsnorm oracle: an exact sum left undecided");
-  return roundToFormat(Rd, odd);
+  return roundToFormat(D, odd);
+}
+
+/// acc=T's s: the partials added in rank order, each add rounded to T (an
+/// infinite running sum stays so: the partials are finite); false where a
+/// partial is not finite (MPFR's to compute).
+bool fastRankOrderSumInT(const std::vector<HostMatrix>& x, int64_t i, int64_t j, DType T, double& s) {
+  s = x[0].value(i, j);
+  if (!std::isfinite(s)) return false;
+  for (size_t r = 1; r < x.size(); ++r) {
+    const double v = x[r].value(i, j);
+    if (!std::isfinite(v)) return false;
+    if (!std::isinf(s)) s = fastRoundedAdd(s, v, T);
+  }
+  return true;
 }
 
 }  // namespace
@@ -132,7 +160,9 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   const DType T = r0.dtype;
   const DType Rd = in.residual.dtype;  // residual and residual_out: T, or fp32 (res=fp32)
   const int R = static_cast<int>(in.x.size());
-  const double K = tolerance::kBudgetSafety, u32 = unitRoundoff(DType::F32);
+  const double K = tolerance::kBudgetSafety;
+  // acc=T differs from one rounding of the exact sum from three ranks on.
+  const bool rank_order_in_t = in.sum_in_activation_dtype && R > 2;
 
   AllreduceRmsNormReference ref{ReferenceTensor::zeros("residual_out", Rd, M, N, true),
                                 ReferenceTensor::zeros("y", T, M, N, true)};
@@ -155,10 +185,11 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
           if (v != 0.0) q = std::min(q, ulpOf(T, std::fabs(v)));
         }
         double s = 0.0, fast_out = 0.0, fast_v = 0.0;
-        const bool fast = mode != OracleMode::Mpfr && fastRankSum(in.x, i, j, T, s);
+        const bool fast = mode != OracleMode::Mpfr &&
+                          (rank_order_in_t ? fastRankOrderSumInT(in.x, i, j, T, s) : fastRankSum(in.x, i, j, T, s));
         if (fast) {
-          fast_out = std::isinf(s) ? s : fastResidualAdd(s, in.residual.value(i, j), Rd);
-          fast_v = v_is_residual_out || std::isinf(s) ? fast_out : fastResidualAdd(s, in.residual.value(i, j), Vd);
+          fast_out = std::isinf(s) ? s : fastRoundedAdd(s, in.residual.value(i, j), Rd);
+          fast_v = v_is_residual_out || std::isinf(s) ? fast_out : fastRoundedAdd(s, in.residual.value(i, j), Vd);
         }
         if (!fast || mode == OracleMode::Audit) {
           for (int r = 0; r < R; ++r) {
@@ -167,6 +198,8 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
             // when every partial is -0), which a start from +0 would lose.
             if (r == 0) mpfr_set_d(sum, v, MPFR_RNDN);
             else mpfr_add_d(sum, sum, v, MPFR_RNDN);
+            // acc=T: each add rounded to T (exact in T, so set back exactly).
+            if (rank_order_in_t && r > 0) mpfr_set_d(sum, roundToT(T, sum), MPFR_RNDN);
           }
           const double exact_s = roundToT(T, sum);
           mpfr_set_d(sum, exact_s, MPFR_RNDN);
@@ -182,19 +215,27 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
           if (!fast) ++fell_back[size_t(i)];
           s = exact_s, fast_out = exact_out, fast_v = exact_v;
         }
-        // Every fp32 partial sum exact in every order: A / q < 2^24 (with a
-        // margin for abs_sum's own rounding in double)
-        // (and no partial sum that could overflow fp32 in some order).
-        const bool exact_any_order = abs_sum == 0.0 ||
-                                     (abs_sum * (1.0 + 0x1p-40) / q < 0x1p24 && abs_sum <= maxFinite(DType::F32));
-        const double e_s = exact_any_order ? 0.0 : K * double(R - 1) * u32 * abs_sum;
-        const double d_s = exact_any_order ? 0.0 : e_s + ulpOf(T, std::fabs(s) + e_s);
+        // Every partial sum exact in every order, in fp32 (in T under acc=T):
+        // A / q < 2^24 (2^p_T), with a margin for abs_sum's own rounding in
+        // double (and no partial sum that could overflow in some order).
+        const DType acc = rank_order_in_t ? T : DType::F32;
+        const bool exact_any_order = abs_sum == 0.0 || (abs_sum * (1.0 + 0x1p-40) / q < 1.0 / unitRoundoff(acc) &&
+                                                        abs_sum <= maxFinite(acc));
+        // A serial order's error; under acc=T, between two orders' (rank order's s and another).
+        const double e_s = exact_any_order ? 0.0 : K * double(R - 1) * unitRoundoff(acc) * abs_sum;
+        const double d_s = exact_any_order   ? 0.0
+                           : rank_order_in_t ? 2.0 * e_s + ulpOf(T, std::fabs(s) + 2.0 * e_s)
+                                             : e_s + ulpOf(T, std::fabs(s) + e_s);
+        // acc=T's rank order overflowed T: the spec's own result is infinite.
+        const bool spec_overflowed = rank_order_in_t && std::isinf(s);
         const double out = fast_out;
         const int64_t e = i * N + j;
         ref.residual_out.exact[size_t(e)] = out;
-        ref.residual_out.budget[size_t(e)] = d_s == 0.0 ? 0.0 : d_s + ulpOf(Rd, std::fabs(out) + d_s);
+        ref.residual_out.budget[size_t(e)] = spec_overflowed ? INFINITY
+                                             : d_s == 0.0    ? 0.0
+                                                             : d_s + ulpOf(Rd, std::fabs(out) + d_s);
         v.bits[size_t(e)] = doubleToBits(Vd, fast_v);
-        v_budget[size_t(e)] = d_s == 0.0 ? 0.0 : d_s + ulpOf(Vd, std::fabs(fast_v) + d_s);
+        v_budget[size_t(e)] = spec_overflowed ? INFINITY : d_s == 0.0 ? 0.0 : d_s + ulpOf(Vd, std::fabs(fast_v) + d_s);
       }
   });
 

@@ -24,6 +24,10 @@ struct AllreduceRmsNormInputs {
   // the residual's dtype, not residual_out (fused_add_rmsnorm's sum=fp32:
   // FlashInfer's and quack's order).
   bool norm_of_fp32_sum = false;
+  // The partials are added in T one rank at a time, in rank order, each add
+  // rounded to T (acc=T, kernels/allreduce_rmsnorm/allreduce_rmsnorm_spec.h),
+  // rather than summed exactly and rounded once. The same spec for R <= 2.
+  bool sum_in_activation_dtype = false;
 };
 
 struct AllreduceRmsNormReference {

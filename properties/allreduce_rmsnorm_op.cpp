@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "core/schedule_noise.h"
 #include "kernels/allreduce_rmsnorm/allreduce_rmsnorm.h"
+#include "kernels/allreduce_rmsnorm/allreduce_rmsnorm_spec.h"
 #include "oracles/allreduce_rmsnorm.h"
 #include "properties/allreduce_rmsnorm_inputs.h"
 #include "properties/generators.h"
@@ -114,9 +115,12 @@ class AllreduceRmsNormOp final : public OpAdapter {
  public:
   std::string name() const override { return "allreduce_rmsnorm"; }
   bool multiRank() const override { return true; }
-  // RMSNorm's weight specs, and the residual's dtype (quack's residual_dtype).
+  // RMSNorm's weight specs, the residual's dtype (quack's residual_dtype) and
+  // the dtype the ranks' partials are summed in (FlashInfer's fp32_acc).
   OpSpecDeclaration spec() const override {
-    return {{&weightDtypeField(), &roundingField(), &weightOffsetField(), &residualDtypeField()}, {}};
+    const SpecCode llama = kRounding.code(Rounding::Llama);
+    return {{&weightDtypeField(), &roundingField(), &weightOffsetField(), &residualDtypeField(), &rankSumField()},
+            {{"rounding", llama, "acc", "rounding=llama of a sum rounded after each rank is not modelled"}}};
   }
   float testSuiteEps() const override { return 1e-6f; }
   // Allreduce fusions: TensorRT-LLM's and FlashInfer's tests.
@@ -205,8 +209,13 @@ class AllreduceRmsNormOp final : public OpAdapter {
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), false};
     AllreduceRmsNormReference ref = allreduceRmsNormReference(
-        AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec}, contract,
-        ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
+        AllreduceRmsNormInputs{.x = in.x,
+                               .residual = in.residual,
+                               .w = in.w,
+                               .eps = c.eps,
+                               .spec = c.spec,
+                               .sum_in_activation_dtype = kRankSum(c.spec) == RankSum::Activation},
+        contract, ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
     return {std::move(ref.residual_out), std::move(ref.y)};
   }
 

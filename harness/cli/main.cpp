@@ -45,6 +45,7 @@ struct RunArgs {
   std::string concurrent_cases = "auto";
   double time_budget = 0, shrink_budget = 60, case_timeout = 300;
   bool no_shrink = false, no_corpus = false, no_save = false, quiet = false, perturb_schedule = false;
+  bool keep_going = false;
   bool report_to_coordinator = false;  // a worker of a coordinated run (harness/runner/workers.h)
   bool in_process = false;             // plugin kernels in this process (--in-process)
   OracleSettings oracle;               // --oracle, --judge
@@ -87,6 +88,7 @@ CampaignOptions campaignOptions(const RunArgs& a, const ExecContext& exec) {
   o.case_timeout_s = a.case_timeout;
   o.tier = parseTier(a.tier);
   o.shrink = !a.no_shrink;
+  o.keep_going = a.keep_going;
   o.replay_corpus = !a.no_corpus;
   o.save_failures = !a.no_save;
   o.corpus_dir = a.corpus;
@@ -255,6 +257,9 @@ CLI::App* addRunCommand(CLI::App& app, RunArgs& ra, KernelSources& k) {
       ->capture_default_str();
   run->add_option("--case-timeout", ra.case_timeout, "seconds before a case counts as hung")->capture_default_str();
   run->add_flag("--no-shrink", ra.no_shrink, "report failures unshrunk");
+  run->add_flag("--keep-going", ra.keep_going,
+                "go on checking a kernel x property after its first failure: every failing case is recorded (the "
+                "first shrunk and saved, the others as found), so a known defect does not hide the rest");
   run->add_flag("--no-corpus", ra.no_corpus, "do not replay the regression corpus");
   run->add_flag("--no-save", ra.no_save, "do not write failing cases to the corpus");
   run->add_flag("--quiet", ra.quiet, "no progress lines");

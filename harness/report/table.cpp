@@ -173,6 +173,12 @@ std::string formatFailure(const FailureRecord& f) {
   return out;
 }
 
+std::string formatFailureBriefly(const FailureRecord& f) {
+  return fmt::format("FAILED {} ({}{}): {}\n  {}\n  reproduce: {}\n", f.property, f.kind,
+                     f.case_index >= 0 ? fmt::format(", case {}", f.case_index) : "", toCaseString(f.shrunk),
+                     f.outcome.summary, reproCommand(f));
+}
+
 nlohmann::json campaignSummaryJson(const CampaignResult& r) {
   nlohmann::json j = {{"type", "summary"},
                       {"op", r.op},

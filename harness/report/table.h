@@ -17,6 +17,9 @@ std::string formatCampaignTable(const CampaignResult& r);
 /// skipped; and the pairs that apply but judged nothing.
 std::string formatJudgedSummary(const CampaignResult& r);
 std::string formatFailure(const FailureRecord& f);
+/// A failure in three lines: the case, what failed, its repro (a kernel x
+/// property's later failures under --keep-going, its first one in full).
+std::string formatFailureBriefly(const FailureRecord& f);
 /// Code paths each kernel's cases took, naming the ones never reached.
 std::string formatCoverage(const CampaignResult& r);
 /// Worst elements of one outcome: index, inputs, got, exact, ULP, budget.

@@ -94,7 +94,7 @@ class CampaignRun {
   void recordFailure(const CaseChecks& run, const Property& p, const Outcome& out, int fault_number);
   /// Starts the watchdog on the calling thread's check; returns its repro.
   std::string enter(const CaseSpec& spec, const std::string& property);
-  bool alreadyFailed(const std::string& kernel, const std::string& property);
+  bool doneWith(const std::string& kernel, const std::string& property);
   /// The time budget of generated cases is spent.
   bool budgetSpent() const { return o_.time_budget_s > 0 && since(gen_t0_) > o_.time_budget_s; }
   bool outOfTime();
@@ -152,7 +152,10 @@ std::string CampaignRun::enter(const CaseSpec& spec, const std::string& property
   return what;
 }
 
-bool CampaignRun::alreadyFailed(const std::string& kernel, const std::string& property) {
+// (kernel, property) is checked no more: it failed, and the campaign does
+// not keep going.
+bool CampaignRun::doneWith(const std::string& kernel, const std::string& property) {
+  if (o_.keep_going) return false;
   std::lock_guard<std::mutex> lock(failed_mutex_);
   return failed_.count({kernel, property}) > 0;
 }
@@ -239,7 +242,7 @@ void CampaignRun::execute(CaseChecks& run, size_t first) {
     CaseContext ctx(spec, *sel_.op, exec_);
     for (size_t n = first; n < sel_.properties.size(); ++n) {
       const Property* p = sel_.properties[n];
-      if (alreadyFailed(spec.kernel, p->name) || !sel_.applies(*p, spec)) continue;
+      if (doneWith(spec.kernel, p->name) || !sel_.applies(*p, spec)) continue;
       what = enter(spec, p->name);
       const auto c0 = Clock::now();
       Outcome out = checkOne(*p, spec, exec_, &ctx);
@@ -265,7 +268,7 @@ bool CampaignRun::commit(CaseChecks& run) {
   tally_.cover(spec, exec_.sm_count);
   for (size_t c = 0; c < run.checks.size(); ++c) {
     const Property* p = sel_.properties[run.checks[c].property];
-    if (failed_.count({spec.kernel, p->name})) {
+    if (!o_.keep_going && failed_.count({spec.kernel, p->name})) {
       // Ran beside the case that failed it: dropped. If it ended the case's
       // checks by faulting, the rest are checked now.
       if (run.checks[c].outcome.fault) {
@@ -298,7 +301,7 @@ bool CampaignRun::commit(CaseChecks& run) {
     in_flight_ = run.error_while;
     std::rethrow_exception(run.error);
   }
-  if (failed_.size() == result_.judged.size()) return false;
+  if (!o_.keep_going && failed_.size() == result_.judged.size()) return false;
   return o_.stop_after_failure_of.empty() || std::none_of(failed_.begin(), failed_.end(), [&](const auto& f) {
            return f.second == o_.stop_after_failure_of;
          });
@@ -306,9 +309,11 @@ bool CampaignRun::commit(CaseChecks& run) {
 
 // A failure of generated case `run` by `p`: shrunk (unless its property's
 // failures show on some runs only, or an earlier fault of the kernel was),
-// saved to the corpus, recorded.
+// saved to the corpus, recorded. A later failure of a (kernel, property)
+// that already failed (keep_going) is recorded as found.
 void CampaignRun::recordFailure(const CaseChecks& run, const Property& p, const Outcome& out, int fault_number) {
   const CaseSpec& spec = run.spec;
+  const bool first = out.fault || !failed_.count({spec.kernel, p.name});
   // Time to detection leaves out the shrinking of earlier failures.
   FailureRecord f{"generated", p.name,
                   spec,        spec,
@@ -317,7 +322,9 @@ void CampaignRun::recordFailure(const CaseChecks& run, const Property& p, const 
                   "",          exec_.perturb_schedule,
                   1,           out.fault ? o_.case_timeout_s : 0};
   log(fmt::format("FAIL {} on case {}: {}", p.name, run.index, out.summary));
-  if (o_.shrink && p.intermittent_failures) {
+  if (!first) {
+    log("  kept going: recorded as found (a kernel x property's first failure alone is shrunk and saved)");
+  } else if (o_.shrink && p.intermittent_failures) {
     log("  not shrunk: this property's failures show on some runs only, so the case is kept as found");
   } else if (o_.shrink && fault_number <= 1) {
     const Shrunk s = shrinkFailure(*run.shrinkable, out, o_.shrink_budget_s, [&](const CaseSpec& candidate) {
@@ -335,7 +342,7 @@ void CampaignRun::recordFailure(const CaseChecks& run, const Property& p, const 
                     s.finished ? "" : ", the budget ran out: a smaller case may fail too", toCaseString(f.shrunk)));
   }
   const std::string repro = reproCommand(f.shrunk, p.name, exec_.perturb_schedule);
-  if (o_.save_failures)
+  if (o_.save_failures && first)
     f.corpus_file = saveFailingCase(corpus_dir_, p.name, f.shrunk,
                                     {fmt::format("found {} by ulpcheck run --seed {:#x} ({} {}), property {}", today(),
                                                  o_.seed, run.top_up ? "top-up draw" : "case", run.index, p.name),

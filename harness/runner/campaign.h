@@ -51,6 +51,12 @@ struct CampaignOptions {
   // variant, ranks on several GPUs, nightly sizes: CaseGate in run_case.h).
   int concurrent_cases = 1;
   std::string stop_after_failure_of;  // a property: stop generating once it has failed (kill-matrix tests)
+  // Go on checking a (kernel, property) after its first failure: every
+  // failing case is recorded, the first shrunk and saved to the corpus, the
+  // others as found, so one known defect (a library's flushed subnormals)
+  // does not stop its property from judging the rest. Off: a failed
+  // (kernel, property) is checked no more.
+  bool keep_going = false;
   JsonlWriter* json = nullptr;
   std::function<void(const std::string&)> log;  // progress lines; may be empty
   // What must be said even where progress lines are not (--quiet): a corpus

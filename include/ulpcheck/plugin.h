@@ -267,7 +267,11 @@ typedef struct {
    * LayerNorm affine_variants=true (cases without beta, and without either);
    * fused_add_rmsnorm takes fp32_weights, weight_offset,
    * fp32_residual=true (an fp32 residual and residual_out as well) and
-   * sum=fp32 (its norm reads the fp32 sum).
+   * sum=fp32 (its norm reads the fp32 sum); allreduce_rmsnorm takes
+   * fp32_weights, weight_offset, fp32_residual and allreduce_acc=activation
+   * (the ranks' partials added in the activation dtype one rank at a time,
+   * in rank order, each add rounded, rather than summed in fp32 and rounded
+   * once: FlashInfer's fp32_acc=False).
    * A value ulpcheck cannot read, or an option the op does not have, refuses
    * the plugin saying which. */
   const char* spec;

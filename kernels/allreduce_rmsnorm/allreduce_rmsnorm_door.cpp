@@ -130,7 +130,7 @@ const bool registered = registerDoor(OpDoor{
       return "allreduce_rmsnorm needs its entry point (ABI version 5)";
     },
     .add_plugin = addPlugin,
-    .plugin_spec_options = {"fp32_weights", "weight_offset", "fp32_residual"},
+    .plugin_spec_options = {"fp32_weights", "weight_offset", "fp32_residual", "allreduce_acc"},
 });
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <rapidcheck.h>
 
 #include "core/case_spec.h"
+#include "kernels/allreduce_rmsnorm/allreduce_rmsnorm_spec.h"
 #include "kernels/fused_add_rmsnorm/fused_add_rmsnorm.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/rmsnorm/rmsnorm.h"
@@ -191,6 +192,19 @@ TEST(CaseSpec, SpecFieldsRoundTripAndDefaultToPlain) {
   expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 res=fp16",
               "'res' must be fp32 or the activation dtype");
   expectError(base + "res=fp32", "'res' (the residual's dtype) is not a spec field of op=rmsnorm");
+  // ...and the dtype its ranks' partials are summed in: fp32 (the default,
+  // printing nothing) or the activations' (FlashInfer's fp32_acc=False).
+  const CaseSpec in_t = parseCaseString("op=allreduce_rmsnorm kernel=k dtype=fp16 M=2 N=8 ranks=4 acc=fp16");
+  EXPECT_EQ(kRankSum(in_t.spec), RankSum::Activation);
+  EXPECT_EQ(specLabel(in_t.op, in_t.dtype, in_t.spec), "acc=fp16");
+  EXPECT_EQ(parseCaseString(toCaseString(in_t)), in_t);
+  EXPECT_EQ(caseFromJson(toJson(in_t)), in_t);
+  EXPECT_TRUE(parseCaseString("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 acc=fp32").spec.plain());
+  expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 acc=fp16",
+              "'acc' must be fp32 or the activation dtype (bf16)");
+  expectError("op=allreduce_rmsnorm kernel=k dtype=bf16 M=2 N=8 acc=bf16 rounding=llama", "not modelled");
+  expectError(base + "acc=bf16",
+              "'acc' (the dtype the ranks' partials are summed in) is not a spec field of op=rmsnorm");
   // fused_add_rmsnorm: the residual's dtype too, and which sum its norm reads.
   const CaseSpec add = parseCaseString("op=fused_add_rmsnorm kernel=k dtype=bf16 M=2 N=8 wdtype=fp32 sum=fp32");
   EXPECT_EQ(kNormedSum(add.spec), NormedSum::Fp32);

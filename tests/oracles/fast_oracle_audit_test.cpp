@@ -267,11 +267,12 @@ TEST(OracleAudit, AllreduceResidualSumsAreBitwiseTheMpfrOnes) {
   // Generated allreduce_rmsnorm cases of every distribution (zero rows and
   // signed zeros send their zero sums to MPFR), ranks 1 to 8, res=fp32 too,
   // each also with the norm reading the fp32 sum (fused_add_rmsnorm's
-  // sum=fp32): the fast path's residual_out and y equal the MPFR path's, and
+  // sum=fp32), and the 16-bit ones with the partials summed in T (acc=T):
+  // the fast path's residual_out and y equal the MPFR path's, and
   // the audit mode (both, compared element by element) raises nothing.
   ThreadPool pool(2);
   const int64_t fast_before = oracleCounts().fast.load(), back_before = oracleCounts().fell_back.load();
-  int64_t multi_rank = 0;
+  int64_t multi_rank = 0, in_t_multi_rank = 0;
   for (const CaseSpec& c : smokeCases("allreduce_rmsnorm", "host_unfused", 0xa11d, 150)) {
     const AllreduceRmsNormInputData d = generateAllreduceRmsNormInputs(c, identityRows(c.M));
     const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
@@ -285,9 +286,22 @@ TEST(OracleAudit, AllreduceResidualSumsAreBitwiseTheMpfrOnes) {
           << toCaseString(c) << (fp32_sum ? " (the norm of the fp32 sum)" : "");
       EXPECT_NO_THROW(allreduceRmsNormReference(in, contract, pool, OracleMode::Audit)) << toCaseString(c);
     }
+    // The partials added in T one rank at a time (acc=T, 16-bit cases).
+    if (c.dtype != DType::F32) {
+      const AllreduceRmsNormInputs in{
+          .x = d.x, .residual = d.residual, .w = d.w, .eps = c.eps, .spec = c.spec, .sum_in_activation_dtype = true};
+      const AllreduceRmsNormReference exact = allreduceRmsNormReference(in, contract, pool, OracleMode::Mpfr);
+      const AllreduceRmsNormReference fast = allreduceRmsNormReference(in, contract, pool, OracleMode::Fast);
+      EXPECT_NO_THROW(
+          auditReferences("allreduce_rmsnorm", {&exact.residual_out, &exact.y}, {&fast.residual_out, &fast.y}))
+          << toCaseString(c) << " (acc=T)";
+      EXPECT_NO_THROW(allreduceRmsNormReference(in, contract, pool, OracleMode::Audit)) << toCaseString(c);
+      in_t_multi_rank += c.ranks > 2;
+    }
     multi_rank += c.ranks > 1;
   }
   EXPECT_GT(multi_rank, 50);
+  EXPECT_GT(in_t_multi_rank, 20);
   EXPECT_GT(oracleCounts().fast.load() - fast_before, 100'000);
   EXPECT_GT(oracleCounts().fell_back.load() - back_before, 0) << "zero sums go to MPFR";
 }

@@ -1218,5 +1218,111 @@ TEST(AllreduceOracle, AnFp32ResidualIsOneFp32AddAndYNormalisesThatSum) {
   }
 }
 
+// acc=T (kRankSum, FlashInfer's fp32_acc=False): the partials added in T one
+// rank at a time, in rank order, each add rounded.
+TEST(AllreduceOracle, ASumInTheActivationDtypeIsRoundedAfterEachRankInRankOrder) {
+  ThreadPool pool(2);
+  for (const char* dt : {"bf16", "fp16"})
+    for (const char* shape :
+         {"M=4 N=257", "M=3 N=1000 dist=large_mean sigma=0x1p-4 mean=0x1p+3", "M=16 N=64 dist=zero_rows"}) {
+      const CaseSpec c = parseCaseString(fmt::format(
+          "op=allreduce_rmsnorm kernel=host_fused_oneshot dtype={} ranks=4 acc={} seed=0xacc {}", dt, dt, shape));
+      const AllreduceRmsNormInputData in = generateAllreduceRmsNormInputs(c, identityRows(c.M));
+      const DType T = c.dtype;
+      const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
+      // Audit: the fast path and MPFR compared element by element.
+      const AllreduceRmsNormReference ref = allreduceRmsNormReference(
+          AllreduceRmsNormInputs{.x = in.x,
+                                 .residual = in.residual,
+                                 .w = in.w,
+                                 .eps = c.eps,
+                                 .spec = c.spec,
+                                 .sum_in_activation_dtype = true},
+          contract, pool, OracleMode::Audit);
+      const AllreduceRmsNormReference once = allreduceRmsNormReference(
+          AllreduceRmsNormInputs{in.x, in.residual, in.w, c.eps, c.spec}, contract, pool, OracleMode::Fast);
+      int64_t differs_from_one_rounding = 0, order_free = 0, budgeted = 0;
+      for (int64_t i = 0; i < c.M; ++i)
+        for (int64_t j = 0; j < c.N; ++j) {
+          // Two values of T add exactly in double but for one rounding, which
+          // rounding to T then cannot double (53 >= 2 p_T + 2 bits).
+          double s = in.x[0].value(i, j), abs_sum = std::fabs(s), q = INFINITY;
+          for (size_t r = 0; r < in.x.size(); ++r) {
+            const double v = in.x[r].value(i, j);
+            if (r > 0) s = roundToFormat(T, s + v), abs_sum += std::fabs(v);
+            if (v != 0.0) q = std::min(q, ulpOf(T, std::fabs(v)));
+          }
+          const int64_t e = i * c.N + j;
+          const double out = roundToFormat(T, s + in.residual.value(i, j));
+          ASSERT_EQ(ref.residual_out.exact[size_t(e)], out) << toCaseString(c) << " residual_out[" << e << "]";
+          differs_from_one_rounding += once.residual_out.exact[size_t(e)] != out;
+          // Bitwise where every order of adds in T is exact; elsewhere a
+          // budget that holds the one rounding of the exact sum as well.
+          const double budget = ref.residual_out.budget[size_t(e)];
+          if (abs_sum == 0.0 || abs_sum / q < 1.0 / unitRoundoff(T)) {
+            EXPECT_EQ(budget, 0.0) << toCaseString(c) << " residual_out[" << e << "]";
+            ++order_free;
+          } else {
+            EXPECT_GT(budget, 0.0);
+            EXPECT_LE(std::fabs(once.residual_out.exact[size_t(e)] - out), budget);
+            ++budgeted;
+          }
+        }
+      EXPECT_GT(differs_from_one_rounding, 0) << toCaseString(c) << ": acc=T is another spec from 3 ranks on";
+      // Every order is exact only where A < 2^p_T q: zero rows, seldom random ones.
+      EXPECT_GT(budgeted, 0) << toCaseString(c);
+      if (std::string(shape).find("zero_rows") != std::string::npos) {
+        EXPECT_GT(order_free, 0) << toCaseString(c);
+      }
+      // Two ranks: one add, the one rounding; the same references, budgets included.
+      CaseSpec two = c;
+      two.ranks = 2;
+      const AllreduceRmsNormInputData in2 = generateAllreduceRmsNormInputs(two, identityRows(two.M));
+      const AllreduceRmsNormReference t2 = allreduceRmsNormReference(
+          AllreduceRmsNormInputs{.x = in2.x,
+                                 .residual = in2.residual,
+                                 .w = in2.w,
+                                 .eps = two.eps,
+                                 .spec = two.spec,
+                                 .sum_in_activation_dtype = true},
+          contract, pool, OracleMode::Fast);
+      const AllreduceRmsNormReference f2 = allreduceRmsNormReference(
+          AllreduceRmsNormInputs{in2.x, in2.residual, in2.w, two.eps, two.spec}, contract, pool, OracleMode::Fast);
+      EXPECT_EQ(t2.residual_out.exact, f2.residual_out.exact);
+      EXPECT_EQ(t2.residual_out.budget, f2.residual_out.budget);
+      EXPECT_EQ(t2.y.exact, f2.y.exact);
+      EXPECT_EQ(t2.y.budget, f2.y.budget);
+    }
+}
+
+TEST(AllreduceOracle, ARankOrderSumInTheActivationDtypeThatOverflowsIsTheSpecsOwnInfinity) {
+  // fp16: 60000 + 10000 overflows in rank order, and -20000 after it leaves
+  // +inf; the exact sum is 50000. Column 1 (1 + 0 + 0) is exact in any order.
+  ThreadPool pool(1);
+  auto row = [](std::vector<double> v) {
+    HostMatrix m{DType::F16, 1, int64_t(v.size()), int64_t(v.size()), {}};
+    for (double d : v) m.bits.push_back(doubleToBits(DType::F16, d));
+    return m;
+  };
+  const std::vector<HostMatrix> x{row({60000, 1}), row({10000, 0}), row({-20000, 0})};
+  const HostMatrix residual = row({1, 2}), w = row({1, 1});
+  const CaseSpec c =
+      parseCaseString("op=allreduce_rmsnorm kernel=host_fused_oneshot dtype=fp16 M=1 N=2 ranks=3 acc=fp16");
+  const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
+  for (OracleMode mode : {OracleMode::Fast, OracleMode::Mpfr, OracleMode::Audit}) {
+    const AllreduceRmsNormReference ref = allreduceRmsNormReference(
+        AllreduceRmsNormInputs{
+            .x = x, .residual = residual, .w = w, .eps = 1e-6f, .spec = c.spec, .sum_in_activation_dtype = true},
+        contract, pool, mode);
+    EXPECT_EQ(ref.residual_out.exact[0], INFINITY);
+    EXPECT_EQ(ref.residual_out.budget[0], INFINITY) << "any non-finite result, no finite one";
+    EXPECT_EQ(ref.residual_out.exact[1], 3.0);
+    EXPECT_EQ(ref.residual_out.budget[1], 0.0);
+  }
+  const AllreduceRmsNormReference once = allreduceRmsNormReference(
+      AllreduceRmsNormInputs{x, residual, w, 1e-6f, c.spec}, contract, pool, OracleMode::Fast);
+  EXPECT_TRUE(std::isfinite(once.residual_out.exact[0])) << "one rounding of the exact sum does not overflow";
+}
+
 }  // namespace
 }  // namespace ulpcheck

@@ -30,11 +30,15 @@ contiguous and 16-byte aligned (int4 loads, csrc/trtllm_allreduce_fusion.cu:
 = block x cluster with block <= 1024 (cuh:1733-1741, 1836), so the largest
 H is 65536 at 16 bits, 32768 at fp32; two-shot asserts more tokens than
 ranks (trtllm_ar.py:853-854: min_rows). use_oneshot is passed explicitly so
-each variant reaches its strategy (None picks by size, trtllm_ar.py:712-725;
-True is overridden only past MAX_COMM_SIZE, far beyond these cases). One
-workspace per rank for every call of a (world size, activation width):
-max_token_num x hidden_dim bounds token_num x H only (trtllm_ar.py:753-758),
-and its Lamport buffer stays under 2^30 bytes (cuh:975 multiplies in 32 bits).
+each variant reaches its strategy at every size (None picks one-shot while
+T x H x 2 x world x itemsize <= {2: 512, 4: 64, 8: 42} MiB, trtllm_ar.py:
+712-725, which every case here is below at 2 and 4 ranks; True is
+overridden only past MAX_COMM_SIZE, far beyond these cases). One workspace
+per rank for every call of a (world size, activation width): max_token_num
+x hidden_dim bounds token_num x H only (trtllm_ar.py:753-758). Its Lamport
+slots stay far below 2^30 bytes, except in the production-sized variant
+below: from 2^30 up, the slot the one-shot kernel clears is computed in 32
+bits (cuh:975) and wraps.
 One-shot sends -0 as +0 (-0 marks "not arrived", cuh:1442-1448, 1544):
 where every rank's partial and the residual are -0, its residual_out is +0
 where the spec's is -0.
@@ -60,22 +64,35 @@ _COLS_32 = (16, 1000, 2880, 4096, 5120, 7168, 8184, 8192, 16368, 16384, 28672, 3
 # the larger batches batch invariance places a case's rows in.
 _MAX_ELEMENTS = 1 << 21
 _MAX_HIDDEN = 65536
-_workspaces = {}  # (world size, fp32 activations) -> (ipc handles, workspace pointers, metadata)
+_workspaces = {}  # (world size, fp32 activations, production-sized) -> (ipc handles, workspace pointers, metadata)
+
+# A production-sized workspace: one Lamport slot (world x max_token_num x
+# hidden_dim elements, trtllm_ar.py:481-485) of 2^30 bytes, as 8 ranks x 8192
+# tokens x H 8192 at 16 bits give. Slot k starts at k x comm_size, which the
+# one-shot kernel computes with a 64-bit product for the slot it writes
+# (cuh:972-973) and a 32-bit one for the slot it clears (cuh:975).
+_PRODUCTION_SLOT_BYTES = 1 << 30
 
 
-def _workspace(ranks, fp32):
-    key = (ranks.world_size, fp32)
+def _max_tokens(ranks, fp32, production_size):
+    if not production_size:
+        return _MAX_ELEMENTS // _MAX_HIDDEN
+    return _PRODUCTION_SLOT_BYTES // (ranks.world_size * _MAX_HIDDEN * (4 if fp32 else 2))
+
+
+def _workspace(ranks, fp32, production_size):
+    key = (ranks.world_size, fp32, production_size)
     if key not in _workspaces:
         _workspaces[key] = ar.trtllm_create_ipc_workspace_for_all_reduce_fusion(
-            tp_rank=ranks.rank, tp_size=ranks.world_size, max_token_num=_MAX_ELEMENTS // _MAX_HIDDEN,
+            tp_rank=ranks.rank, tp_size=ranks.world_size, max_token_num=_max_tokens(ranks, fp32, production_size),
             hidden_dim=_MAX_HIDDEN, use_fp32_lamport=fp32, group=dist.group.WORLD, create_metadata=True)
     return _workspaces[key]
 
 
-def _fusion(oneshot, fp32_acc):
+def _fusion(oneshot, fp32_acc, production_size=False):
     def forward(x, residual, w, eps, ranks):
         tokens, hidden = x.shape
-        _, workspace, metadata = _workspace(ranks, x.dtype == torch.float32)
+        _, workspace, metadata = _workspace(ranks, x.dtype == torch.float32, production_size)
         residual_out = torch.empty_like(residual)
         norm_out = torch.empty_like(x)
         ar.trtllm_allreduce_fusion(
@@ -88,6 +105,21 @@ def _fusion(oneshot, fp32_acc):
     return forward
 
 
+# fp32_acc=False adds each rank's partial to the running sum in the
+# activation dtype, in rank order, rounding after each add (cuh:1457-1482):
+# the spec allreduce_acc="activation" (with two ranks the same as one
+# rounding of the exact sum; with four, 1 to 8 ulp from it in residual_out,
+# measured on 4 x H200). fp32_acc=True and fp32 activations sum in fp32.
+def _acc(fp32_sum):
+    return "fp32" if fp32_sum else "activation"
+
+
+# Two-shot launches H/VEC threads a block at most and refuses fewer than the
+# world size (cuh:1835, "block_size < nranks"): H = 16 is 2 vectors at 16 bits.
+def _two_shot_cols(cols):
+    return tuple(c for c in cols if c > 16)
+
+
 for strategy, oneshot in (("oneshot", True), ("twoshot", False)):
     common = dict(backend="cuda", ranks=(2, 4, 8), contiguous_rows=True, aligned_rows=True, batch_invariant=False,
                   min_rows=0 if oneshot else 9,  # > world size: 8 ranks at most here
@@ -98,6 +130,20 @@ for strategy, oneshot in (("oneshot", True), ("twoshot", False)):
                                            ("_fp32", False, ("fp32",), _COLS_32)):
         ulpcheck.allreduce_rmsnorm(
             f"flashinfer_allreduce_fusion_{strategy}{suffix}", forward=_fusion(oneshot, fp32_acc), dtypes=dtypes,
-            cols=cols, **common,
+            cols=cols if oneshot else _two_shot_cols(cols), allreduce_acc=_acc(fp32_acc or dtypes == ("fp32",)),
+            **common,
             description=f"flashinfer.comm.trtllm_allreduce_fusion, kARResidualRMSNorm, use_oneshot={oneshot}, "
                         f"fp32_acc={fp32_acc}")
+
+# One-shot with a production-sized workspace (its cases stay at the default
+# tier's sizes, far inside it): the slot it clears is computed in 32 bits
+# (cuh:975), 2 x 2^30 wraps, and every third call reads a slot never
+# cleared (docs/external-kernels.md). A defect of FlashInfer 0.7.2.post1:
+# this variant fails rank consistency, determinism and accuracy.
+ulpcheck.allreduce_rmsnorm(
+    "flashinfer_allreduce_fusion_oneshot_production_workspace", forward=_fusion(True, False, production_size=True),
+    dtypes=("bf16", "fp16"), cols=_COLS_16, backend="cuda", ranks=(2, 4, 8), allreduce_acc=_acc(False),
+    contiguous_rows=True, aligned_rows=True, batch_invariant=False, unfused_pipeline="nccl_unfused",
+    bitwise_with_unfused=("residual_out",), libraries=("torch", "flashinfer"),
+    description="flashinfer_allreduce_fusion_oneshot with a workspace of 2^30-byte Lamport slots "
+                "(8 ranks x 8192 tokens x H 8192 at 16 bits)")

@@ -8,7 +8,12 @@ before its first call. x is this rank's partial (every rank's differs),
 residual and w are the same on every rank; every rank must return the same
 bits:
 
-    s            = the sum of every rank's x, rounded to x's dtype
+    s            = the sum of every rank's x, rounded to x's dtype once (in
+                   any order: an fp32 sum), or, for a variant that declares
+                   allreduce_acc="activation", added to the running sum in
+                   x's dtype one rank at a time in rank order, each add
+                   rounded (FlashInfer's fp32_acc=False; the same with two
+                   ranks)
     residual_out = s + residual, in the residual's dtype (x's, or fp32 in
                    cases of a variant that declares fp32_residual=True)
     y            = the RMSNorm of residual_out (weight offset applied)
@@ -22,8 +27,11 @@ called on clones.
 import dataclasses
 from typing import Any
 
-from . import Op, norm
+from . import Op, SpecOption, norm
 from .fused_add_rmsnorm import FP32_RESIDUAL
+
+# The dtype the ranks' partials are summed in: "fp32" or "activation".
+ALLREDUCE_ACC = SpecOption("allreduce_acc", "fp32", norm.one_of("allreduce_acc", ("fp32", "activation")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +56,7 @@ def valid_ranks(v):
 
 
 OP = Op(name="allreduce_rmsnorm",
-        spec_options=(norm.FP32_WEIGHTS, norm.WEIGHT_OFFSET, FP32_RESIDUAL),
+        spec_options=(norm.FP32_WEIGHTS, norm.WEIGHT_OFFSET, FP32_RESIDUAL, ALLREDUCE_ACC),
         rules=(valid_ranks,),
         multi_rank=True,
         entries={"allreduce_rmsnorm_forward": forward})

@@ -86,6 +86,37 @@ TEST_F(MultiRankPythonDoor, ARankWhoseResultDiffersIsCaughtByRankConsistency) {
   EXPECT_NE(r.output.find("residual_out@1"), std::string::npos) << r.output;
 }
 
+TEST_F(MultiRankPythonDoor, ASumRoundedAfterEachRankPassesUnderItsDeclaredSpecOnlyFromThreeRanksOn) {
+  // FlashInfer's fp32_acc=False, declared allreduce_acc="activation": every
+  // property passes at 3 and 4 ranks; the same kernel held to one rounding
+  // of the exact sum (the default spec) fails accuracy.
+  const std::string json = ::testing::TempDir() + "multi-rank-acc.jsonl";
+  const Result declared = cli("run --op allreduce_rmsnorm --kernel py_allreduce_sum_in_x_dtype --per-cell 4 --seed 3 "
+                              "--tier smoke --no-save --no-corpus --json " +
+                              json + kRankKernels);
+  EXPECT_EQ(declared.code, exit_code::kOk) << declared.output;
+  EXPECT_EQ(ranksIn(json), (std::set<int>{3, 4})) << declared.output;
+  {  // Its cases carry the spec it declared: acc=<its dtype>.
+    std::ifstream in(json);
+    int64_t cases = 0;
+    for (std::string line; std::getline(in, line);) {
+      const auto rec = nlohmann::json::parse(line);
+      if (rec["type"] != "case") continue;
+      ++cases;
+      const std::string text = rec["case"]["case"];
+      EXPECT_NE(text.find("acc=" + rec["case"]["dtype"].get<std::string>()), std::string::npos) << text;
+    }
+    EXPECT_GT(cases, 0);
+  }
+  testing::expectEachPassedMoreThan(json, {"accuracy", "rank_consistency", "determinism", "memory_safety"}, 0,
+                                    declared.output);
+  const Result undeclared = cli("run --op allreduce_rmsnorm --kernel py_allreduce_sum_in_x_dtype_undeclared --property "
+                                "accuracy --per-cell 8 --seed 3 --tier smoke --no-save --no-corpus" +
+                                kRankKernels);
+  EXPECT_EQ(undeclared.code, exit_code::kPropertyFailed) << undeclared.output;
+  EXPECT_NE(undeclared.output.find("residual_out["), std::string::npos) << undeclared.output;
+}
+
 TEST_F(MultiRankPythonDoor, ARankThatDiesOrHangsFailsTheCaseOnEveryRankAndTheCampaignGoesOn) {
   // Rank 1 ends mid-call (its peer is left in all_reduce, waiting for it):
   // the case fails at once, naming the rank, and every rank restarts.
