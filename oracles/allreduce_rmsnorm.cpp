@@ -34,13 +34,16 @@
 // T: s = round_T(...round_T(round_T(x_0 + x_1) + x_2)... + x_{R-1}), exact
 // (each step is one correctly rounded add of two values, as below). With
 // R <= 2 that is the one rounding above, and the budget above is kept. From
-// R = 3 on, the budget is that of any serial order of adds in T (another
-// order's s is within 2 e_s of this one, e_s = K (R - 1) u_T A): 0 where
-// every partial sum of every order is a value of T (A / q < 2^p_T, p_T the
-// precision of T), so that residual_out is bitwise there as well as in
-// NCCL's fp32 pipeline, and fused_vs_unfused compares those rows only. Where
-// rank order's s overflows T, the spec's residual_out is infinite: any
-// non-finite result and no finite one (budget +inf, oracles/reference.h).
+// R = 3 on, the budget is 0 where every partial sum of every order is a
+// value of T (A / q < 2^p_T, p_T the precision of T, and A <= max_T), so
+// that residual_out is bitwise there as well as in NCCL's fp32 pipeline, and
+// fused_vs_unfused compares those rows only. Elsewhere it also admits
+// another serial order of adds in T (its s is within 2 e_s of rank order's,
+// e_s = K (R - 1) u_T A), as long as no order overflows: near overflow
+// (A > max_T) the spec is rank order's own, and another order's infinity
+// (or rank order's infinity missed) fails. Where rank order's s overflows
+// T, the spec's residual_out is infinite: any non-finite result and no
+// finite one (budget +inf, oracles/reference.h).
 //
 // Under res=fp32 the residual and residual_out are fp32 and the residual add
 // rounds to fp32 (ulp_fp32 in d_ro); s stays a T value (the allreduce's

@@ -62,7 +62,8 @@ std::string junitXml(const std::vector<std::pair<std::string, CampaignResult>>& 
         const std::string message = failing.empty() ? fmt::format("{} of {} cases failed", c.failed, c.cases)
                                                     : failing.front()->outcome.summary;
         std::string body = fmt::format("{} of {} cases failed\n", c.failed, c.cases);
-        for (const FailureRecord* f : failing) body += fmt::format("\n{}", formatFailure(*f));
+        for (const FailureRecord* f : failing)
+          body += fmt::format("\n{}", f->as_found ? formatFailureBriefly(*f) : formatFailure(*f));
         cases += fmt::format("      <failure message=\"{}\" type=\"{}\">{}</failure>\n", xmlEscape(message),
                              xmlEscape(property), xmlEscape(body));
       } else if (c.judged() == 0) {

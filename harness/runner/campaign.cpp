@@ -321,8 +321,9 @@ void CampaignRun::recordFailure(const CaseChecks& run, const Property& p, const 
                   run.index,   since(t0_) - shrinking_s_,
                   "",          exec_.perturb_schedule,
                   1,           out.fault ? o_.case_timeout_s : 0};
+  f.as_found = !first;
   log(fmt::format("FAIL {} on case {}: {}", p.name, run.index, out.summary));
-  if (!first) {
+  if (f.as_found) {
     log("  kept going: recorded as found (a kernel x property's first failure alone is shrunk and saved)");
   } else if (o_.shrink && p.intermittent_failures) {
     log("  not shrunk: this property's failures show on some runs only, so the case is kept as found");
@@ -342,7 +343,7 @@ void CampaignRun::recordFailure(const CaseChecks& run, const Property& p, const 
                     s.finished ? "" : ", the budget ran out: a smaller case may fail too", toCaseString(f.shrunk)));
   }
   const std::string repro = reproCommand(f.shrunk, p.name, exec_.perturb_schedule);
-  if (o_.save_failures && first)
+  if (o_.save_failures && !f.as_found)
     f.corpus_file = saveFailingCase(corpus_dir_, p.name, f.shrunk,
                                     {fmt::format("found {} by ulpcheck run --seed {:#x} ({} {}), property {}", today(),
                                                  o_.seed, run.top_up ? "top-up draw" : "case", run.index, p.name),

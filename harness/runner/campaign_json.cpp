@@ -65,6 +65,7 @@ json campaignResultToJson(const CampaignResult& r) {
                              {"outcome", toJson(f.outcome)},
                              {"shrink_steps", f.shrink_steps},
                              {"shrink_finished", f.shrink_finished},
+                             {"as_found", f.as_found},
                              {"case_index", f.case_index},
                              {"seconds_to_detect", f.seconds_to_detect},
                              {"corpus_file", f.corpus_file},
@@ -117,6 +118,7 @@ CampaignResult campaignResultFromJson(const json& j) {
     rec.outcome = outcomeFromJson(f.at("outcome"));
     rec.shrink_steps = f.at("shrink_steps");
     rec.shrink_finished = f.value("shrink_finished", false);
+    rec.as_found = f.value("as_found", false);
     rec.case_index = f.at("case_index");
     rec.seconds_to_detect = f.at("seconds_to_detect");
     rec.corpus_file = f.at("corpus_file");

@@ -60,6 +60,9 @@ struct FailureRecord {
   // Shrinking ran until no smaller case failed the same way (false: its
   // budget ran out first, or the case was not shrunk).
   bool shrink_finished = false;
+  // A later failure of a (kernel, property) under --keep-going: recorded as
+  // found (not shrunk, not saved), and reported in three lines.
+  bool as_found = false;
 };
 
 struct CampaignResult {

@@ -58,18 +58,20 @@ nlohmann::json caseRecord(const char* kind, const CaseSpec& spec, const std::str
 }
 
 nlohmann::json generatedFailureRecord(const FailureRecord& f, const std::string& repro) {
-  return {{"type", "failure"},
-          {"kind", "generated"},
-          {"property", f.property},
-          {"case_index", f.case_index},
-          {"original", toJson(f.original)},
-          {"shrunk", toJson(f.shrunk)},
-          {"shrink_steps", f.shrink_steps},
-          {"shrink_finished", f.shrink_finished},
-          {"seconds_to_detect", f.seconds_to_detect},
-          {"repro", repro},
-          {"corpus_file", f.corpus_file},
-          {"outcome", toJson(f.outcome)}};
+  nlohmann::json j = {{"type", "failure"},
+                      {"kind", "generated"},
+                      {"property", f.property},
+                      {"case_index", f.case_index},
+                      {"original", toJson(f.original)},
+                      {"shrunk", toJson(f.shrunk)},
+                      {"shrink_steps", f.shrink_steps},
+                      {"shrink_finished", f.shrink_finished},
+                      {"seconds_to_detect", f.seconds_to_detect},
+                      {"repro", repro},
+                      {"corpus_file", f.corpus_file},
+                      {"outcome", toJson(f.outcome)}};
+  if (f.as_found) j["as_found"] = true;  // only then: the lines of other failures stay as they were
+  return j;
 }
 
 // As a generated failure's: a report of JSON lines cut short still has its message.

@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <random>
-#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -77,13 +76,8 @@ void printCampaignHeader(const CampaignOptions& o, const ExecContext& exec, cons
 int reportCampaign(const std::string& op, const CampaignResult& r, JsonlWriter* json, RunTally& tally) {
   tally.results.emplace_back(op, r);
   fmt::print("\n{}{}", formatCampaignTable(r), formatCoverage(r));
-  // A kernel x property's first failure in full; the ones --keep-going found
-  // after it (not faults: each of those is its own story) briefly.
-  std::set<std::pair<std::string, std::string>> shown;
-  for (const FailureRecord& f : r.failures)
-    fmt::print("\n{}", f.outcome.fault || shown.insert({f.original.kernel, f.property}).second
-                           ? formatFailure(f)
-                           : formatFailureBriefly(f));
+  // The ones --keep-going recorded as found after a first, briefly.
+  for (const FailureRecord& f : r.failures) fmt::print("\n{}", f.as_found ? formatFailureBriefly(f) : formatFailure(f));
   fmt::print("\n{}", formatJudgedSummary(r));
   // The failing cases, as the table's #wrong column sums them; a kernel's
   // faults past the first few are counted there but not recorded.

@@ -1274,7 +1274,8 @@ TEST(AllreduceOracle, ASumInTheActivationDtypeIsRoundedAfterEachRankInRankOrder)
       if (std::string(shape).find("zero_rows") != std::string::npos) {
         EXPECT_GT(order_free, 0) << toCaseString(c);
       }
-      // Two ranks: one add, the one rounding; the same references, budgets included.
+      // Two ranks: one add, the one rounding of the exact sum; the same
+      // references as the default spec, budgets included.
       CaseSpec two = c;
       two.ranks = 2;
       const AllreduceRmsNormInputData in2 = generateAllreduceRmsNormInputs(two, identityRows(two.M));
@@ -1288,6 +1289,12 @@ TEST(AllreduceOracle, ASumInTheActivationDtypeIsRoundedAfterEachRankInRankOrder)
           contract, pool, OracleMode::Fast);
       const AllreduceRmsNormReference f2 = allreduceRmsNormReference(
           AllreduceRmsNormInputs{in2.x, in2.residual, in2.w, two.eps, two.spec}, contract, pool, OracleMode::Fast);
+      for (int64_t i = 0; i < two.M; ++i)
+        for (int64_t j = 0; j < two.N; ++j) {
+          const double s2 = roundToFormat(T, in2.x[0].value(i, j) + in2.x[1].value(i, j));
+          ASSERT_EQ(t2.residual_out.exact[size_t(i * two.N + j)], roundToFormat(T, s2 + in2.residual.value(i, j)))
+              << toCaseString(two) << " residual_out[" << i << "," << j << "]";
+        }
       EXPECT_EQ(t2.residual_out.exact, f2.residual_out.exact);
       EXPECT_EQ(t2.residual_out.budget, f2.residual_out.budget);
       EXPECT_EQ(t2.y.exact, f2.y.exact);
@@ -1317,7 +1324,12 @@ TEST(AllreduceOracle, ARankOrderSumInTheActivationDtypeThatOverflowsIsTheSpecsOw
     EXPECT_EQ(ref.residual_out.exact[0], INFINITY);
     EXPECT_EQ(ref.residual_out.budget[0], INFINITY) << "any non-finite result, no finite one";
     EXPECT_EQ(ref.residual_out.exact[1], 3.0);
-    EXPECT_EQ(ref.residual_out.budget[1], 0.0);
+    EXPECT_EQ(ref.residual_out.budget[1], 0.0) << "1 + 0 + 0: a nonzero sum exact in every order";
+    // The row's norm: rstd = 1/sqrt(inf) = 0, so y is NaN at the infinity
+    // and 0 beside it, and the infinite budget reaches no budget of y.
+    EXPECT_TRUE(std::isnan(ref.y.exact[0]));
+    EXPECT_EQ(ref.y.exact[1], 0.0);
+    EXPECT_FALSE(std::isnan(ref.y.budget[1]));
   }
   const AllreduceRmsNormReference once = allreduceRmsNormReference(
       AllreduceRmsNormInputs{x, residual, w, 1e-6f, c.spec}, contract, pool, OracleMode::Fast);

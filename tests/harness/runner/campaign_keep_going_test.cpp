@@ -28,7 +28,7 @@ constexpr const char* kMutant = "host_bug_bf16_rowsum";
 CampaignOptions accuracyOf30Cases() {
   CampaignOptions o = hermeticCampaign({kMutant}, 30, 7, Tier::Smoke);
   o.properties = {"accuracy"};
-  o.shrink_budget_s = 2;
+  o.shrink_budget_s = 60;  // ample: its shrinks finish in milliseconds, so both runs shrink alike
   return o;
 }
 
@@ -73,6 +73,8 @@ TEST(CampaignKeepGoing, JudgesEveryCaseAndRecordsEachFailureTheFirstShrunkAndSav
   EXPECT_EQ(first.case_index, stopped.failures.front().case_index);
   EXPECT_EQ(toCaseString(first.shrunk), toCaseString(stopped.failures.front().shrunk));
   EXPECT_GT(first.shrink_steps, 0);
+  EXPECT_TRUE(first.shrink_finished);
+  EXPECT_FALSE(first.as_found);
   EXPECT_FALSE(first.corpus_file.empty());
   // The later ones as found: not shrunk, not saved.
   for (size_t i = 1; i < going.failures.size(); ++i) {
@@ -80,6 +82,7 @@ TEST(CampaignKeepGoing, JudgesEveryCaseAndRecordsEachFailureTheFirstShrunkAndSav
     EXPECT_EQ(toCaseString(f.shrunk), toCaseString(f.original)) << "failure " << i;
     EXPECT_EQ(f.shrink_steps, 0) << "failure " << i;
     EXPECT_TRUE(f.corpus_file.empty()) << "failure " << i;
+    EXPECT_TRUE(f.as_found) << "failure " << i;
   }
   EXPECT_EQ(filesUnder(corpus), 1) << "one corpus case per kernel x property";
 
@@ -90,6 +93,7 @@ TEST(CampaignKeepGoing, JudgesEveryCaseAndRecordsEachFailureTheFirstShrunkAndSav
     const auto j = nlohmann::json::parse(line);
     if (j["type"] != "failure") continue;
     ++failure_lines;
+    EXPECT_EQ(j.value("as_found", false), failure_lines > 1) << line;
     EXPECT_NE(j.value("repro", std::string()).find("repro '"), std::string::npos) << line;
   }
   EXPECT_EQ(failure_lines, failing);
