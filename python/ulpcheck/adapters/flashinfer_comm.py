@@ -32,8 +32,10 @@ H is 65536 at 16 bits, 32768 at fp32; two-shot asserts more tokens than
 ranks (trtllm_ar.py:853-854: min_rows). use_oneshot is passed explicitly so
 each variant reaches its strategy at every size (None picks one-shot while
 T x H x 2 x world x itemsize <= {2: 512, 4: 64, 8: 42} MiB, trtllm_ar.py:
-712-725, which every case here is below at 2 and 4 ranks; True is
-overridden only past MAX_COMM_SIZE, far beyond these cases). One workspace
+712-725, which every default-tier case is below at 2 and 4 ranks; True is
+overridden only past MAX_COMM_SIZE, far beyond these cases);
+flashinfer_allreduce_fusion_auto passes None and crosses that threshold in
+nightly-tier cases and repros of its size. One workspace
 per rank for every call of a (world size, activation width): max_token_num
 x hidden_dim bounds token_num x H only (trtllm_ar.py:753-758). Its Lamport
 slots stay far below 2^30 bytes, except in the production-sized variant
@@ -64,7 +66,7 @@ _COLS_32 = (16, 1000, 2880, 4096, 5120, 7168, 8184, 8192, 16368, 16384, 28672, 3
 # the larger batches batch invariance places a case's rows in.
 _MAX_ELEMENTS = 1 << 21
 _MAX_HIDDEN = 65536
-_workspaces = {}  # (world size, fp32 activations, production-sized) -> (ipc handles, workspace pointers, metadata)
+_workspaces = {}  # (world size, fp32 activations, max_token_num) -> (ipc handles, workspace pointers, metadata)
 
 # A production-sized workspace: one Lamport slot (world x max_token_num x
 # hidden_dim elements, trtllm_ar.py:481-485) of 2^30 bytes, as 8 ranks x 8192
@@ -80,19 +82,30 @@ def _max_tokens(ranks, fp32, production_size):
     return _PRODUCTION_SLOT_BYTES // (ranks.world_size * _MAX_HIDDEN * (4 if fp32 else 2))
 
 
-def _workspace(ranks, fp32, production_size):
-    key = (ranks.world_size, fp32, production_size)
+def _max_tokens_for_call(tokens, hidden):
+    """A workspace fitted to one call: the fewest tokens of H 65536 holding
+    token_num x H, rounded up to a power of two of elements (from the default
+    workspace's 2^21), so calls of one size class share it."""
+    elements = max(_MAX_ELEMENTS, 1 << (tokens * hidden - 1).bit_length())
+    return elements // _MAX_HIDDEN
+
+
+def _workspace(ranks, fp32, max_tokens):
+    key = (ranks.world_size, fp32, max_tokens)
     if key not in _workspaces:
         _workspaces[key] = ar.trtllm_create_ipc_workspace_for_all_reduce_fusion(
-            tp_rank=ranks.rank, tp_size=ranks.world_size, max_token_num=_max_tokens(ranks, fp32, production_size),
-            hidden_dim=_MAX_HIDDEN, use_fp32_lamport=fp32, group=dist.group.WORLD, create_metadata=True)
+            tp_rank=ranks.rank, tp_size=ranks.world_size, max_token_num=max_tokens, hidden_dim=_MAX_HIDDEN,
+            use_fp32_lamport=fp32, group=dist.group.WORLD, create_metadata=True)
     return _workspaces[key]
 
 
-def _fusion(oneshot, fp32_acc, production_size=False):
+def _fusion(oneshot, fp32_acc, production_size=False, fitted_to_call=False):
     def forward(x, residual, w, eps, ranks):
         tokens, hidden = x.shape
-        _, workspace, metadata = _workspace(ranks, x.dtype == torch.float32, production_size)
+        fp32 = x.dtype == torch.float32
+        max_tokens = (_max_tokens_for_call(tokens, hidden) if fitted_to_call else
+                      _max_tokens(ranks, fp32, production_size))
+        _, workspace, metadata = _workspace(ranks, fp32, max_tokens)
         residual_out = torch.empty_like(residual)
         norm_out = torch.empty_like(x)
         ar.trtllm_allreduce_fusion(
@@ -147,3 +160,22 @@ ulpcheck.allreduce_rmsnorm(
     bitwise_with_unfused=("residual_out",), libraries=("torch", "flashinfer"),
     description="flashinfer_allreduce_fusion_oneshot with a workspace of 2^30-byte Lamport slots "
                 "(8 ranks x 8192 tokens x H 8192 at 16 bits)")
+
+# FlashInfer's own choice of strategy (use_oneshot=None, trtllm_ar.py:848-
+# 851): one-shot while T x H x 2 x world x itemsize <= {2: 512, 4: 64, 8:
+# 42} MiB (712-725), two-shot above. At 2 ranks and 16 bits the threshold is
+# T x H = 2^26: 8192 x 8192 and 1024 x 65536 go one-shot, 8193 x 8192 and
+# 1025 x 65536 two-shot (at 4 ranks 2^22; fp32 halves both). The default
+# tier's 2^18 elements stay on the one-shot side; a nightly-tier campaign or
+# a repro of such a shape crosses it. Each call's workspace is fitted to it
+# (_max_tokens_for_call), as a deployment sizes one to its largest batch, so
+# a one-shot call here never has 2^30-byte Lamport slots (at 2 ranks one-shot
+# takes T x H <= 2^26: slots of 2^28 bytes at most) and the threshold is
+# crossed without meeting the defect above.
+ulpcheck.allreduce_rmsnorm(
+    "flashinfer_allreduce_fusion_auto", forward=_fusion(None, False, fitted_to_call=True), dtypes=("bf16", "fp16"),
+    cols=_COLS_16, backend="cuda", ranks=(2, 4, 8), allreduce_acc=_acc(False), contiguous_rows=True,
+    aligned_rows=True, batch_invariant=False, unfused_pipeline="nccl_unfused", bitwise_with_unfused=("residual_out",),
+    libraries=("torch", "flashinfer"),
+    description="flashinfer.comm.trtllm_allreduce_fusion, kARResidualRMSNorm, use_oneshot=None (FlashInfer's "
+                "threshold: two-shot above T x H = 2^26 at 2 ranks), fp32_acc=False, a workspace fitted to each call")
