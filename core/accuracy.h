@@ -47,12 +47,24 @@ struct ReductionDepths {
   bool two_pass_statistics = false;
 };
 
+/// The statistical check's model of the incoming gradient dy, whose column
+/// sums (dgamma, dbeta) an oracle may bound by it (oracles/probabilistic.h,
+/// "Column sums of a random gradient"): its elements drawn independently,
+/// each within dy_bound of zero and of mean within dy_bias of zero. Set only
+/// in a black box's probabilistic contract, by an op that opts in (dy_bound
+/// 0: not set, every budget as the depths alone give it).
+struct RandomGradient {
+  double dy_bound = 0, dy_bias = 0;
+  bool set() const { return dy_bound > 0; }
+};
+
 /// What a kernel promises about its arithmetic: the precision it accumulates
 /// in (u_acc of the budget) and the shape of its reductions.
 struct AccuracyContract {
   DType accumulation = DType::F32;
   ReductionDepths depths;
   bool column_reduction_ftz = false;  // see Contracts::column_reduction_ftz
+  RandomGradient random_gradient;     // the statistical check's, where set
 };
 
 }  // namespace ulpcheck

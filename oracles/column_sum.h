@@ -16,6 +16,7 @@
 #include "oracles/double_word.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/oracle_mode.h"
+#include "oracles/probabilistic.h"
 #include "oracles/reference.h"
 #include "oracles/tolerances.h"
 
@@ -26,13 +27,26 @@ namespace ulpcheck::mp {
 /// e.g. sum |terms|). The fast oracles keep them exactly as the MPFR ones do,
 /// so their budgets are the same doubles.
 struct ColumnMagnitudes {
-  explicit ColumnMagnitudes(int64_t N) : abs_terms(N, 0.0), gain(N, 0.0), sq_terms(N, 0.0), spread(N, 0.0) {}
+  explicit ColumnMagnitudes(int64_t N)
+      : abs_terms(N, 0.0),
+        gain(N, 0.0),
+        sq_terms(N, 0.0),
+        spread(N, 0.0),
+        coef_bound_sq(N, 0.0),
+        coef_bound_abs(N, 0.0),
+        coef_err_sq(N, 0.0),
+        coef_err_abs(N, 0.0),
+        fixed_err(N, 0.0) {}
   std::vector<double> abs_terms;
   std::vector<double> gain;
   std::vector<double> sq_terms;  // sum of squared terms: sqrt of it is the sum's size under random signs
   // Sum of absolute (not relative) bounds on the terms' errors: a rounding
   // point of the spec that a kernel's value may fall on the other side of.
   std::vector<double> spread;
+  // Of a sum of terms dy_i c_i (probabilistic::GradientColumn): sums of
+  // b_i^2 and b_i (b_i bounding the kernel's coefficient), of e_i^2 and e_i
+  // (e_i bounding its error), and the leaves' error not of the form dy e.
+  std::vector<double> coef_bound_sq, coef_bound_abs, coef_err_sq, coef_err_abs, fixed_err;
 };
 
 /// The column sums of one chunk of rows, exact at the accumulator precision, with their magnitudes.
@@ -66,6 +80,7 @@ struct ColumnTotal {
   double gain = 0;
   double sq_terms = 0;
   double spread = 0;
+  probabilistic::GradientColumn gradient;  // its coefficient sums; term_sq and leaf_error left 0
   double magnitude() const { return std::sqrt(sq_terms); }
 };
 
@@ -78,6 +93,11 @@ ColumnTotal combineMagnitudes(const Chunks& chunks, int64_t j) {
     t.gain += chunk->gain[size_t(j)];
     t.sq_terms += chunk->sq_terms[size_t(j)];
     t.spread += chunk->spread[size_t(j)];
+    t.gradient.coef_bound_sq += chunk->coef_bound_sq[size_t(j)];
+    t.gradient.coef_bound_abs += chunk->coef_bound_abs[size_t(j)];
+    t.gradient.coef_err_sq += chunk->coef_err_sq[size_t(j)];
+    t.gradient.coef_err_abs += chunk->coef_err_abs[size_t(j)];
+    t.gradient.fixed_err += chunk->fixed_err[size_t(j)];
   }
   return t;
 }
@@ -242,7 +262,10 @@ OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& o
 /// values (no underflow error), so
 ///   error <= K D_c u sum_i |v_ij|                 (any order of depth D_c)
 ///   error <= K F sum_v |s_v| + K adds eta          (a declared ColumnOrder, the smaller winning)
-/// plus K D_c 2^-126 where the reduction flushes subnormals (fp32 atomics).
+/// plus K D_c 2^-126 where the reduction flushes subnormals (fp32 atomics);
+/// where `contract` carries the statistical check's gradient model, its
+/// bound competes too (c_i = 1; oracles/probabilistic.h): only for v the
+/// gradient ulpcheck drew (the caller's contract says so).
 ///
 /// The exact sums: MPFR at 256 bits, each chunk of rows in row order, the
 /// chunks in chunk order; or, `fast`, the same values certified (counted in
@@ -340,6 +363,11 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
     counts->fast += N - int64_t(undecided.size());
     counts->fell_back += int64_t(undecided.size());
   }
+  const probabilistic::ColumnLambdas lambdas = probabilistic::columnLambdas(double(M), double(N));
+  // The gradient model's bound is not of depth D_c: a flush may come at any of the M adds.
+  const double ftz_any_add = contract.column_reduction_ftz
+                                 ? K * double(M) * std::ldexp(1.0, formatOf(contract.accumulation).emin)
+                                 : 0.0;
   for (int64_t j = 0; j < N; ++j) {
     const ColumnTotal& t = totals[size_t(j)];
     double error = K * Dc * u * t.abs_terms + ftz;
@@ -348,6 +376,13 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
       for (const OrderedColumnBound& b : ordered)
         worst = std::max(worst, K * b.factor(u) * b.partial_abs[size_t(j)] + K * double(b.adds) * eta);
       error = std::min(worst, error);
+    }
+    if (contract.random_gradient.set()) {
+      probabilistic::GradientColumn leaves;  // c_i = 1: the leaves are dy_i (rounded if the accumulator is narrower)
+      leaves.coef_bound_sq = leaves.coef_bound_abs = double(M);
+      leaves.term_sq = t.sq_terms;
+      error = std::min(error, probabilistic::randomGradientColumnError(contract.random_gradient, lambdas, u, double(M),
+                                                                       leaves, ftz_any_add));
     }
     ref.exact[size_t(j)] = t.exact;
     ref.magnitude[size_t(j)] = t.magnitude();

@@ -128,6 +128,7 @@
 #include "oracles/double_word.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/oracle_mode.h"
+#include "oracles/probabilistic.h"
 #include "oracles/rmsnorm_budgets.h"
 
 namespace ulpcheck {
@@ -307,6 +308,14 @@ void addDgammaMagnitudes(const Setup& s, mp::ColumnMagnitudes& c, int64_t i, int
   c.abs_terms[size_t(j)] += std::fabs(dyv * xh);
   c.sq_terms[size_t(j)] += (dyv * xh) * (dyv * xh);
   c.gain[size_t(j)] += std::fabs(dyv) * rd.dxh[size_t(j)] + s.K * s.eta * rd.r;
+  // The kernel's coefficient of dy: its x-hat, within Dx of the exact one
+  // (oracles/probabilistic.h, column sums of a random gradient).
+  const double dxh = rd.dxh[size_t(j)], coef = std::fabs(xh) + dxh;
+  c.coef_bound_sq[size_t(j)] += coef * coef;
+  c.coef_bound_abs[size_t(j)] += coef;
+  c.coef_err_sq[size_t(j)] += dxh * dxh;
+  c.coef_err_abs[size_t(j)] += dxh;
+  c.fixed_err[size_t(j)] += s.K * s.eta * rd.r;
 }
 
 /// Scratch of one MPFR worker, reused across its rows.
@@ -482,12 +491,26 @@ void finishDgamma(const Setup& s, const std::vector<mp::ColumnTotal>& totals, co
           worst, K * b.factor(u) * (b.partial_abs[size_t(j)] + double(b.depth) * tau) + tau + K * double(b.adds) * eta);
     return std::min(worst, depth_error);
   };
+  // The statistical check's gradient model, where the contract carries it
+  // (a black box: oracles/probabilistic.h), competes with both.
+  const probabilistic::ColumnLambdas lambdas = probabilistic::columnLambdas(double(M), double(N));
+  // Its bound is not of depth D_c: a flush may come at any of the M adds.
+  const double ftz_any_add = s.contract.column_reduction_ftz ? K * double(M) * std::ldexp(1.0, formatOf(s.acc).emin)
+                                                             : 0.0;
   for (int64_t j = 0; j < N; ++j) {
     const mp::ColumnTotal& g = totals[size_t(j)];
+    double error = orderedError(j, g.gain, g.gain + K * (Dc * u * g.abs_terms + (double(M) + Dc) * eta) + ftz);
+    if (s.contract.random_gradient.set()) {
+      probabilistic::GradientColumn column = g.gradient;
+      column.term_sq = g.sq_terms;
+      column.leaf_error = g.gain;
+      error = std::min(error,
+                       probabilistic::randomGradientColumnError(s.contract.random_gradient, lambdas, u, double(M),
+                                                                column, K * (double(M) + Dc) * eta + ftz_any_add));
+    }
     ref.dgamma.exact[j] = g.exact;
     ref.dgamma.magnitude[j] = g.magnitude();
-    ref.dgamma.budget[j] = budgetFromError(
-        s.W, g.exact, orderedError(j, g.gain, g.gain + K * (Dc * u * g.abs_terms + (double(M) + Dc) * eta) + ftz));
+    ref.dgamma.budget[j] = budgetFromError(s.W, g.exact, error);
   }
   if (s.stats_in_T)
     for (ReferenceTensor* t : {&ref.dx, &ref.dgamma}) anyNonFiniteWhereNotFinite(*t);

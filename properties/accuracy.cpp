@@ -70,8 +70,9 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
   for (int64_t k = row_begin; k < row_end; ++k)
     for (int64_t c = 0; c < ref.cols; ++c) {
       const int64_t i = k * ref.cols + c, r = logical_rows ? (*logical_rows)[size_t(k)] : k;
-      // A black box on data its model fits is held to its probabilistic
-      // budget (oracles/probabilistic.h), which is never above the rigorous one.
+      // A black box is held to its probabilistic budget where a model fits
+      // (oracles/probabilistic.h: the row sums' on such data, LayerNorm's
+      // column sums of dy on any), which is never above the rigorous one.
       const bool statistical = !ref.statistical_budget.empty();
       const double exact = ref.exact[i], rigorous = ref.budget[i], got = out.value(k, c);
       const double budget = statistical ? std::min(rigorous, ref.statistical_budget[i]) : rigorous;

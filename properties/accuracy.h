@@ -73,16 +73,24 @@ bool statisticalModelHolds(const CaseSpec& c);
 /// The oracle's references at a kernel's declared depths and, for a black
 /// box on values that fit the model, each tensor's statistical budget: the
 /// same oracle at the effective depths of Higham & Mary's bound.
-/// compute(contract) runs the op's oracle.
+/// compute(contract) runs the op's oracle. `random_gradient_columns`: the
+/// op's oracle bounds its column sums of dy by the gradient model
+/// (oracles/probabilistic.h), which holds whatever x is, so a black box's
+/// statistical budgets are made for every case (at the declared depths
+/// where x does not fit the model).
 template <class Compute>
 std::vector<ReferenceTensor> referenceWithStatisticalBudgets(const CaseSpec& c, const KernelInfo& k,
-                                                             const AccuracyContract& contract, Compute compute) {
+                                                             const AccuracyContract& contract, Compute compute,
+                                                             bool random_gradient_columns = false) {
   std::vector<ReferenceTensor> ref = compute(contract);
-  if (!k.black_box || !statisticalModelHolds(c)) return ref;
+  const bool model = statisticalModelHolds(c);
+  if (!k.black_box || !(model || random_gradient_columns)) return ref;
   double elements = 0;
   for (const ReferenceTensor& t : ref) elements += double(t.rows * t.cols);
   AccuracyContract probable = contract;
-  probable.depths = probabilistic::effectiveDepths(contract.depths, elements, unitRoundoff(contract.accumulation));
+  if (model)
+    probable.depths = probabilistic::effectiveDepths(contract.depths, elements, unitRoundoff(contract.accumulation));
+  if (random_gradient_columns) probable.random_gradient = probabilistic::randomGradient(c.dy_sigma, c.dtype);
   std::vector<ReferenceTensor> sharp = compute(probable);
   for (size_t t = 0; t < ref.size(); ++t) ref[t].statistical_budget = std::move(sharp[t].budget);
   return ref;

@@ -97,14 +97,18 @@ class LayerNormOp final : public OpAdapter {
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
                                     k.info.contracts.column_reduction_ftz};
-    return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
-      LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec}, at,
-                                                  ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
-      std::vector<ReferenceTensor> out{std::move(ref.y), std::move(ref.mean), std::move(ref.rstd), std::move(ref.dx)};
-      if (hasGamma(c.spec)) out.push_back(std::move(ref.dgamma));
-      if (hasBeta(c.spec)) out.push_back(std::move(ref.dbeta));
-      return out;
-    });
+    return referenceWithStatisticalBudgets(
+        c, k.info, contract,
+        [&](const AccuracyContract& at) {
+          LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec},
+                                                      at, ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
+          std::vector<ReferenceTensor> out{std::move(ref.y), std::move(ref.mean), std::move(ref.rstd),
+                                           std::move(ref.dx)};
+          if (hasGamma(c.spec)) out.push_back(std::move(ref.dgamma));
+          if (hasBeta(c.spec)) out.push_back(std::move(ref.dbeta));
+          return out;
+        },
+        /*random_gradient_columns=*/true);  // dgamma and dbeta: oracles/probabilistic.h
   }
 
   std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {
