@@ -64,9 +64,9 @@ Outcome judgeAsBlackBox(const std::string& text, bool statistical, bool two_pass
   return judgeAccuracy(run, blackBoxReference(c, statistical, two_pass, gradient_model), noInputs());
 }
 
-/// A LayerNorm backward whose dgamma and dbeta are fp32 chains over the rows
-/// in `order` (the deepest tree there is: its partial sums grow as a random
-/// walk), of dy times x-hat formed in fp32 from the run's own saved mean and
+/// A LayerNorm backward whose dgamma and dbeta are fp32 chains down the rows,
+/// in order or `reversed` (the deepest tree there is: its partial sums grow
+/// as a random walk), of dy times x-hat formed in fp32 from the run's own saved mean and
 /// rstd, as a kernel's backward forms it; the rows `dropped` says are left
 /// out (a defect: some rows' share lost). It replaces the run's dgamma and
 /// dbeta (fp32 cases: stored in fp32).
