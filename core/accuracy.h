@@ -51,8 +51,9 @@ struct ReductionDepths {
 /// sums (dgamma, dbeta) an oracle may bound by it (oracles/probabilistic.h,
 /// "Column sums of a random gradient"): its elements drawn independently,
 /// each within dy_bound of zero and of mean within dy_bias of zero. Set only
-/// in a black box's probabilistic contract, by an op that opts in (dy_bound
-/// 0: not set, every budget as the depths alone give it).
+/// in a black box's contracts, by an op that opts in: the oracle then gives
+/// those column sums a statistical budget beside the one the depths give
+/// (dy_bound 0: not set).
 struct RandomGradient {
   double dy_bound = 0, dy_bias = 0;
   bool set() const { return dy_bound > 0; }

@@ -263,9 +263,10 @@ OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& o
 ///   error <= K D_c u sum_i |v_ij|                 (any order of depth D_c)
 ///   error <= K F sum_v |s_v| + K adds eta          (a declared ColumnOrder, the smaller winning)
 /// plus K D_c 2^-126 where the reduction flushes subnormals (fp32 atomics);
-/// where `contract` carries the statistical check's gradient model, its
-/// bound competes too (c_i = 1; oracles/probabilistic.h): only for v the
-/// gradient ulpcheck drew (the caller's contract says so).
+/// where `contract` carries the statistical check's gradient model, the
+/// smaller of those and its bound is the statistical budget (c_i = 1;
+/// oracles/probabilistic.h): only for v the gradient ulpcheck drew (the
+/// caller's contract says so).
 ///
 /// The exact sums: MPFR at 256 bits, each chunk of rows in row order, the
 /// chunks in chunk order; or, `fast`, the same values certified (counted in
@@ -364,6 +365,7 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
     counts->fell_back += int64_t(undecided.size());
   }
   const probabilistic::ColumnLambdas lambdas = probabilistic::columnLambdas(double(M), double(N));
+  if (contract.random_gradient.set()) ref.statistical_budget.assign(size_t(N), 0.0);
   // The gradient model's bound is not of depth D_c: a flush may come at any of the M adds.
   const double ftz_any_add = contract.column_reduction_ftz
                                  ? K * double(M) * std::ldexp(1.0, formatOf(contract.accumulation).emin)
@@ -381,8 +383,10 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
       probabilistic::GradientColumn leaves;  // c_i = 1: the leaves are dy_i (rounded if the accumulator is narrower)
       leaves.coef_bound_sq = leaves.coef_bound_abs = double(M);
       leaves.term_sq = t.sq_terms;
-      error = std::min(error, probabilistic::randomGradientColumnError(contract.random_gradient, lambdas, u, double(M),
-                                                                       leaves, ftz_any_add));
+      ref.statistical_budget[size_t(j)] = budgetFromError(
+          out, t.exact,
+          std::min(error, probabilistic::randomGradientColumnError(contract.random_gradient, lambdas, u, double(M),
+                                                                   leaves, ftz_any_add)));
     }
     ref.exact[size_t(j)] = t.exact;
     ref.magnitude[size_t(j)] = t.magnitude();

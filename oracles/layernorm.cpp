@@ -492,8 +492,10 @@ void finishDgamma(const Setup& s, const std::vector<mp::ColumnTotal>& totals, co
     return std::min(worst, depth_error);
   };
   // The statistical check's gradient model, where the contract carries it
-  // (a black box: oracles/probabilistic.h), competes with both.
+  // (a black box: oracles/probabilistic.h): the smaller of both and its
+  // bound is the statistical budget.
   const probabilistic::ColumnLambdas lambdas = probabilistic::columnLambdas(double(M), double(N));
+  if (s.contract.random_gradient.set()) ref.dgamma.statistical_budget.assign(size_t(N), 0.0);
   // Its bound is not of depth D_c: a flush may come at any of the M adds.
   const double ftz_any_add = s.contract.column_reduction_ftz ? K * double(M) * std::ldexp(1.0, formatOf(s.acc).emin)
                                                              : 0.0;
@@ -504,9 +506,10 @@ void finishDgamma(const Setup& s, const std::vector<mp::ColumnTotal>& totals, co
       probabilistic::GradientColumn column = g.gradient;
       column.term_sq = g.sq_terms;
       column.leaf_error = g.gain;
-      error = std::min(error,
-                       probabilistic::randomGradientColumnError(s.contract.random_gradient, lambdas, u, double(M),
-                                                                column, K * (double(M) + Dc) * eta + ftz_any_add));
+      ref.dgamma.statistical_budget[size_t(j)] = budgetFromError(
+          s.W, g.exact,
+          std::min(error, probabilistic::randomGradientColumnError(s.contract.random_gradient, lambdas, u, double(M),
+                                                                   column, K * (double(M) + Dc) * eta + ftz_any_add)));
     }
     ref.dgamma.exact[j] = g.exact;
     ref.dgamma.magnitude[j] = g.magnitude();

@@ -67,7 +67,10 @@ struct ReferenceTensor {
 /// accuracy check (properties/accuracy.cpp).
 inline void anyNonFiniteWhereNotFinite(ReferenceTensor& t) {
   for (size_t i = 0; i < t.exact.size(); ++i)
-    if (!std::isfinite(t.exact[i])) t.budget[i] = INFINITY;
+    if (!std::isfinite(t.exact[i])) {
+      t.budget[i] = INFINITY;
+      if (!t.statistical_budget.empty()) t.statistical_budget[i] = INFINITY;
+    }
 }
 
 /// The budget of an element whose computed value, before its final rounding

@@ -75,24 +75,27 @@ bool statisticalModelHolds(const CaseSpec& c);
 /// same oracle at the effective depths of Higham & Mary's bound.
 /// compute(contract) runs the op's oracle. `random_gradient_columns`: the
 /// op's oracle bounds its column sums of dy by the gradient model
-/// (oracles/probabilistic.h), which holds whatever x is, so a black box's
-/// statistical budgets are made for every case (at the declared depths
-/// where x does not fit the model).
+/// (oracles/probabilistic.h), which holds whatever x is: a black box's
+/// contract carries it, and the oracle gives those tensors their
+/// statistical budgets in the same pass (one pass where x does not fit the
+/// row sums' model; the second, at the effective depths, replaces them).
 template <class Compute>
 std::vector<ReferenceTensor> referenceWithStatisticalBudgets(const CaseSpec& c, const KernelInfo& k,
                                                              const AccuracyContract& contract, Compute compute,
                                                              bool random_gradient_columns = false) {
-  std::vector<ReferenceTensor> ref = compute(contract);
-  const bool model = statisticalModelHolds(c);
-  if (!k.black_box || !(model || random_gradient_columns)) return ref;
+  AccuracyContract declared = contract;
+  if (k.black_box && random_gradient_columns)
+    declared.random_gradient = probabilistic::randomGradient(c.dy_sigma, c.dtype);
+  std::vector<ReferenceTensor> ref = compute(declared);
+  if (!k.black_box || !statisticalModelHolds(c)) return ref;
   double elements = 0;
   for (const ReferenceTensor& t : ref) elements += double(t.rows * t.cols);
-  AccuracyContract probable = contract;
-  if (model)
-    probable.depths = probabilistic::effectiveDepths(contract.depths, elements, unitRoundoff(contract.accumulation));
-  if (random_gradient_columns) probable.random_gradient = probabilistic::randomGradient(c.dy_sigma, c.dtype);
+  AccuracyContract probable = declared;
+  probable.depths = probabilistic::effectiveDepths(contract.depths, elements, unitRoundoff(contract.accumulation));
   std::vector<ReferenceTensor> sharp = compute(probable);
-  for (size_t t = 0; t < ref.size(); ++t) ref[t].statistical_budget = std::move(sharp[t].budget);
+  for (size_t t = 0; t < ref.size(); ++t)
+    ref[t].statistical_budget = std::move(sharp[t].statistical_budget.empty() ? sharp[t].budget
+                                                                              : sharp[t].statistical_budget);
   return ref;
 }
 
