@@ -41,10 +41,20 @@ struct ReductionDepths {
   // (sum * (1/N) rounds twice, Triton's `/` is an approximate divide,
   // Welford rounds at every step).
   bool mean_is_rounded_quotient = false;
+  // The row mean is a plain fp32 sum of the row's values (any order) divided
+  // by N within 2 ulp or multiplied by fl(1/N): a black box's declaration
+  // (plugin contract ULPCHECK_MEAN_OF_PLAIN_SUM, Python mean_of_plain_sum).
+  // Not a sum of pre-scaled values x_j / N, not a running mean.
+  bool mean_of_plain_sum = false;
   // The statistics are two-pass: one mean, then the sum of (x - mean)^2 with
   // that same mean subtracted from every x. Without it the LayerNorm budget
   // allows running means (Welford, Chan's merges: oracles/layernorm.cpp).
   bool two_pass_statistics = false;
+  // > 0: the row depth is the statistical check's effective depth
+  // gamma~_D(lambda) / u at this lambda (oracles/probabilistic.h), below the
+  // rigorous one: a bound built as a sum of roundings with coefficients may
+  // then add them as Azuma's inequality does (LayerNorm's running means).
+  double row_lambda = 0;
 };
 
 /// The statistical check's model of the incoming gradient dy, whose column

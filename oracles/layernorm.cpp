@@ -34,6 +34,12 @@
 // exact size: 0 for a constant row, whose deviations, variance and xhat are
 // then exactly 0 (y = beta), and ~ u |mean| for 16-bit rows of large mean,
 // which the general bound overstates (D + 1)-fold.
+// A black box may declare less (ReductionDepths::mean_of_plain_sum, Liger's
+// tl.sum(x) / N): a plain fp32 sum divided by N within 2 ulp (an approximate
+// divide) or multiplied by fl(1/N); on such a row its mean is then within
+// 4 u |mean| (plus 2 ulps of fp32's subnormals) of the exact one, which a
+// constant row (y = beta, where r = 1/sqrt(eps) amplifies the mean's error)
+// and a 16-bit row of large mean need to be judged with power.
 //   d~_j  = fl(x_j - mean~)                 |d~_j - d_j|  <= Dd_j := Dm + K u (|d_j| + Dm)
 //
 // The variance is where LayerNorm kernels break, and why two passes: with
@@ -52,16 +58,67 @@
 //
 // A variant that does not declare two-pass statistics (ReductionDepths::
 // two_pass_statistics: ulpcheck's own kernels and Liger's do; PyTorch's
-// CUDA LayerNorm does not) may use running means instead: Welford's m_k = m_{k-1} +
-// (x_k - m_{k-1}) / k and M2 += (x_k - m_{k-1})(x_k - m_k), or Chan's merges
-// M2 = M2_a + M2_b + delta^2 n_a n_b / n. Each x_k then meets a different
-// rounded mean, of error at most Dm_run := K ((D + 1) u max_j |x_j| + eta),
-// and every product carries it once per factor: N Dm_run (2 A_d + 2 max|d|)
-// over Welford's steps, and sum over merges of 2 |delta| Dm_run n_a n_b / n
-// <= Dm_run max|d| N log2 N over a tree of merges (|delta| <= 2 max|d|). So
-//   DV += K Dm_run (2 A_d + (2 + ceil(log2 N)) max_j |d_j|).
-// That is ~ D u |mean| sigma: a one-pass variance (~ D u mean^2) still
-// exceeds it by about |mean| / sigma / log2 N.
+// CUDA LayerNorm does not) may use running means instead. The model: a
+// binary tree of merges over the row's single elements (Welford's update is a
+// merge with one element; a thread's chain, warp shuffles and block merges
+// are subtrees), of height H = min(D, N - 1). Node v holds n_v elements, their
+// exact mean m_v = mean + dbar_v (dbar_v: the mean of their d_j) and
+// M2_v = sum_{j in v} (x_j - m_v)^2; a merge of a and b (n = n_a + n_b,
+// delta = m_b - m_a, w = n_a n_b / n) forms
+//   m_v = m_a + delta n_b / n  (b the child with fewer elements: Welford's new
+//         element, a butterfly's equal halves), or fl(n_a / n) m_a + fl(n_b / n) m_b
+//         (PyTorch's cuWelfordCombine, Apex's cuChanOnlineSum),
+//   M2_v = M2_a + M2_b + delta^2 w  (Welford: + delta (x - m_v), the same).
+// The computed mean m~_v = m_v + e_v: leaves are exact, and
+//   e_v = (n_a e_a + n_b e_b) / n + rho_v,   |rho_v| <= 4 u |m_v| + 8 u |delta| n_b / n + 4 eta
+// to first order (the update form: u |m_v| + 3 u |delta| n_b / n; the weighted
+// form rounds each term 4 times, and n_a |m_a| + n_b |m_b| <= n |m_v| + 2 w |delta|),
+// and since |m_v| <= |mean| + |dbar_v|, n_b |delta| <= |sum_{j in b} d_j| + |sum_{j in a} d_j| for n_b <= n_a:
+//   n_v |rho_v| <= u sum_{j in v} (4 |mean| + 12 |d_j|) + 4 n_v eta,   |rho_v| <= u R + 4 eta,
+// R := 4 |mean| + 12 (max|d| + Dm_sub) (Dm_sub, below: the operands' own errors).
+// So a subset's mean is off by at most Dm_sub := u L (4 |mean| + 12 max|d|) + 4 L eta
+// (the weights n_u / n_S of its nodes sum to its leaves' mean depth, at most
+// L = min(H, (N + 1) / 2): no binary tree of N leaves has a larger mean depth
+// than the chain's), and the row's, whose leaves' depths weigh their own |d_j|, by
+//   Dm_root := u L (4 |mean| + 12 A_d) + 4 L eta,
+// which takes the place of Dm where it is larger.
+//
+// The variance: delta~ = delta + (e_b - e_a) + its rounding, so M2's error is
+// sum_v [2 delta_v w_v (e_b - e_a) + w_v (e_b - e_a)^2] plus the products'
+// and adds' roundings (the (D + 4) u V above: the terms delta^2 w are >= 0 and
+// sum to N (V - eps)). The first sum telescopes: expanding each e into the
+// rho_u of its subtree, rho_u's coefficient over u's ancestors v (c the child
+// of v that holds u) is 2 n_u sum_v -(m_v - m_c) = 2 n_u (m_u - mean), so
+//   sum_v 2 delta_v w_v (e_b - e_a) = 2 sum_u n_u rho_u dbar_u   (exactly, to first order)
+// with |rho_u| <= u (4 |mean| + 4 |dbar_u| + 8 |delta_u| n_b / n_u) (+ 12 u Dm_sub, 4 eta).
+// Three sums bound it. sum_u n_u |dbar_u| = sum_u |sum_{j in u} d_j| is at
+// most L N A_d (each element in at most H nodes; and each node's at most
+// N A_d / 2, the d_j summing to zero, over N - 1 nodes). The nodes at one
+// distance from the root are disjoint, so by the law of total variance
+// sum_u n_u dbar_u^2 <= H N Vp (Vp = V - eps, the exact variance). And
+// |dbar_u| n_b |delta_u| <= (n_u dbar_u^2 + n_b^2 delta_u^2 / n_u) / 2 with
+// n_b^2 / n_u <= w_u (n_b <= n_a), where sum_u w_u delta_u^2 = N Vp exactly.
+// So, per element (over N),
+//   cross <= 2 u [4 |mean| L A_d + (8 H + 4) Vp] + 24 u Dm_sub L A_d + 8 eta L A_d.
+// The second sum is at most (2 Dm_sub)^2 sum_v w_v <= Dm_sub^2 N log2 N
+// (sum over any merge tree of n_a n_b / n is at most (N / 4) log2 N: by
+// induction, since 4 p (1 - p) <= the binary entropy of p), and Welford's
+// form adds - delta_k rho_k per element (x - m~_k = delta~ (k - 1) / k - rho_k):
+// at most u R N (A_d + max|d|). So
+//   DV += K [cross + Dm_sub^2 log2 N + u R (A_d + max|d|)]
+// ~ 16 D u Vp on zero-mean rows (two-pass: D u Vp) and 8 D u A_d |mean| on
+// rows of large mean, where a one-pass E[x^2] - E[x]^2 errs by D u mean^2.
+// At the statistical check's effective depth (ReductionDepths::row_lambda:
+// D = gamma~_H(lambda) / u >= lambda sqrt(H)) the rho_u are independent of
+// mean zero, and Azuma's inequality bounds 2 sum_u n_u rho_u dbar_u by lambda
+// times the root of sum_u c_u^2, c_u = 2 u n_u |dbar_u| (4 |mean| + 4 |dbar_u|
+// + 8 |delta_u| n_b / n_u): with (a + b + c)^2 <= 3 (a^2 + b^2 + c^2),
+// sum_u (n_u dbar_u)^2 <= N^2 H Vp (Cauchy-Schwarz, then the depths),
+// n_u dbar_u^2 <= N Vp and n_b delta_u^2 <= 2 w_u delta_u^2,
+//   cross <= 2 sqrt(12) u sqrt(16 mean^2 D^2 Vp + (16 D^2 + 128 lambda^2) Vp^2)
+//            + 24 u Dm_sub L s_d + 8 eta L s_d        (s_d: the root mean square of d),
+// and the row's mean by lambda u sqrt(H) (4 |mean| + 12 s_d) + 4 L eta (sum_u
+// (n_u rho_u / N)^2 <= u^2 sum_u n_u sum_{j in u} (4 |mean| + 12 |d_j|)^2 / N^2).
 //
 // rstd~ = rsqrtf(V~) is bounded without linearising (DV/V need not be small):
 // V~ lies in [max(V - DV, eps), V + DV] (V~ >= fl(0 + eps) = eps since the
@@ -187,20 +244,19 @@ struct Setup {
 /// reference), and the bounds made of them.
 struct RowDoubles {
   explicit RowDoubles(int64_t N) : d(size_t(N)), dd(size_t(N)), dxh(size_t(N)), xhat(size_t(N)) {}
-  std::vector<double> d, dd, dxh, xhat;                 // per column: d_j, Dd_j, Dx_j, xhat_j
-  double abs_x = 0, sq_x = 0, max_x = 0, q = INFINITY;  // of the row's inputs; q: their smallest ulp in T
-  double r = 0, r_hi = 0, Dr = 0, Dm = 0;               // r: the rstd the budgets read (the backward's)
+  std::vector<double> d, dd, dxh, xhat;      // per column: d_j, Dd_j, Dx_j, xhat_j
+  double abs_x = 0, sq_x = 0, q = INFINITY;  // of the row's inputs; q: their smallest ulp in T
+  double r = 0, r_hi = 0, Dr = 0, Dm = 0;    // r: the rstd the budgets read (the backward's)
   double c1 = 0, c2 = 0, Dc1 = 0, Dc2 = 0;
 };
 
 /// Row i's input sums (in column order) and the mean's magnitude sqrt(sum_j x_j^2) / N.
 void inputSums(const Setup& s, int64_t i, RowDoubles& rd, LayerNormReference& ref) {
-  rd.abs_x = rd.sq_x = rd.max_x = 0.0;
+  rd.abs_x = rd.sq_x = 0.0;
   rd.q = INFINITY;
   for (int64_t j = 0; j < s.N; ++j) {
     const double xv = s.x.value(i, j);
     rd.abs_x += std::fabs(xv);
-    rd.max_x = std::max(rd.max_x, std::fabs(xv));
     rd.sq_x += xv * xv;
     if (xv != 0.0) rd.q = std::min(rd.q, ulpOf(s.T, xv));
   }
@@ -212,20 +268,34 @@ void inputSums(const Setup& s, int64_t i, RowDoubles& rd, LayerNormReference& re
 /// Dm, every Dd_j, DV, r_hi and Dr, and the mean's and rstd's budgets.
 void statsBounds(const Setup& s, LayerNormReference& ref, int64_t i, double V, double r, RowDoubles& rd) {
   const double u = s.u, K = s.K, D = s.D, n = double(s.N);
-  double abs_d = 0.0, max_d = 0.0;
+  double abs_d = 0.0, max_d = 0.0, sq_d = 0.0;
   for (int64_t j = 0; j < s.N; ++j) {
-    abs_d += std::fabs(rd.d[size_t(j)]);
-    max_d = std::max(max_d, std::fabs(rd.d[size_t(j)]));
+    const double d = rd.d[size_t(j)];
+    abs_d += std::fabs(d);
+    max_d = std::max(max_d, std::fabs(d));
+    sq_d += d * d;
   }
   const double A = rd.abs_x / n, A_d = abs_d / n;
-  const bool exact_sum = s.contract.depths.mean_is_rounded_quotient && s.acc == DType::F32 && n < 0x1p24 &&
-                         rd.abs_x < 0x1p24 * rd.q;
+  const bool exact_sum = s.acc == DType::F32 && n < 0x1p24 && rd.abs_x < 0x1p24 * rd.q;
   // The round-to-odd double rounds to fp32 as the exact mean does, and
   // is within 2^-52 of it.
   const double mean_odd = ref.mean.exact[i];
-  const double Dm = !exact_sum
-                        ? K * ((D + 1.0) * u * A + s.eta)
-                        : std::fabs(roundToFormat(DType::F32, mean_odd) - mean_odd) + 0x1p-52 * std::fabs(mean_odd);
+  double Dm = K * ((D + 1.0) * u * A + s.eta);
+  if (exact_sum && s.contract.depths.mean_is_rounded_quotient)
+    Dm = std::fabs(roundToFormat(DType::F32, mean_odd) - mean_odd) + 0x1p-52 * std::fabs(mean_odd);
+  else if (exact_sum && s.contract.depths.mean_of_plain_sum)
+    // The exact sum divided within 2 ulp of fp32 (an approximate divide) or
+    // times fl(1/N) (two roundings): 4 u |mean|, or 2 ulps where the mean is subnormal in fp32.
+    Dm = 4.0 * u * std::fabs(mean_odd) + 4.0 * minSubnormal(DType::F32) + 0x1p-52 * std::fabs(mean_odd);
+  // Running means (Welford, Chan's merges: PyTorch's CUDA LayerNorm): a
+  // tree of merges of height H; see the derivation above.
+  const bool running = !s.contract.depths.two_pass_statistics;
+  const double H = std::min(D, n - 1.0), L = std::min(H, (n + 1.0) / 2.0), abs_mean = std::fabs(mean_odd);
+  const double lambda = s.contract.depths.row_lambda;  // > 0: D is an effective depth
+  const double S_d = lambda > 0 ? std::sqrt(sq_d / n) : A_d, Vp = std::max(V - s.eps, 0.0);
+  const double Dm_sub = u * L * (4.0 * abs_mean + 12.0 * max_d) + 4.0 * L * s.eta;
+  const double Dm_root = u * (lambda > 0 ? D : L) * (4.0 * abs_mean + 12.0 * S_d) + 4.0 * L * s.eta;
+  if (running) Dm = std::max(Dm, K * Dm_root);
   double mean_dd2 = 0.0;
   for (int64_t j = 0; j < s.N; ++j) {
     rd.dd[size_t(j)] = Dm + K * u * (std::fabs(rd.d[size_t(j)]) + Dm);
@@ -233,12 +303,16 @@ void statsBounds(const Setup& s, LayerNormReference& ref, int64_t i, double V, d
   }
   mean_dd2 /= n;
   double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + s.eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2;
-  if (!s.contract.depths.two_pass_statistics) {
-    // Running means (Welford, Chan's merges: PyTorch's CUDA LayerNorm)
-    // subtract a different rounded mean from each x_j, so the mean's
-    // error is no common shift and its cross term stays (see above).
-    const double Dm_run = K * ((D + 1.0) * u * rd.max_x + s.eta);
-    DV += K * Dm_run * (2.0 * A_d + (2.0 + std::ceil(std::log2(n))) * max_d);
+  if (running) {
+    // The merges' mean errors: their telescoped cross term, their squares,
+    // Welford's x - m~_k form.
+    const double R = 4.0 * abs_mean + 12.0 * (max_d + Dm_sub);  // |rho| <= u R (+ 4 eta)
+    const double cross = (lambda > 0 ? 2.0 * std::sqrt(12.0) * u *
+                                           std::sqrt(16.0 * abs_mean * abs_mean * D * D * Vp +
+                                                     (16.0 * D * D + 128.0 * lambda * lambda) * Vp * Vp)
+                                     : 2.0 * u * (4.0 * abs_mean * L * A_d + (8.0 * H + 4.0) * Vp)) +
+                         24.0 * u * Dm_sub * L * S_d + 8.0 * s.eta * L * S_d;
+    DV += K * (cross + Dm_sub * Dm_sub * std::log2(n) + u * R * (A_d + max_d));
   }
   const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
   rd.r = r;

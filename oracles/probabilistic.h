@@ -196,6 +196,7 @@ inline ReductionDepths effectiveDepths(const ReductionDepths& rigorous, double e
   ReductionDepths d = rigorous;
   d.row = effectiveDepth(rigorous.row, l, u);
   d.col = effectiveDepth(rigorous.col, l, u);
+  if (d.row < rigorous.row) d.row_lambda = l;
   return d;
 }
 

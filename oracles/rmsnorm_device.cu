@@ -70,7 +70,7 @@ __device__ void judgeElement(DType t, double exact, double rigorous, double stat
   if (!isfinite(exact) && isinf(rigorous)) ok = !isfinite(got);
   else if (isnan(exact)) ok = isnan(got);
   else if (isnan(got)) ok = false;
-  else if (isinf(got)) ok = signbit(got) == signbit(exact) && fabs(exact) + budget >= overflowThreshold(t);
+  else if (isinf(got)) ok = (signbit(got) ? budget - exact : exact + budget) >= overflowThreshold(t);
   else ok = true;
   const double err = isfinite(got) && isfinite(exact) ? fabs(got - exact) : INFINITY;
   const double ulp = ok && !isfinite(err) ? 0 : err / unit;

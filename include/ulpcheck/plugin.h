@@ -213,6 +213,11 @@ typedef int (*ulpcheck_allreduce_rmsnorm_fn)(const ulpcheck_allreduce_rmsnorm_ar
  * subtracted from every x. Without it the budget allows running means
  * (Welford, Chan's merges), whose variance may err far more. */
 #define ULPCHECK_TWO_PASS_STATISTICS (1u << 3)
+/* LayerNorm: the mean is a plain fp32 sum of the row's values, in any order,
+ * divided by N (within 2 ulp) or multiplied by fl(1/N); not a sum of x / N,
+ * not a running mean. A row whose sum is exact then has a mean within
+ * 4 u |mean|: constant rows and 16-bit rows of large mean are judged with power. */
+#define ULPCHECK_MEAN_OF_PLAIN_SUM (1u << 4)
 
 /* Preconditions: cases that break them are not generated. */
 #define ULPCHECK_NEEDS_CONTIGUOUS_ROWS (1u << 0) /* row_stride == cols */

@@ -114,7 +114,8 @@ void PluginVariant::check(int rc, const char* entry) const {
 }
 
 ReductionDepths PluginVariant::depths(const RowShape& s) const {
-  return blackBoxDepths(v_.row_depth, v_.col_depth, s, v_.contracts & ULPCHECK_TWO_PASS_STATISTICS);
+  return blackBoxDepths(v_.row_depth, v_.col_depth, s, v_.contracts & ULPCHECK_TWO_PASS_STATISTICS,
+                        v_.contracts & ULPCHECK_MEAN_OF_PLAIN_SUM);
 }
 
 namespace {
@@ -167,7 +168,7 @@ std::string problemWith(const ulpcheck_variant& v) {
     return fmt::format("dtypes mask {:#x} names no dtype or an unknown one", v.dtypes);
   if (unsigned(v.accumulation) > ULPCHECK_BF16)
     return fmt::format("accumulation {} is not a dtype", int(v.accumulation));
-  if (v.contracts & ~15u) return fmt::format("unknown contract bits {:#x}", v.contracts);
+  if (v.contracts & ~31u) return fmt::format("unknown contract bits {:#x}", v.contracts);
   if (v.rank_counts & ~((2u << ULPCHECK_MAX_RANKS) - 2u))
     return fmt::format("rank_counts {:#x} names a world size outside 1 to {}", v.rank_counts, ULPCHECK_MAX_RANKS);
   if (v.preconditions & ~3u) return fmt::format("unknown precondition bits {:#x}", v.preconditions);
@@ -191,10 +192,11 @@ std::string problemWith(const ulpcheck_variant& v) {
 
 const std::vector<LoadedPlugin>& loadedPlugins() { return plugins(); }
 
-ReductionDepths blackBoxDepths(int64_t declared_row, int64_t declared_col, const RowShape& s,
-                               bool two_pass_statistics) {
+ReductionDepths blackBoxDepths(int64_t declared_row, int64_t declared_col, const RowShape& s, bool two_pass_statistics,
+                               bool mean_of_plain_sum) {
   ReductionDepths d;
   d.two_pass_statistics = two_pass_statistics;
+  d.mean_of_plain_sum = mean_of_plain_sum;
   d.row = declared_row > 0 ? declared_row : s.N;
   d.col = declared_col > 0 ? declared_col : s.M;
   return d;

@@ -36,9 +36,9 @@ const std::vector<LoadedPlugin>& loadedPlugins();
 
 /// The budget's depths of a black box (a plugin's or Python variant): the
 /// ones it declares (> 0), else the worst any summation order gives, N along
-/// a row and M down a column; no fixed order, no exact-sum mean; two-pass
-/// LayerNorm statistics only where it declares them.
+/// a row and M down a column; no fixed order; two-pass LayerNorm statistics
+/// and a mean of a plain sum only where it declares them.
 ReductionDepths blackBoxDepths(int64_t declared_row, int64_t declared_col, const RowShape& s,
-                               bool two_pass_statistics = false);
+                               bool two_pass_statistics = false, bool mean_of_plain_sum = false);
 
 }  // namespace ulpcheck

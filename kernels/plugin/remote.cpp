@@ -879,9 +879,9 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       for (const KernelInfo& k : kernelCatalog())
         if (k.name == info.name) throw PluginError(fmt::format("the name is taken ({})", k.origin));
       const int64_t row_depth = v.at("row_depth"), col_depth = v.at("col_depth");
-      const bool two_pass = v.value("two_pass_statistics", false);
-      auto depths = [row_depth, col_depth, two_pass](const RowShape& s, const LaunchEnv&) {
-        return blackBoxDepths(row_depth, col_depth, s, two_pass);
+      const bool two_pass = v.value("two_pass_statistics", false), plain_sum = v.value("mean_of_plain_sum", false);
+      auto depths = [row_depth, col_depth, two_pass, plain_sum](const RowShape& s, const LaunchEnv&) {
+        return blackBoxDepths(row_depth, col_depth, s, two_pass, plain_sum);
       };
       const std::string name = info.name;
       const bool jit = info.compiles_per_shape;

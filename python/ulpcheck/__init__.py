@@ -84,6 +84,7 @@ class Variant:
     min_rows: int = 0                     # the fewest rows a call may have (0: any)
     saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
     two_pass_statistics: bool = False     # LayerNorm: mean, then sum (x - mean)^2 (not running means, as Welford)
+    mean_of_plain_sum: bool = False       # LayerNorm: mean = fp32 sum of x (any order) / N (within 2 ulp) or * fl(1/N)
     compiles_per_shape: bool = False      # JIT-compiles per (dtype, N, M bucket): each first call gets 900 s, not --case-timeout
     cuda_graphs: bool = False             # runs as serving stacks run it: captured per shape, replayed (first replay checked)
     unfused_pipeline: str = ""            # a fused variant's pipeline of separate steps (another variant of the op)

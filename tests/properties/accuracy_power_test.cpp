@@ -126,5 +126,32 @@ TEST(Power, OnePassVarianceIsCaughtOnLargeMeanRows) {
   }
 }
 
+/// One fp16 element of exact value `exact` and budget `budget`, judged with `got`.
+Verdict judgeOneFp16(double exact, double budget, double got) {
+  ReferenceTensor ref;
+  ref.name = "dx";
+  ref.dtype = DType::F16;
+  ref.rows = ref.cols = 1;
+  ref.exact = {exact};
+  ref.budget = {budget};
+  RunResult run;
+  run.outputs.push_back(OutputTensor{"dx", DType::F16, 1, 1, 1, false, {doubleToBits(DType::F16, got)}});
+  return judgeAccuracy(run, {ref}, noInputs()).verdict;
+}
+
+TEST(Power, AnInfinityIsAllowedOnWhicheverSideTheBudgetReachesOverflow) {
+  // Liger's fp16 LayerNorm backward on constant rows at eps = 2^-40 (found
+  // on the H200): the fp32 mean one ulp off makes x-hat +-1 where the exact
+  // one is 0, and dx of exact -25355 may come out beyond either overflow.
+  // The budget (1.2e8 there) says so; an Inf of the other sign is not a
+  // failure. Where the budget stops short of overflow, it is.
+  // (Not failed; inconclusive: such budgets cannot judge.)
+  EXPECT_EQ(judgeOneFp16(-25355.0, 1.2e8, INFINITY), Verdict::Inconclusive);
+  EXPECT_EQ(judgeOneFp16(-25355.0, 1.2e8, -INFINITY), Verdict::Inconclusive);
+  EXPECT_EQ(judgeOneFp16(-25355.0, 50000.0, -INFINITY), Verdict::Inconclusive);  // -75355 is past -65520
+  EXPECT_EQ(judgeOneFp16(-25355.0, 50000.0, INFINITY), Verdict::Fail);           // 24645 is not past 65520
+  EXPECT_EQ(judgeOneFp16(25355.0, 1000.0, INFINITY), Verdict::Fail);
+}
+
 }  // namespace
 }  // namespace ulpcheck

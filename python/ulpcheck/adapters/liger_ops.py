@@ -25,7 +25,10 @@ The specs they implement (liger-kernel 0.8.5, read from its source):
   statistics are two-pass (_layer_norm_forward_kernel: mean = tl.sum(x) / N,
   then tl.sum((x - mean)^2) / N), declared so: no running-means allowance.
   The mean is not declared a correctly rounded quotient: Triton's fp32 `/`
-  may lower to an approximate divide.
+  may lower to an approximate divide. It is declared the quotient of a plain
+  fp32 sum (mean_of_plain_sum: X_f32 = X_row.to(tl.float32), masked lanes
+  loaded as 0, tl.sum, then `/ n_cols`; within 2 ulp), so a row whose sum is
+  exact (constant rows; 16-bit rows of large mean) has a mean within 4 u of it.
 - liger_fused_add_rms_norm (and _gemma, offset 1.0): LigerFusedAddRMSNormFunction
   (ops/fused_add_rms_norm.py), casting_mode "gemma": S = X + R stored in X's
   dtype (rounded, :77-84), the variance of that S in fp32, Y = RN((S rstd)
@@ -128,7 +131,7 @@ ulpcheck.rmsnorm("liger_rms_norm_llama", forward=forward, backward=backward, bac
                  description="Liger's Triton RMSNorm, casting_mode='llama' (its default): x-hat rounded to x's "
                              "dtype before the weight, dW terms dY x-hat formed in x's dtype")
 ulpcheck.layernorm("liger_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
-                   saves_stats=True, two_pass_statistics=True, libraries=_libs,
+                   saves_stats=True, two_pass_statistics=True, mean_of_plain_sum=True, libraries=_libs,
                    description="Liger's Triton LayerNorm: fp32 statistics, saved and consumed by its backward")
 for name, offset, mode in (("liger_fused_add_rms_norm", 0.0, "gemma"), ("liger_fused_add_rms_norm_gemma", 1.0, "gemma"),
                            ("liger_fused_add_rms_norm_llama", 0.0, "llama")):
