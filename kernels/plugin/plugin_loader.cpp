@@ -114,8 +114,8 @@ void PluginVariant::check(int rc, const char* entry) const {
 }
 
 ReductionDepths PluginVariant::depths(const RowShape& s) const {
-  return blackBoxDepths(v_.row_depth, v_.col_depth, s, v_.contracts & ULPCHECK_TWO_PASS_STATISTICS,
-                        v_.contracts & ULPCHECK_MEAN_OF_PLAIN_SUM);
+  return blackBoxDepths(DeclaredDepth{v_.row_depth}, DeclaredDepth{v_.col_depth}, s,
+                        v_.contracts & ULPCHECK_TWO_PASS_STATISTICS, v_.contracts & ULPCHECK_MEAN_OF_PLAIN_SUM);
 }
 
 namespace {
@@ -192,13 +192,13 @@ std::string problemWith(const ulpcheck_variant& v) {
 
 const std::vector<LoadedPlugin>& loadedPlugins() { return plugins(); }
 
-ReductionDepths blackBoxDepths(int64_t declared_row, int64_t declared_col, const RowShape& s, bool two_pass_statistics,
+ReductionDepths blackBoxDepths(DeclaredDepth row, DeclaredDepth col, const RowShape& s, bool two_pass_statistics,
                                bool mean_of_plain_sum) {
   ReductionDepths d;
   d.two_pass_statistics = two_pass_statistics;
   d.mean_of_plain_sum = mean_of_plain_sum;
-  d.row = declared_row > 0 ? declared_row : s.N;
-  d.col = declared_col > 0 ? declared_col : s.M;
+  d.row = row.over(s.N);
+  d.col = col.over(s.M);
   return d;
 }
 

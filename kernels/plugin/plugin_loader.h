@@ -6,6 +6,7 @@
 // kernel, whatever its order.
 #pragma once
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,11 +35,26 @@ const LoadedPlugin& loadPlugin(const std::string& path);
 /// Every plugin loaded so far.
 const std::vector<LoadedPlugin>& loadedPlugins();
 
+/// A black box's declared depth of the sums over one dimension of n
+/// elements (N along a row, M down a column): a fixed depth, or the shape
+/// of a GPU reduction, `lanes` lanes each summing its share serially, then
+/// `levels` levels of a tree across them (ceil(n / lanes) + levels, at most
+/// n); nothing declared, n (any order).
+struct DeclaredDepth {
+  int64_t fixed = 0;
+  int64_t lanes = 0, levels = 0;
+  int64_t over(int64_t n) const {
+    if (fixed > 0) return fixed;
+    if (lanes > 0) return std::min(n, (n + lanes - 1) / lanes + levels);
+    return n;
+  }
+};
+
 /// The budget's depths of a black box (a plugin's or Python variant): the
-/// ones it declares (> 0), else the worst any summation order gives, N along
-/// a row and M down a column; no fixed order; two-pass LayerNorm statistics
-/// and a mean of a plain sum only where it declares them.
-ReductionDepths blackBoxDepths(int64_t declared_row, int64_t declared_col, const RowShape& s,
+/// ones it declares, else the worst any summation order gives, N along a row
+/// and M down a column; no fixed order; two-pass LayerNorm statistics and a
+/// mean of a plain sum only where it declares them.
+ReductionDepths blackBoxDepths(DeclaredDepth row, DeclaredDepth col, const RowShape& s,
                                bool two_pass_statistics = false, bool mean_of_plain_sum = false);
 
 }  // namespace ulpcheck

@@ -603,9 +603,20 @@ class RankGroup {
   /// dies ends the call at once (its peers, waiting for it, are stopped),
   /// one that does not answer by the deadline is a hang.
   void call(const std::vector<json>& requests, const std::string& what, double timeout, bool compiles_per_shape) {
+    constexpr int kDeathGraceMs = 250;
     const int R = int(workers_.size());
     auto rankWhat = [&](int r) { return fmt::format("{} (rank {} of {})", what, r, R); };
     std::optional<KernelFailure> failure;
+    bool failed_rank_alive = false;  // the failure is an error a live worker reported, not its death
+    // A rank that dies is the cause; its peers' errors (gloo's "connection
+    // reset by peer") are the consequence and may arrive at the same time:
+    // a death is reported before them.
+    auto noteFailure = [&](int r, const KernelFailure& f) {
+      const bool alive = workers_[size_t(r)]->running();
+      if (failure && !(failed_rank_alive && !alive)) return;
+      failure = KernelFailure(fmt::format("rank {} of {}: {}", r, R, f.what()), f.hang);
+      failed_rank_alive = alive;
+    };
     std::vector<Worker::Pending> pending(size_t(R), Worker::Pending{});
     try {
       startAll(what);
@@ -641,7 +652,7 @@ class RankGroup {
                                 /*hung=*/true);
         break;
       }
-      for (size_t i = 0; i < fds.size() && !failure; ++i) {
+      for (size_t i = 0; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
         const int r = who[i];
         try {
@@ -649,9 +660,27 @@ class RankGroup {
           done[size_t(r)] = true, --left;
           if (cold_why.empty()) cold_why = pending[size_t(r)].cold_why;
         } catch (const KernelFailure& f) {
-          failure = KernelFailure(fmt::format("rank {} of {}: {}", r, R, f.what()), f.hang);
+          done[size_t(r)] = true;
+          noteFailure(r, f);
         }
       }
+    }
+    if (failure && failed_rank_alive && !failure->hang) {
+      // A reported error: the death behind it, if any, follows within moments.
+      std::vector<pollfd> fds;
+      std::vector<int> who;
+      for (int r = 0; r < R; ++r)
+        if (!done[size_t(r)] && workers_[size_t(r)]->running()) {
+          fds.push_back(pollfd{workers_[size_t(r)]->fd(), POLLIN, 0});
+          who.push_back(r);
+        }
+      if (!fds.empty() && poll(fds.data(), fds.size(), kDeathGraceMs) > 0)
+        for (size_t i = 0; i < fds.size(); ++i)
+          if (fds[i].revents) try {
+              workers_[size_t(who[i])]->receive(pending[size_t(who[i])]);
+            } catch (const KernelFailure& f) {
+              noteFailure(who[i], f);
+            }
     }
     if (failure) {
       stopAll();
@@ -795,6 +824,23 @@ DType dtypeNamed(const std::string& n) {
   return *t;
 }
 
+/// A Python variant's row_depth or col_depth: a fixed depth, or [lanes, levels]
+/// (the package checked them; a described variant is trusted no further).
+DeclaredDepth declaredDepth(const json& v, const char* key) {
+  const json& d = v.at(key);
+  DeclaredDepth declared;
+  if (d.is_array() && d.size() == 2 && d[0].is_number_integer() && d[1].is_number_integer() &&
+      d[0].get<int64_t>() >= 1 && d[1].get<int64_t>() >= 0) {
+    declared.lanes = d[0].get<int64_t>();
+    declared.levels = d[1].get<int64_t>();
+  } else if (d.is_number_integer() && d.get<int64_t>() >= 0) {
+    declared.fixed = d.get<int64_t>();
+  } else {
+    throw PluginError(fmt::format("{} must be a depth >= 0 or [lanes >= 1, levels >= 0], not {}", key, d.dump()));
+  }
+  return declared;
+}
+
 }  // namespace
 
 void runInWorker(const std::string& op, const std::string& name) {
@@ -878,7 +924,7 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       }
       for (const KernelInfo& k : kernelCatalog())
         if (k.name == info.name) throw PluginError(fmt::format("the name is taken ({})", k.origin));
-      const int64_t row_depth = v.at("row_depth"), col_depth = v.at("col_depth");
+      const DeclaredDepth row_depth = declaredDepth(v, "row_depth"), col_depth = declaredDepth(v, "col_depth");
       const bool two_pass = v.value("two_pass_statistics", false), plain_sum = v.value("mean_of_plain_sum", false);
       auto depths = [row_depth, col_depth, two_pass, plain_sum](const RowShape& s, const LaunchEnv&) {
         return blackBoxDepths(row_depth, col_depth, s, two_pass, plain_sum);

@@ -75,8 +75,13 @@ class Variant:
     deterministic: bool = True
     batch_invariant: bool = True
     accumulation: str = "fp32"
-    row_depth: int = 0                    # 0: unknown (ulpcheck assumes the worst any order does)
-    col_depth: int = 0
+    # The depth of the sums along a row (over N) and down a column (over M):
+    # 0 unknown (ulpcheck assumes the worst any order does); an int, that depth;
+    # (lanes, levels), a GPU reduction's shape: lanes lanes each summing its
+    # share serially, then a tree of `levels` levels across them, so
+    # ceil(n / lanes) + levels (at most n).
+    row_depth: object = 0
+    col_depth: object = 0
     contiguous_rows: bool = False         # needs ld == N
     aligned_rows: bool = False            # needs 16-byte aligned rows
     max_cols: int = 0
@@ -105,10 +110,23 @@ class Variant:
         d["cols"] = [int(n) for n in self.cols]
         d["bitwise_with_unfused"] = list(self.bitwise_with_unfused)
         d["ranks"] = [int(r) for r in self.ranks]
+        d["row_depth"], d["col_depth"] = _depth_json(self.row_depth), _depth_json(self.col_depth)
         return d
 
 
 _registry: List[Variant] = []
+
+
+def _depth_json(depth):
+    return list(depth) if isinstance(depth, tuple) else depth
+
+
+def _depth_error(depth) -> Optional[str]:
+    def whole(x, least):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= least
+    if whole(depth, 0) or (isinstance(depth, tuple) and len(depth) == 2 and whole(depth[0], 1) and whole(depth[1], 0)):
+        return None
+    return f"must be a depth >= 0 or (lanes >= 1, levels >= 0), not {depth!r}"
 
 
 def _register(op: str, name: str, **kw) -> Variant:
@@ -138,6 +156,9 @@ def _register(op: str, name: str, **kw) -> Variant:
         raise ValueError(f"{name}: ranks= names world sizes; {op} runs on one rank")
     if v.cuda_graphs and ops.OPS[op].multi_rank:
         raise ValueError(f"{name}: cuda_graphs=True is not offered for a multi-rank op yet")
+    for key in ("row_depth", "col_depth"):
+        if (wrong := _depth_error(getattr(v, key))) is not None:
+            raise ValueError(f"{name}: {key} {wrong}")
     if not v.dtypes or any(t not in DTYPES for t in v.dtypes):
         raise ValueError(f"{name}: dtypes must be among {DTYPES}, not {v.dtypes!r}")
     for rule in ops.OPS[op].rules:

@@ -31,11 +31,12 @@ DescribeInputs noInputs() {
 /// not; LayerNorm's with the gradient model of its column sums as its op
 /// table asks, or (gradient_model false) only the effective depths.
 std::vector<ReferenceTensor> blackBoxReference(const CaseSpec& c, bool statistical, bool two_pass = false,
-                                               bool gradient_model = true, bool mean_of_plain_sum = false) {
+                                               bool gradient_model = true, bool mean_of_plain_sum = false,
+                                               DeclaredDepth row_depth = {}) {
   KernelInfo info;
   info.black_box = statistical;
   const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
-  const AccuracyContract contract{DType::F32, blackBoxDepths(0, 0, shape, two_pass, mean_of_plain_sum)};
+  const AccuracyContract contract{DType::F32, blackBoxDepths(row_depth, {}, shape, two_pass, mean_of_plain_sum)};
   if (c.op == "rmsnorm") {
     const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
     return referenceWithStatisticalBudgets(c, info, contract, [&](const AccuracyContract& at) {
@@ -58,11 +59,12 @@ std::vector<ReferenceTensor> blackBoxReference(const CaseSpec& c, bool statistic
 /// A kernel's outputs for the case (a transform of them where given), judged as a black box.
 Outcome judgeAsBlackBox(const std::string& text, bool statistical, bool two_pass = false,
                         const std::function<void(const CaseSpec&, RunResult&)>& transform = {},
-                        bool gradient_model = true, bool mean_of_plain_sum = false) {
+                        bool gradient_model = true, bool mean_of_plain_sum = false, DeclaredDepth row_depth = {}) {
   const CaseSpec c = parseCaseString(text);
   RunResult run = findOp(c.op)->run(c, identityRows(c.M), hostContext());
   if (transform) transform(c, run);
-  return judgeAccuracy(run, blackBoxReference(c, statistical, two_pass, gradient_model, mean_of_plain_sum), noInputs());
+  return judgeAccuracy(run, blackBoxReference(c, statistical, two_pass, gradient_model, mean_of_plain_sum, row_depth),
+                       noInputs());
 }
 
 /// A LayerNorm backward whose dgamma and dbeta are fp32 chains down the rows,
@@ -406,6 +408,46 @@ TEST(RunningMeans, CorrectWelfordAndChanKernelsPassAsBlackBoxesOnAdversarialRows
   std::printf("running means as black boxes: %d of %d forward tensors judged with power; worst error %.3g of the "
               "budget\n",
               powered, tensors, worst);
+}
+
+TEST(RunningMeans, ADeclaredReductionShapeIsSoundAndJudgesMore) {
+  // PyTorch's shape as the Chan tree kernel above runs it: 256 lanes, each a
+  // serial Welford chain over its strided share, then 8 levels of merges;
+  // declared so (Python row_depth=(256, 8)), the depth is ceil(N / 256) + 8
+  // instead of N. No adversarial row fails it, and more of them are judged.
+  EXPECT_EQ((DeclaredDepth{0, 256, 8}.over(65536)), 264);
+  EXPECT_EQ((DeclaredDepth{0, 256, 8}.over(1000)), 12);
+  EXPECT_EQ((DeclaredDepth{0, 256, 8}.over(5)), 5);
+  EXPECT_EQ((DeclaredDepth{80}.over(5)), 80);  // a fixed depth is taken as declared
+  EXPECT_EQ((DeclaredDepth{}.over(4096)), 4096);
+  int powered = 0, powered_undeclared = 0, tensors = 0;
+  for (const char* text : kAdversarialRows)
+    for (RunningMeans kind : {RunningMeans::ChanTree, RunningMeans::ChanTreeWeighted}) {
+      const Outcome o = judgeAsBlackBox(text, true, false, runningMeansForward(kind), true, false, {0, 256, 8});
+      const Outcome undeclared = judgeAsBlackBox(text, true, false, runningMeansForward(kind));
+      EXPECT_NE(o.verdict, Verdict::Fail) << int(kind) << ": " << text << "\n" << o.summary;
+      for (const Outcome* x : {&o, &undeclared})
+        for (const TensorStats& s : x->stats)
+          if (s.tensor == "y" || s.tensor == "mean" || s.tensor == "rstd") {
+            const bool judged = !s.nonzero || s.power() >= tolerance::kMinTensorPower;
+            (x == &o ? powered : powered_undeclared) += judged;
+            tensors += x == &o;
+          }
+    }
+  EXPECT_GT(powered, powered_undeclared);
+  std::printf("Chan trees declared (256, 8): %d of %d forward tensors judged with power (undeclared: %d)\n", powered,
+              tensors, powered_undeclared);
+}
+
+TEST(RunningMeans, ASerialWelfordFalselyDeclaredATreeIsCaughtOnASortedRow) {
+  // The declaration is load-bearing: one Welford chain over a sorted row of
+  // large mean (its running mean lags the row's by the most) declared as
+  // PyTorch's shape fails the narrower budget.
+  const char* text =
+      "op=layernorm kernel=host_twopass dtype=fp32 M=8 N=65536 dist=large_mean mean=0x1p8 sigma=0x1p0 seed=0x61";
+  const Outcome o = judgeAsBlackBox(text, true, false, runningMeansForward(RunningMeans::WelfordSorted), true, false,
+                                    {0, 256, 8});
+  EXPECT_EQ(o.verdict, Verdict::Fail) << o.summary;
 }
 
 TEST(RunningMeans, AOnePassVarianceAsABlackBoxIsKilledWhereItLosesTheVariance) {

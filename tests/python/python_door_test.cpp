@@ -47,6 +47,37 @@ TEST_F(PythonDoor, PyTorchsCpuNormsPassEveryProperty) {
   }
 }
 
+TEST_F(PythonDoor, ADeclaredReductionShapeReachesTheBudget) {
+  // A LayerNorm forward whose row sums are serial fp32 chains (numpy's
+  // cumsum in fp32: depth N), registered twice: undeclared it passes;
+  // declared (falsely) to sum each row in one rounding, row_depth=(2^20, 0)
+  // (ceil(N / 2^20) + 0 = 1), the budget the declaration narrows catches it.
+  const std::string file = ::testing::TempDir() + "declared_depth_kernels.py";
+  FILE* f = fopen(file.c_str(), "w");
+  fprintf(
+      f,
+      "import sys\nsys.path.insert(0, '%s/python/ulpcheck/adapters')\nimport numpy as np, torch, torch_ops, ulpcheck\n"
+      "def serial_mean(v):\n"
+      "    return torch.from_numpy(np.cumsum(v.numpy(), axis=-1, dtype=np.float32)[:, -1:] / np.float32(v.shape[-1]))\n"
+      "def forward(x, gamma, beta, eps):\n"
+      "    mean = serial_mean(x)\n"
+      "    d = x - mean\n"
+      "    y = d * torch.rsqrt(serial_mean(d * d) + eps)\n"
+      "    return y * gamma + beta if gamma is not None else y\n"
+      "for name, depth in (('serial_layer_norm', 0), ('serial_layer_norm_declared_depth_1', (1 << 20, 0))):\n"
+      "    ulpcheck.layernorm(name, forward=forward, backward=torch_ops.layer_norm_backward, backend='host',\n"
+      "                       dtypes=('fp32',), row_depth=depth)\n",
+      ULPCHECK_SOURCE_DIR);
+  fclose(f);
+  const std::string run = "run --property accuracy --cases 60 --seed 3 --no-save --no-corpus --no-shrink --python " +
+                          file + " --kernel ";
+  const Result undeclared = cli(run + "serial_layer_norm");
+  EXPECT_EQ(undeclared.code, exit_code::kOk) << undeclared.output;
+  const Result declared = cli(run + "serial_layer_norm_declared_depth_1");
+  EXPECT_EQ(declared.code, exit_code::kPropertyFailed) << declared.output;
+  EXPECT_NE(declared.output.find("elements over budget"), std::string::npos) << declared.output;
+}
+
 TEST_F(PythonDoor, PyTorchsFusedAddRmsNormPassesEveryPropertyInBothOrders) {
   // The unfused pipeline's order (the norm of residual_out, with fp32 weights
   // and an fp32 residual too), FlashInfer's and quack's (the norm of the fp32
@@ -262,6 +293,8 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
       {"affine_variants=True",
        "affine_variants is not among rmsnorm's specs (fp32_weights, rounding, weight_offset, stats, bias_variants)"},
       {"bias_variants=True, rounding='llama'", "a bias with rounding='llama' is not modelled"},
+      {"row_depth=(0, 5)", "row_depth must be a depth >= 0 or (lanes >= 1, levels >= 0), not (0, 5)"},
+      {"col_depth=-1", "col_depth must be a depth >= 0 or (lanes >= 1, levels >= 0), not -1"},
   };
   for (const auto& b : bad) {
     const std::string file = ::testing::TempDir() + "bad_spec_kernels.py";

@@ -76,8 +76,20 @@ def _layer_norm_takes_fp32_gamma(device):
         return False
 
 
+# The shape of PyTorch's CUDA LayerNorm row reductions (aten/src/ATen/native/
+# cuda/layer_norm_kernel.cu; num_threads() = 4 warps, thread_constants.h), in
+# roundings along a path (an add of an exact zero, a lane past the last warp,
+# does not round): the vectorized forward's compute_stats runs 128 threads,
+# each a Welford chain of 4 ceil(N / 512) < N / 128 + 4 elements, then 5
+# shuffle levels and 2 across the 4 warps; RowwiseMomentsCUDAKernel (rows that
+# do not vectorize) 512 threads, chains of ceil(N / 512), then BlockReduce's
+# warp levels (5 + 4); the backward's row sums (compute_gI and its vectorized
+# twin) 128 threads, chains of 4 per step (< N / 128 + 4) and a tail of at most
+# 3, then BlockReduceSum (5 + 2). ceil(N / 128) + 14 covers each.
+_TORCH_LAYER_NORM_ROW_DEPTH = (128, 14)
 ulpcheck.layernorm("torch_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
                    fp32_weights=_layer_norm_takes_fp32_gamma("cuda"), affine_variants=True,
+                   row_depth=_TORCH_LAYER_NORM_ROW_DEPTH,
                    description="PyTorch's LayerNorm on the GPU: torch.nn.functional.layer_norm, backward through autograd")
 
 # The same on the CPU, where CI can run them (torch before 2.1 has no fp16 LayerNorm on the CPU).
