@@ -288,32 +288,33 @@ void statsBounds(const Setup& s, LayerNormReference& ref, int64_t i, double V, d
     // times fl(1/N) (two roundings): 4 u |mean|, or 2 ulps where the mean is subnormal in fp32.
     Dm = 4.0 * u * std::fabs(mean_odd) + 4.0 * minSubnormal(DType::F32) + 0x1p-52 * std::fabs(mean_odd);
   // Running means (Welford, Chan's merges: PyTorch's CUDA LayerNorm): a
-  // tree of merges of height H; see the derivation above.
-  const bool running = !s.contract.depths.two_pass_statistics;
-  const double H = std::min(D, n - 1.0), L = std::min(H, (n + 1.0) / 2.0), abs_mean = std::fabs(mean_odd);
-  const double lambda = s.contract.depths.row_lambda;  // > 0: D is an effective depth
-  const double S_d = lambda > 0 ? std::sqrt(sq_d / n) : A_d, Vp = std::max(V - s.eps, 0.0);
-  const double Dm_sub = u * L * (4.0 * abs_mean + 12.0 * max_d) + 4.0 * L * s.eta;
-  const double Dm_root = u * (lambda > 0 ? D : L) * (4.0 * abs_mean + 12.0 * S_d) + 4.0 * L * s.eta;
-  if (running) Dm = std::max(Dm, K * Dm_root);
-  double mean_dd2 = 0.0;
-  for (int64_t j = 0; j < s.N; ++j) {
-    rd.dd[size_t(j)] = Dm + K * u * (std::fabs(rd.d[size_t(j)]) + Dm);
-    mean_dd2 += rd.dd[size_t(j)] * rd.dd[size_t(j)];
-  }
-  mean_dd2 /= n;
-  double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + s.eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2;
-  if (running) {
-    // The merges' mean errors: their telescoped cross term, their squares,
-    // Welford's x - m~_k form.
+  // tree of merges of height H; see the derivation above. Their own mean
+  // error, and the variance's share of the merges' mean errors: the
+  // telescoped cross term, their squares, Welford's x - m~_k form.
+  double DV_running = 0.0;
+  if (!s.contract.depths.two_pass_statistics) {
+    const double H = std::min(D, n - 1.0), L = std::min(H, (n + 1.0) / 2.0), abs_mean = std::fabs(mean_odd);
+    const double lambda = s.contract.depths.row_lambda;  // > 0: D is an effective depth
+    const double S_d = lambda > 0 ? std::sqrt(sq_d / n) : A_d, Vp = std::max(V - s.eps, 0.0);
+    const double Dm_sub = u * L * (4.0 * abs_mean + 12.0 * max_d) + 4.0 * L * s.eta;
+    const double Dm_root = u * (lambda > 0 ? D : L) * (4.0 * abs_mean + 12.0 * S_d) + 4.0 * L * s.eta;
+    Dm = std::max(Dm, K * Dm_root);
     const double R = 4.0 * abs_mean + 12.0 * (max_d + Dm_sub);  // |rho| <= u R (+ 4 eta)
     const double cross = (lambda > 0 ? 2.0 * std::sqrt(12.0) * u *
                                            std::sqrt(16.0 * abs_mean * abs_mean * D * D * Vp +
                                                      (16.0 * D * D + 128.0 * lambda * lambda) * Vp * Vp)
                                      : 2.0 * u * (4.0 * abs_mean * L * A_d + (8.0 * H + 4.0) * Vp)) +
                          24.0 * u * Dm_sub * L * S_d + 8.0 * s.eta * L * S_d;
-    DV += K * (cross + Dm_sub * Dm_sub * std::log2(n) + u * R * (A_d + max_d));
+    DV_running = K * (cross + Dm_sub * Dm_sub * std::log2(n) + u * R * (A_d + max_d));
   }
+  double mean_dd2 = 0.0;
+  for (int64_t j = 0; j < s.N; ++j) {
+    rd.dd[size_t(j)] = Dm + K * u * (std::fabs(rd.d[size_t(j)]) + Dm);
+    mean_dd2 += rd.dd[size_t(j)] * rd.dd[size_t(j)];
+  }
+  mean_dd2 /= n;
+  const double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + s.eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2 +
+                    DV_running;
   const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
   rd.r = r;
   rd.r_hi = (1.0 + rsqrt_rel) / std::sqrt(std::max(V - DV, s.eps));

@@ -110,15 +110,10 @@ class Variant:
         d["cols"] = [int(n) for n in self.cols]
         d["bitwise_with_unfused"] = list(self.bitwise_with_unfused)
         d["ranks"] = [int(r) for r in self.ranks]
-        d["row_depth"], d["col_depth"] = _depth_json(self.row_depth), _depth_json(self.col_depth)
         return d
 
 
 _registry: List[Variant] = []
-
-
-def _depth_json(depth):
-    return list(depth) if isinstance(depth, tuple) else depth
 
 
 def _depth_error(depth) -> Optional[str]:
