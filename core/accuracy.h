@@ -50,6 +50,16 @@ struct ReductionDepths {
   // that same mean subtracted from every x. Without it the LayerNorm budget
   // allows running means (Welford, Chan's merges: oracles/layernorm.cpp).
   bool two_pass_statistics = false;
+  // LayerNorm: y = (x - mean) rstd gamma + beta is formed from the very mean
+  // and rstd the forward saves (x - mean and each product rounded once in
+  // fp32), a two-pass variance from that saved mean, and the backward
+  // rebuilds x-hat as (x - mean) rstd from the statistics it is given. The
+  // judge then also bounds y, rstd and dx about the values the run's own
+  // statistics give (oracles/layernorm.cpp, "Judged on the saved
+  // statistics"). Python uses_saved_statistics, plugin contract
+  // ULPCHECK_USES_SAVED_STATISTICS. PyTorch's CPU LayerNorm folds the mean
+  // into a bias (x * (rstd gamma) + (beta - mean rstd gamma)) and must not.
+  bool uses_saved_statistics = false;
   // > 0: the row depth is the statistical check's effective depth
   // gamma~_D(lambda) / u at this lambda (oracles/probabilistic.h), below the
   // rigorous one: a bound built as a sum of roundings with coefficients may

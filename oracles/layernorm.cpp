@@ -175,11 +175,45 @@
 // value and still be as right as fp32 statistics allow; a kernel whose mean
 // or variance is wrong by more (masked lanes counted, a one-pass variance, a
 // bf16 accumulator) exceeds it.
+//
+// ---------------------------------------------------------------------------
+// Judged on the saved statistics (ReductionDepths::uses_saved_statistics)
+//
+// That width is the statistics' legitimate error, not y's: on a near-constant
+// row (16-bit rows of large mean round to a few values) the mean may be an
+// ulp off (Triton's approximate divide; sum * fl(1/N)), and that ulp times
+// r ~ eps^-1/2 is all of y - beta, so no budget about the exact value can
+// judge y, rstd or dx there. A variant may declare that it forms y from the
+// very m~ and r~ it saves, y~ = fl(fl(fl(x - m~) r~) g + b) in any
+// association of the three-way product (one fma or two roundings at the
+// end), its variance two-pass about that m~, and its backward's x-hat as
+// fl(fl(x - m~) r~) from the m~ and r~ it is given (PyTorch's CUDA LayerNorm,
+// Liger's, ulpcheck's own). The run's m~ and r~ are known exactly, so each
+// output is then also bounded about its value given them, by the analysis
+// above with the statistics exact: Dm = Dr = 0, Dd_j = K u |d_j| (the one
+// rounding of x - m~; a subnormal difference is exact), r_hi = r~:
+//   y_c  = (x - m~) r~ g + b                  within yBudget at Dx_j = xhatBound
+//   dx_c = r~ (a - c1_c - xhat_c c2_c)        within dxBudget, Dc1 and Dc2 at depth D
+//   r_c  = (mean_j (x - m~)^2 + eps)^-1/2      within Dr of varianceBounds at Dm = 0
+//                                              (two-pass statistics only)
+// where a kernel's error is at most 3 u |(x - m~) r~ g| + u |y| (+ eta terms)
+// for y, which the budget's 2 K u |x-hat g| + K u |y| covers with K = 2.
+// The centers are computed in double: each within (N + 4) 2^-53 of the terms
+// its budget is made of, inside the budgets' K - 1 = 1 margin of u for any
+// N < 2^27. The judge (properties/accuracy.cpp) requires both bounds and
+// measures power with the narrower; the statistics themselves are still
+// judged about the exact values (Dm, Dr above), so a wrong mean or rstd
+// fails there, and a y or dx wrong given right statistics fails here, on
+// rows whose statistics' error swamps it. A kernel that folds the mean into
+// a bias (x (r~ g) + (b - m~ r~ g): PyTorch's CPU LayerNorm) errs by
+// ~ u |m~ r~ g| and must not declare it.
 #include "oracles/layernorm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
+
+#include <fmt/format.h>
 
 #include "oracles/column_sum.h"
 #include "oracles/double_word.h"
@@ -263,6 +297,26 @@ void inputSums(const Setup& s, int64_t i, RowDoubles& rd, LayerNormReference& re
   ref.mean.magnitude[i] = std::sqrt(rd.sq_x) / double(s.N);
 }
 
+/// Given the mean's error bound Dm: every Dd_j, the variance's DV (two-pass,
+/// plus DV_running for running means), and rstd's r_hi and Dr about r.
+void varianceBounds(const Setup& s, RowDoubles& rd, double V, double r, double Dm, double A_d, double DV_running) {
+  const double u = s.u, K = s.K, D = s.D;
+  double mean_dd2 = 0.0;
+  for (int64_t j = 0; j < s.N; ++j) {
+    rd.dd[size_t(j)] = Dm + K * u * (std::fabs(rd.d[size_t(j)]) + Dm);
+    mean_dd2 += rd.dd[size_t(j)] * rd.dd[size_t(j)];
+  }
+  mean_dd2 /= double(s.N);
+  const double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + s.eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2 +
+                    DV_running;
+  const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
+  rd.r = r;
+  rd.r_hi = (1.0 + rsqrt_rel) / std::sqrt(std::max(V - DV, s.eps));
+  const double r_lo = (1.0 - rsqrt_rel) / std::sqrt(V + DV);
+  rd.Dr = std::max(rd.r_hi - r, r - r_lo);
+  rd.Dm = Dm;
+}
+
 /// The statistics' error bounds (see the derivation above) from the
 /// round-to-odd mean in ref.mean.exact[i], the nearest d_j in rd.d, V and r:
 /// Dm, every Dd_j, DV, r_hi and Dr, and the mean's and rstd's budgets.
@@ -307,20 +361,7 @@ void statsBounds(const Setup& s, LayerNormReference& ref, int64_t i, double V, d
                          24.0 * u * Dm_sub * L * S_d + 8.0 * s.eta * L * S_d;
     DV_running = K * (cross + Dm_sub * Dm_sub * std::log2(n) + u * R * (A_d + max_d));
   }
-  double mean_dd2 = 0.0;
-  for (int64_t j = 0; j < s.N; ++j) {
-    rd.dd[size_t(j)] = Dm + K * u * (std::fabs(rd.d[size_t(j)]) + Dm);
-    mean_dd2 += rd.dd[size_t(j)] * rd.dd[size_t(j)];
-  }
-  mean_dd2 /= n;
-  const double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + s.eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2 +
-                    DV_running;
-  const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
-  rd.r = r;
-  rd.r_hi = (1.0 + rsqrt_rel) / std::sqrt(std::max(V - DV, s.eps));
-  const double r_lo = (1.0 - rsqrt_rel) / std::sqrt(V + DV);
-  rd.Dr = std::max(rd.r_hi - r, r - r_lo);
-  rd.Dm = Dm;
+  varianceBounds(s, rd, V, r, Dm, A_d, DV_running);
   ref.mean.budget[i] = budgetFromError(s.S, mean_odd, Dm);
   ref.rstd.budget[i] = budgetFromError(s.S, ref.rstd.exact[i], rd.Dr);
 }
@@ -331,14 +372,18 @@ double xhatBound(const Setup& s, const RowDoubles& rd, int64_t j) {
   return rd.r_hi * dd + ad * rd.Dr + s.K * s.u * (ad + dd) * rd.r_hi;
 }
 
+/// y_j's budget about `exact` from row's x-hat_j and Dx_j.
+double yBudget(const Setup& s, int64_t j, double exact, const RowDoubles& rd) {
+  const double ag = std::fabs(s.gamma[size_t(j)]), dxh = rd.dxh[size_t(j)];
+  return budgetFromError(s.T, exact, ag * dxh + s.K * (s.u * (std::fabs(exact) + ag * dxh) + s.eta * (1.0 + rd.r)));
+}
+
 /// y_ij from its round-to-odd exact value and row i's x-hat_j and Dx_j.
 void setY(const Setup& s, LayerNormReference& ref, int64_t i, int64_t j, double exact, const RowDoubles& rd) {
   const int64_t e = i * s.N + j;
-  const double g = s.gamma[size_t(j)], ag = std::fabs(g), dxh = rd.dxh[size_t(j)];
   ref.y.exact[e] = exact;
-  ref.y.budget[e] = budgetFromError(s.T, exact,
-                                    ag * dxh + s.K * (s.u * (std::fabs(exact) + ag * dxh) + s.eta * (1.0 + rd.r)));
-  ref.y.magnitude[e] = std::fabs(rd.xhat[size_t(j)] * g) + std::fabs(s.beta[size_t(j)]);
+  ref.y.budget[e] = yBudget(s, j, exact, rd);
+  ref.y.magnitude[e] = std::fabs(rd.xhat[size_t(j)] * s.gamma[size_t(j)]) + std::fabs(s.beta[size_t(j)]);
 }
 
 /// Dc1 and Dc2, the bounds of the backward's row sums c1 = mean(a) and
@@ -359,20 +404,27 @@ void backwardSumBounds(const Setup& s, int64_t i, RowDoubles& rd) {
   rd.Dc2 = dc2_prop / n + K * ((s.D + 1.0) * u * (p2 / n + a_dx / n) + 2.0 * s.eta);
 }
 
-/// dx_ij from its round-to-odd exact value and the nearest a - c1 - xhat c2 (`inner`).
-void setDx(const Setup& s, LayerNormReference& ref, int64_t i, int64_t j, double exact, double inner,
-           const RowDoubles& rd) {
+/// dx_ij's budget about `exact` from the nearest a - c1 - xhat c2 (`inner`)
+/// and row i's bounds.
+double dxBudget(const Setup& s, int64_t i, int64_t j, double exact, double inner, const RowDoubles& rd) {
   const double u = s.u, K = s.K;
   const double a = s.gamma[size_t(j)] * s.in.dy.value(i, j), xh = rd.xhat[size_t(j)], Dx = rd.dxh[size_t(j)];
   const double c1 = rd.c1, c2 = rd.c2;
-  const int64_t e = i * s.N + j;
   const double Da = K * (u * std::fabs(a) + s.eta);
   const double Di = Da + rd.Dc1 + (std::fabs(xh) + Dx) * rd.Dc2 + std::fabs(c2) * Dx +
                     K * (u * (2.0 * (std::fabs(a) + std::fabs(c1)) + std::fabs(xh * c2)) + 2.0 * s.eta);
+  return budgetFromError(s.T, exact,
+                         rd.r_hi * Di + std::fabs(inner) * rd.Dr + K * (u * rd.r_hi * (std::fabs(inner) + Di) + s.eta));
+}
+
+/// dx_ij from its round-to-odd exact value and the nearest a - c1 - xhat c2 (`inner`).
+void setDx(const Setup& s, LayerNormReference& ref, int64_t i, int64_t j, double exact, double inner,
+           const RowDoubles& rd) {
+  const int64_t e = i * s.N + j;
+  const double a = s.gamma[size_t(j)] * s.in.dy.value(i, j);
   ref.dx.exact[e] = exact;
-  ref.dx.budget[e] = budgetFromError(
-      s.T, exact, rd.r_hi * Di + std::fabs(inner) * rd.Dr + K * (u * rd.r_hi * (std::fabs(inner) + Di) + s.eta));
-  ref.dx.magnitude[e] = rd.r * (std::fabs(a) + std::fabs(c1) + std::fabs(xh * c2));
+  ref.dx.budget[e] = dxBudget(s, i, j, exact, inner, rd);
+  ref.dx.magnitude[e] = rd.r * (std::fabs(a) + std::fabs(rd.c1) + std::fabs(rd.xhat[size_t(j)] * rd.c2));
 }
 
 /// Row i's share of dgamma_j's magnitudes: sum |dy xhat|, sum (dy xhat)^2,
@@ -919,6 +971,107 @@ LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const Accur
     counts->fell_back += fell_back;
   }
   return ref;
+}
+
+namespace {
+
+/// y, rstd (two-pass statistics) and dx bounded about what the run's saved
+/// mean m~ and rstd r~ give ("Judged on the saved statistics", above).
+class SavedStatisticsBounds final : public ConditionalBounds {
+ public:
+  SavedStatisticsBounds(const LayerNormInputs& in, const AccuracyContract& contract, std::vector<double> mean,
+                        std::vector<double> rstd)
+      : in_(in), contract_(contract), s_(in_, contract_), mean_(std::move(mean)), rstd_(std::move(rstd)) {}
+
+  bool bounds(const std::string& tensor) const override {
+    return tensor == "y" || tensor == "dx" || (tensor == "rstd" && contract_.depths.two_pass_statistics);
+  }
+
+  std::string source(const std::string& tensor) const override {
+    if (tensor == "rstd") return "the variance about its own saved mean";
+    return fmt::format("its own saved mean and rstd, as {}", tensor == "y"
+                                                                 ? "(x - mean) rstd gamma + beta"
+                                                                 : "r (a - c1 - x-hat c2), x-hat = (x - mean) rstd");
+  }
+
+  void rows(const std::string& tensor, int64_t begin, int64_t end, std::vector<double>& center,
+            std::vector<double>& budget) const override {
+    const int64_t N = s_.N, width = tensor == "rstd" ? 1 : N;
+    center.assign(size_t((end - begin) * width), NAN);
+    budget.assign(center.size(), INFINITY);
+    RowDoubles rd(N);
+    for (int64_t i = begin; i < end; ++i) {
+      if (!onSavedStatistics(i, rd)) continue;
+      const size_t at = size_t((i - begin) * width);
+      if (tensor == "y") {
+        for (int64_t j = 0; j < N; ++j) {
+          const double y = rd.xhat[size_t(j)] * s_.gamma[size_t(j)] + s_.beta[size_t(j)];
+          center[at + size_t(j)] = y;
+          budget[at + size_t(j)] = yBudget(s_, j, y, rd);
+        }
+      } else if (tensor == "rstd") {
+        double sq = 0.0, abs_d = 0.0;
+        for (int64_t j = 0; j < N; ++j) {
+          sq += rd.d[size_t(j)] * rd.d[size_t(j)];
+          abs_d += std::fabs(rd.d[size_t(j)]);
+        }
+        const double V = sq / double(N) + s_.eps, r = 1.0 / std::sqrt(V);
+        varianceBounds(s_, rd, V, r, /*Dm=*/0.0, abs_d / double(N), /*DV_running=*/0.0);
+        center[at] = r;
+        budget[at] = budgetFromError(s_.S, r, rd.Dr);
+      } else {
+        double c1 = 0.0, c2 = 0.0;
+        for (int64_t j = 0; j < N; ++j) {
+          const double a = s_.gamma[size_t(j)] * in_.dy.value(i, j);  // exact: 48 bits
+          c1 += a;
+          c2 += a * rd.xhat[size_t(j)];
+        }
+        rd.c1 = c1 / double(N);
+        rd.c2 = c2 / double(N);
+        backwardSumBounds(s_, i, rd);
+        for (int64_t j = 0; j < N; ++j) {
+          const double a = s_.gamma[size_t(j)] * in_.dy.value(i, j);
+          const double inner = a - rd.c1 - rd.xhat[size_t(j)] * rd.c2, dx = rd.r * inner;
+          center[at + size_t(j)] = dx;
+          budget[at + size_t(j)] = dxBudget(s_, i, j, dx, inner, rd);
+        }
+      }
+    }
+  }
+
+ private:
+  /// Row i's d_j = x_j - m~ (fl(x_j - m~) within u |d_j|: Dd_j = K u |d_j|),
+  /// x-hat_j = d_j r~ and Dx_j, with r~ known exactly (Dr = 0). False where
+  /// the saved statistics are not finite.
+  bool onSavedStatistics(int64_t i, RowDoubles& rd) const {
+    const double m = mean_[size_t(i)], r = rstd_[size_t(i)];
+    if (!std::isfinite(m) || !std::isfinite(r)) return false;
+    rd.r = r;
+    rd.r_hi = std::fabs(r);
+    rd.Dr = rd.Dm = 0.0;
+    for (int64_t j = 0; j < s_.N; ++j) {
+      const double d = s_.x.value(i, j) - m;
+      rd.d[size_t(j)] = d;
+      rd.dd[size_t(j)] = s_.K * s_.u * std::fabs(d);
+      rd.xhat[size_t(j)] = d * r;
+    }
+    for (int64_t j = 0; j < s_.N; ++j) rd.dxh[size_t(j)] = xhatBound(s_, rd, j);
+    return true;
+  }
+
+  const LayerNormInputs in_;
+  const AccuracyContract contract_;
+  const Setup s_;
+  const std::vector<double> mean_, rstd_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConditionalBounds> layernormSavedStatisticsBounds(const LayerNormInputs& in,
+                                                                  const AccuracyContract& contract,
+                                                                  std::vector<double> saved_mean,
+                                                                  std::vector<double> saved_rstd) {
+  return std::make_unique<SavedStatisticsBounds>(in, contract, std::move(saved_mean), std::move(saved_rstd));
 }
 
 LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,

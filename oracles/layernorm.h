@@ -3,6 +3,7 @@
 // of the budget is in layernorm.cpp.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/accuracy.h"
@@ -48,6 +49,16 @@ LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const Accur
 /// Whether the fast path models the spec (statistics saved in fp32);
 /// otherwise layernormReferenceFast is the MPFR path.
 bool layernormFastPathApplies(const LayerNormInputs& in);
+
+/// y, rstd (two-pass statistics only) and dx bounded about what a run's
+/// saved statistics give, for a variant that declares it forms them from
+/// those (ReductionDepths::uses_saved_statistics; derivation in
+/// layernorm.cpp, "Judged on the saved statistics"); fp32 statistics only.
+/// The matrices `in` refers to must outlive the result.
+std::unique_ptr<ConditionalBounds> layernormSavedStatisticsBounds(const LayerNormInputs& in,
+                                                                  const AccuracyContract& contract,
+                                                                  std::vector<double> saved_mean,
+                                                                  std::vector<double> saved_rstd);
 
 /// The reference's tensors in output order (y, mean, rstd, dx, dgamma, dbeta).
 std::vector<const ReferenceTensor*> layernormTensors(const LayerNormReference& r);

@@ -60,6 +60,28 @@ struct ReferenceTensor {
   }
 };
 
+/// Bounds that hold given a run's own intermediate results, where a variant
+/// declares how it uses them (LayerNorm's y, variance and backward from the
+/// mean and rstd it saves: ReductionDepths::uses_saved_statistics). An
+/// element of a bounded tensor must lie within `budget` of `center` as well
+/// as within its budget of the exact value: a far narrower interval where
+/// the statistics' own error (legitimate, and budgeted around the exact
+/// value) dominates, as on rows of large mean or near-constant rows, so the
+/// check keeps its power there. Rows come a block at a time (the judge's),
+/// so nothing the size of a tensor is held.
+class ConditionalBounds {
+ public:
+  virtual ~ConditionalBounds() = default;
+  virtual bool bounds(const std::string& tensor) const = 0;
+  /// Rows [begin, end) of `tensor`, row-major, into center and budget
+  /// (resized). A center that is not finite (the run's statistic is not)
+  /// bounds nothing: the statistic's own check fails.
+  virtual void rows(const std::string& tensor, int64_t begin, int64_t end, std::vector<double>& center,
+                    std::vector<double>& budget) const = 0;
+  /// What the centers are made of, for a finding's note.
+  virtual std::string source(const std::string& tensor) const = 0;
+};
+
 /// An element whose exact value is not finite because the spec itself
 /// overflows (under stats=T in fp16 a saved rstd beyond 65504 is inf, and
 /// the backward taken at it inf or NaN as 0 inf or inf - inf fall) admits

@@ -63,10 +63,14 @@ void TensorJudgment::merge(TensorJudgment&& b) {
 }
 
 TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_begin, int64_t row_end,
-                               const std::vector<int64_t>* logical_rows, int64_t total_rows) {
+                               const std::vector<int64_t>* logical_rows, int64_t total_rows,
+                               const ConditionalBounds* conditional) {
   TensorJudgment b;
   b.st.tensor = ref.name;
   if (!logical_rows) total_rows = ref.rows;
+  std::vector<double> center, cbudget;  // the run's own bounds, rows row_begin.. (ConditionalBounds)
+  if (conditional && !logical_rows && conditional->bounds(ref.name))
+    conditional->rows(ref.name, row_begin, row_end, center, cbudget);
   for (int64_t k = row_begin; k < row_end; ++k)
     for (int64_t c = 0; c < ref.cols; ++c) {
       const int64_t i = k * ref.cols + c, r = logical_rows ? (*logical_rows)[size_t(k)] : k;
@@ -113,6 +117,22 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
         ++b.statistical_flags;
       }
       ok = ok && f.ratio <= 1.0;
+      // Within the budget about the exact value, and about the run's own
+      // center where one is given: the narrower bound measures power.
+      double sharp_budget = budget;
+      if (!center.empty()) {
+        const size_t at = size_t((k - row_begin) * ref.cols + c);
+        const double mid = center[at], half = cbudget[at];
+        if (std::isfinite(mid) && std::isfinite(half) && std::isfinite(got)) {
+          const double off = std::fabs(got - mid), ratio = off == 0.0 ? 0.0 : off / half;
+          sharp_budget = std::min(budget, half);
+          if (ratio > 1.0 && ok)
+            f.note = fmt::format("within its budget of the exact value, but {:.3g}x its budget off {} from {}", ratio,
+                                 hexFloat(mid), conditional->source(ref.name));
+          ok = ok && ratio <= 1.0;
+          f.ratio = std::max(f.ratio, ratio);
+        }
+      }
       TensorStats& st = b.st;
       // ulp@scale (properties/error_distribution.h): the error in ulps of the
       // element's scale; where even its terms are zero, of the smallest normal.
@@ -134,7 +154,7 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
         // cannot carry 1/64 of itself; its budget is as sharp as the
         // format allows).
         ++st.nonzero;
-        st.sharp += budget <= std::max(tolerance::kPowerErrorFraction * ref.magnitudeAt(i), unit);
+        st.sharp += sharp_budget <= std::max(tolerance::kPowerErrorFraction * ref.magnitudeAt(i), unit);
       }
       // Only the worst few of each list are kept (an element is a finding
       // only if it could be among them).
@@ -150,7 +170,7 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
 }
 
 Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& reference,
-                      const DescribeInputs& describe) {
+                      const DescribeInputs& describe, const ConditionalBounds* conditional) {
   const PhaseScope phase(Phase::Judge);
   std::vector<TensorJudgment> tensors;
   for (const ReferenceTensor& ref : reference) {
@@ -166,8 +186,8 @@ Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& 
     std::vector<TensorJudgment> judged(static_cast<size_t>(blocks));
     ThreadPool::shared().forChunks(blocks, [&](unsigned, int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k)
-        judged[size_t(k)] = judgeTensorRows(ref, *out, k * rows_per_block,
-                                            std::min(ref.rows, (k + 1) * rows_per_block));
+        judged[size_t(k)] = judgeTensorRows(ref, *out, k * rows_per_block, std::min(ref.rows, (k + 1) * rows_per_block),
+                                            nullptr, 0, conditional);
     });
     TensorJudgment whole;
     whole.st.tensor = ref.name;
@@ -250,9 +270,13 @@ bool preferGpuJudge(const CaseSpec& c, const ExecContext& exec) {
 Outcome judgeRunAccuracy(CaseContext& ctx, const RunResult& run) {
   if (preferGpuJudge(ctx.spec(), ctx.exec()))
     if (std::optional<Outcome> o = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), &run)) return *o;
-  return judgeAccuracy(run, ctx.reference(), [&](const std::string& tensor, int64_t row, int64_t col) {
-    return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
-  });
+  const std::unique_ptr<ConditionalBounds> own = ctx.op().conditionalBounds(ctx.spec(), ctx.exec(), run);
+  return judgeAccuracy(
+      run, ctx.reference(),
+      [&](const std::string& tensor, int64_t row, int64_t col) {
+        return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
+      },
+      own.get());
 }
 
 std::string outcomeDifference(const Outcome& a, const Outcome& b) {
@@ -306,10 +330,13 @@ Outcome checkAccuracy(CaseContext& ctx) {
   // the base run on both and compares.
   if (preferGpuJudge(ctx.spec(), ctx.exec()))
     if (std::optional<Outcome> o = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), nullptr)) return *o;
-  Outcome host = judgeAccuracy(ctx.baseRun(), ctx.reference(),
-                               [&](const std::string& tensor, int64_t row, int64_t col) {
-                                 return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
-                               });
+  const std::unique_ptr<ConditionalBounds> own = ctx.op().conditionalBounds(ctx.spec(), ctx.exec(), ctx.baseRun());
+  Outcome host = judgeAccuracy(
+      ctx.baseRun(), ctx.reference(),
+      [&](const std::string& tensor, int64_t row, int64_t col) {
+        return ctx.op().describeInputs(ctx.spec(), tensor, row, col);
+      },
+      own.get());
   if (ctx.exec().oracle == OracleMode::Audit && ctx.kernel().backend == Backend::Cuda)
     if (const std::optional<Outcome> gpu = ctx.op().accuracyOnGpu(ctx.spec(), ctx.exec(), &ctx.baseRun())) {
       const std::string difference = outcomeDifference(host, *gpu);

@@ -35,8 +35,12 @@ struct TensorJudgment {
 /// Rows [row_begin, row_end) of `ref` against `out`. Where ref and out hold
 /// only some rows of the tensor, logical_rows[k] names row k in the whole
 /// tensor of total_rows rows (findings and positions use it).
+/// `conditional`, where given and it bounds the tensor (whole tensors only,
+/// no logical_rows): each element must also lie within its bound about the
+/// run's own center, and power is measured with the narrower of the two.
 TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_begin, int64_t row_end,
-                               const std::vector<int64_t>* logical_rows = nullptr, int64_t total_rows = 0);
+                               const std::vector<int64_t>* logical_rows = nullptr, int64_t total_rows = 0,
+                               const ConditionalBounds* conditional = nullptr);
 
 /// The outcome of judged tensors (in the report's order): the verdict below.
 Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInputs& describe);
@@ -47,7 +51,7 @@ Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInput
 /// wide to see errors of tolerance::kPowerErrorFraction of its values, or
 /// every exact value is zero.
 Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& reference,
-                      const DescribeInputs& describe);
+                      const DescribeInputs& describe, const ConditionalBounds* conditional = nullptr);
 
 /// Whether case c's accuracy is judged on the GPU where its op can
 /// (OpAdapter::accuracyOnGpu): --judge gpu, or auto from kGpuJudgeMinElements

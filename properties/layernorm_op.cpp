@@ -32,6 +32,13 @@ constexpr double kPeakBaseBytes = 64 << 20;
 
 const LayerNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<LayerNormRegistry>(c); }
 
+/// What the case's variant declares about its arithmetic, at the case's shape.
+AccuracyContract contractOf(const CaseSpec& c, const ExecContext& ctx) {
+  const LayerNormKernel& k = kernelOf(c);
+  const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
+  return {k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), k.info.contracts.column_reduction_ftz};
+}
+
 class LayerNormOp final : public OpAdapter {
  public:
   std::string name() const override { return "layernorm"; }
@@ -94,9 +101,7 @@ class LayerNormOp final : public OpAdapter {
     const RowLayout rows = identityRows(c.M);
     LayerNormInputData fresh;
     const LayerNormInputData& in = caseInputs(ctx, rows, fresh, [&] { return generateLayerNormInputs(c, rows); });
-    const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
-    const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
-                                    k.info.contracts.column_reduction_ftz};
+    const AccuracyContract contract = contractOf(c, ctx);
     return referenceWithStatisticalBudgets(
         c, k.info, contract,
         [&](const AccuracyContract& at) {
@@ -109,6 +114,28 @@ class LayerNormOp final : public OpAdapter {
           return out;
         },
         /*random_gradient_columns=*/true);  // dgamma and dbeta: oracles/probabilistic.h
+  }
+
+  std::unique_ptr<ConditionalBounds> conditionalBounds(const CaseSpec& c, const ExecContext& ctx,
+                                                       const RunResult& run) const override {
+    const LayerNormKernel& k = kernelOf(c);
+    const AccuracyContract contract = contractOf(c, ctx);
+    const OutputTensor *mean = run.find("mean"), *rstd = run.find("rstd");
+    // fp32 statistics only: under stats=T y uses the fp32 ones, the saved T values are their roundings.
+    if (!contract.depths.uses_saved_statistics || !ctx.inputs || statsDtype(c.dtype, c.spec) != DType::F32 ||
+        !k.info.provides("mean") || !k.info.provides("rstd") || !mean || !rstd || mean->bits.empty() ||
+        rstd->bits.empty())
+      return nullptr;
+    const RowLayout rows = identityRows(c.M);
+    LayerNormInputData unused;
+    const LayerNormInputData& in = caseInputs(ctx, rows, unused, [&] { return generateLayerNormInputs(c, rows); });
+    std::vector<double> saved_mean(size_t(c.M)), saved_rstd(size_t(c.M));
+    for (int64_t i = 0; i < c.M; ++i) {
+      saved_mean[size_t(i)] = mean->value(i, 0);
+      saved_rstd[size_t(i)] = rstd->value(i, 0);
+    }
+    return layernormSavedStatisticsBounds(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec}, contract,
+                                          std::move(saved_mean), std::move(saved_rstd));
   }
 
   std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {
@@ -127,8 +154,9 @@ class LayerNormOp final : public OpAdapter {
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {
     // eps of the models in use (torch.nn.LayerNorm's 1e-5 first); shrinking
     // goes to the first. Not 1e-12 on fp32 constant rows: there xhat is the
-    // fp32 mean's rounding error times 1e6, so no budget can judge y (the
-    // corpus keeps one such case).
+    // fp32 mean's rounding error times 1e6, so no budget about the exact
+    // value can judge y (the corpus keeps one such case; a variant judged on
+    // its saved statistics, ulpcheck's own, is judged there).
     if (base.dtype == DType::F32 && base.x.kind == Dist::ConstantRows)
       return gen::withEps(std::move(base), {1e-5f, 1e-6f, 1e-3f});
     // fp32 rows with |mean| / sigma >= 2^10: the fp32 mean's error, ~ D u

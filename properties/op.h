@@ -187,6 +187,14 @@ class OpAdapter {
   /// or of `outputs` (a run made elsewhere) when given.
   virtual std::optional<Outcome> accuracyOnGpu(const CaseSpec& c, const ExecContext& ctx, const RunResult* outputs,
                                                OutputDigests* digests = nullptr) const;
+  /// The bounds of `run`'s outputs given its own intermediate results, where
+  /// the variant declares how it uses them (oracles/reference.h,
+  /// ConditionalBounds: LayerNorm's saved statistics), or nullptr. They hold
+  /// references into the case's inputs (ctx.inputs).
+  virtual std::unique_ptr<ConditionalBounds> conditionalBounds(const CaseSpec&, const ExecContext&,
+                                                               const RunResult&) const {
+    return nullptr;
+  }
 
   /// The variant `kernel` of `op`, or nullptr where none is registered (a
   /// CUDA variant in a build without CUDA, a plugin's not loaded).

@@ -218,6 +218,14 @@ typedef int (*ulpcheck_allreduce_rmsnorm_fn)(const ulpcheck_allreduce_rmsnorm_ar
  * not a running mean. A row whose sum is exact then has a mean within
  * 4 u |mean|: constant rows and 16-bit rows of large mean are judged with power. */
 #define ULPCHECK_MEAN_OF_PLAIN_SUM (1u << 4)
+/* LayerNorm: y = (x - mean) rstd gamma + beta is formed from the very mean and
+ * rstd the forward stores (x - mean and each product rounded once in fp32), a
+ * two-pass variance from that stored mean, and the backward rebuilds x-hat as
+ * (x - mean) rstd from the statistics it is given. y, rstd and dx are then
+ * also judged about what the stored statistics give: rows of large mean and
+ * near-constant rows are judged with power. Not for a kernel that folds the
+ * mean into a bias (x * (rstd gamma) + (beta - mean rstd gamma)). */
+#define ULPCHECK_USES_SAVED_STATISTICS (1u << 5)
 
 /* Preconditions: cases that break them are not generated. */
 #define ULPCHECK_NEEDS_CONTIGUOUS_ROWS (1u << 0) /* row_stride == cols */

@@ -119,6 +119,9 @@ inline ReductionDepths reductionDepths(const RowShape& s, const LaunchEnv& env, 
   ReductionDepths d;
   d.mean_is_rounded_quotient = true;  // row_cuda/row_host: fdiv(sum, N)
   d.two_pass_statistics = true;
+  // LayerNorm's y, variance and backward x-hat from the stored mean and rstd
+  // (layernorm_cuda.cuh, layernorm_host.cpp); RMSNorm's oracle reads none of it.
+  d.uses_saved_statistics = true;
   for (bool aligned : {false, true}) {
     const RowPlan p = planRow(s.dtype, s.N, s.ld, aligned, max_threads);
     const int64_t ctas = backwardCtas(p, s.M, env.sm_count, env.ctas_override);

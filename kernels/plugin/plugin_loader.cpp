@@ -114,8 +114,11 @@ void PluginVariant::check(int rc, const char* entry) const {
 }
 
 ReductionDepths PluginVariant::depths(const RowShape& s) const {
-  return blackBoxDepths(DeclaredDepth{v_.row_depth}, DeclaredDepth{v_.col_depth}, s,
-                        v_.contracts & ULPCHECK_TWO_PASS_STATISTICS, v_.contracts & ULPCHECK_MEAN_OF_PLAIN_SUM);
+  ReductionDepths declared;
+  declared.two_pass_statistics = v_.contracts & ULPCHECK_TWO_PASS_STATISTICS;
+  declared.mean_of_plain_sum = v_.contracts & ULPCHECK_MEAN_OF_PLAIN_SUM;
+  declared.uses_saved_statistics = v_.contracts & ULPCHECK_USES_SAVED_STATISTICS;
+  return blackBoxDepths(DeclaredDepth{v_.row_depth}, DeclaredDepth{v_.col_depth}, s, declared);
 }
 
 namespace {
@@ -168,7 +171,7 @@ std::string problemWith(const ulpcheck_variant& v) {
     return fmt::format("dtypes mask {:#x} names no dtype or an unknown one", v.dtypes);
   if (unsigned(v.accumulation) > ULPCHECK_BF16)
     return fmt::format("accumulation {} is not a dtype", int(v.accumulation));
-  if (v.contracts & ~31u) return fmt::format("unknown contract bits {:#x}", v.contracts);
+  if (v.contracts & ~63u) return fmt::format("unknown contract bits {:#x}", v.contracts);
   if (v.rank_counts & ~((2u << ULPCHECK_MAX_RANKS) - 2u))
     return fmt::format("rank_counts {:#x} names a world size outside 1 to {}", v.rank_counts, ULPCHECK_MAX_RANKS);
   if (v.preconditions & ~3u) return fmt::format("unknown precondition bits {:#x}", v.preconditions);
@@ -192,11 +195,12 @@ std::string problemWith(const ulpcheck_variant& v) {
 
 const std::vector<LoadedPlugin>& loadedPlugins() { return plugins(); }
 
-ReductionDepths blackBoxDepths(DeclaredDepth row, DeclaredDepth col, const RowShape& s, bool two_pass_statistics,
-                               bool mean_of_plain_sum) {
+ReductionDepths blackBoxDepths(DeclaredDepth row, DeclaredDepth col, const RowShape& s,
+                               const ReductionDepths& declared) {
   ReductionDepths d;
-  d.two_pass_statistics = two_pass_statistics;
-  d.mean_of_plain_sum = mean_of_plain_sum;
+  d.two_pass_statistics = declared.two_pass_statistics;
+  d.mean_of_plain_sum = declared.mean_of_plain_sum;
+  d.uses_saved_statistics = declared.uses_saved_statistics;
   d.row = row.over(s.N);
   d.col = col.over(s.M);
   return d;

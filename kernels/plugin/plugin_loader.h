@@ -52,9 +52,10 @@ struct DeclaredDepth {
 
 /// The budget's depths of a black box (a plugin's or Python variant): the
 /// ones it declares, else the worst any summation order gives, N along a row
-/// and M down a column; no fixed order; two-pass LayerNorm statistics and a
-/// mean of a plain sum only where it declares them.
+/// and M down a column; no fixed order; the LayerNorm statistics' contracts
+/// (two_pass_statistics, mean_of_plain_sum, uses_saved_statistics) as
+/// `declared` has them, and nothing else of it.
 ReductionDepths blackBoxDepths(DeclaredDepth row, DeclaredDepth col, const RowShape& s,
-                               bool two_pass_statistics = false, bool mean_of_plain_sum = false);
+                               const ReductionDepths& declared = {});
 
 }  // namespace ulpcheck

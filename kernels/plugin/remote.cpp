@@ -925,9 +925,12 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       for (const KernelInfo& k : kernelCatalog())
         if (k.name == info.name) throw PluginError(fmt::format("the name is taken ({})", k.origin));
       const DeclaredDepth row_depth = declaredDepth(v, "row_depth"), col_depth = declaredDepth(v, "col_depth");
-      const bool two_pass = v.value("two_pass_statistics", false), plain_sum = v.value("mean_of_plain_sum", false);
-      auto depths = [row_depth, col_depth, two_pass, plain_sum](const RowShape& s, const LaunchEnv&) {
-        return blackBoxDepths(row_depth, col_depth, s, two_pass, plain_sum);
+      ReductionDepths declared;
+      declared.two_pass_statistics = v.value("two_pass_statistics", false);
+      declared.mean_of_plain_sum = v.value("mean_of_plain_sum", false);
+      declared.uses_saved_statistics = v.value("uses_saved_statistics", false);
+      auto depths = [row_depth, col_depth, declared](const RowShape& s, const LaunchEnv&) {
+        return blackBoxDepths(row_depth, col_depth, s, declared);
       };
       const std::string name = info.name;
       const bool jit = info.compiles_per_shape;

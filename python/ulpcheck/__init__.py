@@ -90,6 +90,12 @@ class Variant:
     saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
     two_pass_statistics: bool = False     # LayerNorm: mean, then sum (x - mean)^2 (not running means, as Welford)
     mean_of_plain_sum: bool = False       # LayerNorm: mean = fp32 sum of x (any order) / N (within 2 ulp) or * fl(1/N)
+    # LayerNorm, with saves_stats: y = (x - mean) rstd gamma + beta from the very
+    # mean and rstd it returns, a two-pass variance about that mean, and the
+    # backward's x-hat = (x - mean) rstd from those it is given; y, rstd and dx
+    # are then also judged about what its own statistics give. Not for a kernel
+    # that folds the mean into a bias (x * (rstd gamma) + (beta - mean rstd gamma)).
+    uses_saved_statistics: bool = False
     compiles_per_shape: bool = False      # JIT-compiles per (dtype, N, M bucket): each first call gets 900 s, not --case-timeout
     cuda_graphs: bool = False             # runs as serving stacks run it: captured per shape, replayed (first replay checked)
     unfused_pipeline: str = ""            # a fused variant's pipeline of separate steps (another variant of the op)

@@ -36,7 +36,10 @@ std::vector<ReferenceTensor> blackBoxReference(const CaseSpec& c, bool statistic
   KernelInfo info;
   info.black_box = statistical;
   const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
-  const AccuracyContract contract{DType::F32, blackBoxDepths(row_depth, {}, shape, two_pass, mean_of_plain_sum)};
+  ReductionDepths declared;
+  declared.two_pass_statistics = two_pass;
+  declared.mean_of_plain_sum = mean_of_plain_sum;
+  const AccuracyContract contract{DType::F32, blackBoxDepths(row_depth, {}, shape, declared)};
   if (c.op == "rmsnorm") {
     const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
     return referenceWithStatisticalBudgets(c, info, contract, [&](const AccuracyContract& at) {

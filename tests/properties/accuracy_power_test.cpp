@@ -68,6 +68,47 @@ TEST(Power, YIsBetaOnLargeMeanRowsIsCaughtOrInconclusiveNeverAPass) {
   }
 }
 
+/// host_twopass's run of the case with y_ij replaced by inject(y_ij), judged
+/// with or without the bounds about its own saved statistics (it declares
+/// uses_saved_statistics: y = fma(fl(fl(x - mean) r), g, b)).
+Outcome judgeOnSavedStatistics(const std::string& case_text, double (*inject)(double), bool conditional) {
+  const CaseSpec c = parseCaseString(case_text);
+  const OpAdapter& op = *findOp(c.op);
+  InputCache inputs;
+  ExecContext ctx = hostContext();
+  ctx.inputs = &inputs;
+  RunResult run = op.run(c, identityRows(c.M), ctx);
+  OutputTensor& y = output(run, "y");
+  for (int64_t r = 0; r < y.rows; ++r)
+    for (int64_t j = 0; j < y.cols; ++j) {
+      uint32_t& bits = y.bits[size_t(r * y.ld + j)];
+      bits = doubleToBits(c.dtype, inject(decodeBits(c.dtype, bits)));
+    }
+  const std::unique_ptr<ConditionalBounds> own = conditional ? op.conditionalBounds(c, ctx, run) : nullptr;
+  EXPECT_EQ(own != nullptr, conditional);
+  return judgeAccuracy(run, op.reference(c, ctx), noInputs(), own.get());
+}
+
+double unchanged(double y) { return y; }
+double offByOnePart(double y) { return y * (1.0 + 0x1p-9); }  // 2^14 ulp of fp32
+
+TEST(Power, AnErrorInYsOwnArithmeticHiddenByTheStatisticsBudgetIsCaughtOnTheSavedStatistics) {
+  // fp32 constant rows at eps 1e-12: the mean's legitimate error times
+  // rstd = 1e6 is all of y - beta, so about the exact value y is unjudged
+  // and y off by 2^-9 of itself passes unseen. About the kernel's own saved
+  // mean and rstd, y is known to a few ulp: the correct run passes with
+  // power, the injected error fails, saying from what.
+  const char* text = "op=layernorm kernel=host_twopass dtype=fp32 M=3 N=127 eps=0x1.197998p-40 dist=constant_rows";
+  const Outcome blind = judgeOnSavedStatistics(text, offByOnePart, false);
+  EXPECT_EQ(blind.verdict, Verdict::Inconclusive) << blind.summary;
+  EXPECT_EQ(judgeOnSavedStatistics(text, unchanged, true).verdict, Verdict::Pass);
+  const Outcome seen = judgeOnSavedStatistics(text, offByOnePart, true);
+  EXPECT_EQ(seen.verdict, Verdict::Fail) << seen.summary;
+  EXPECT_NE(seen.summary.find("within its budget of the exact value, but"), std::string::npos) << seen.summary;
+  EXPECT_NE(seen.summary.find("from its own saved mean and rstd, as (x - mean) rstd gamma + beta"), std::string::npos)
+      << seen.summary;
+}
+
 TEST(Power, TheCorrectKernelOnTheSameRowsIsJudgedWithFullPower) {
   for (const char* text :
        {"op=layernorm kernel=host_twopass dtype=bf16 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-2",

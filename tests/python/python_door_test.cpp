@@ -78,6 +78,37 @@ TEST_F(PythonDoor, ADeclaredReductionShapeReachesTheBudget) {
   EXPECT_NE(declared.output.find("elements over budget"), std::string::npos) << declared.output;
 }
 
+TEST_F(PythonDoor, ADeclaredUseOfSavedStatisticsJudgesWhereTheStatisticsErrorDominates) {
+  // tests/plugins/saved_statistics_kernels.py: Liger's shape of LayerNorm.
+  // On bf16 rows of mean -2^12 that round to near-constants at eps 2^-20,
+  // the mean's legitimate error times rstd (~2^10) swamps y, rstd and dx:
+  // undeclared, nothing there is judged with power; declared, y and dx are
+  // also bounded about what its own saved mean and rstd give, and pass.
+  const std::string kSaved = std::string(" --python ") + ULPCHECK_SOURCE_DIR +
+                             "/tests/plugins/saved_statistics_kernels.py --property accuracy --kernel ";
+  const std::string near_constant =
+      "repro 'op=layernorm kernel=x dtype=bf16 M=8 N=6 ld=14 eps=0x1.0c6f7ap-20 dist=large_mean sigma=0x1.1p-8 "
+      "mean=-0x1.1p+12 seed=0xd0cf0ff2706f627a'";
+  const Result undeclared = cli(near_constant + kSaved + "saved_stats_layer_norm_undeclared");
+  EXPECT_EQ(undeclared.code, exit_code::kNothingJudged) << undeclared.output;
+  EXPECT_NE(undeclared.output.find("y 0%, rstd 0%, dx 0%"), std::string::npos) << undeclared.output;
+  const Result declared = cli(near_constant + kSaved + "saved_stats_layer_norm");
+  EXPECT_EQ(declared.code, exit_code::kOk) << declared.output;
+  EXPECT_NE(declared.output.find("accuracy           pass"), std::string::npos) << declared.output;
+  // A kernel that folds the mean into a bias (PyTorch's CPU LayerNorm's
+  // form) errs by ~u |mean| rstd, which the budget about the exact value
+  // admits on fp32 rows of mean / sigma = 2^16: declared, it is caught.
+  const std::string large_mean =
+      "repro 'op=layernorm kernel=x dtype=fp32 M=65 N=7 ld=8 eps=0x1.4f8b58p-17 dist=large_mean sigma=0x1.dp-4 "
+      "mean=-0x1.dp+12 seed=0x6097a469a1c1c475'";
+  const Result folded = cli(large_mean + kSaved + "folded_bias_layer_norm");
+  EXPECT_NE(folded.code, exit_code::kPropertyFailed) << folded.output;
+  const Result falsely = cli(large_mean + kSaved + "folded_bias_layer_norm_declared");
+  EXPECT_EQ(falsely.code, exit_code::kPropertyFailed) << falsely.output;
+  EXPECT_NE(falsely.output.find("from its own saved mean and rstd, as (x - mean) rstd gamma + beta"), std::string::npos)
+      << falsely.output;
+}
+
 TEST_F(PythonDoor, PyTorchsFusedAddRmsNormPassesEveryPropertyInBothOrders) {
   // The unfused pipeline's order (the norm of residual_out, with fp32 weights
   // and an fp32 residual too), FlashInfer's and quack's (the norm of the fp32
@@ -295,6 +326,7 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
       {"bias_variants=True, rounding='llama'", "a bias with rounding='llama' is not modelled"},
       {"row_depth=(0, 5)", "row_depth must be a depth >= 0 or (lanes >= 1, levels >= 0), not (0, 5)"},
       {"col_depth=-1", "col_depth must be a depth >= 0 or (lanes >= 1, levels >= 0), not -1"},
+      {"uses_saved_statistics=True", "uses_saved_statistics is LayerNorm's"},
   };
   for (const auto& b : bad) {
     const std::string file = ::testing::TempDir() + "bad_spec_kernels.py";
@@ -305,6 +337,14 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
     EXPECT_EQ(r.code, exit_code::kUsage) << b.source << "\n" << r.output;
     EXPECT_NE(r.output.find(b.error), std::string::npos) << b.source << "\n" << r.output;
   }
+  // LayerNorm's declaration about the statistics it saves, where it saves none.
+  const std::string file = ::testing::TempDir() + "bad_layernorm_kernels.py";
+  FILE* f = fopen(file.c_str(), "w");
+  fprintf(f, "import ulpcheck\nulpcheck.layernorm('x', forward=None, backward=None, uses_saved_statistics=True)\n");
+  fclose(f);
+  const Result r = cli("list --python " + file);
+  EXPECT_EQ(r.code, exit_code::kUsage) << r.output;
+  EXPECT_NE(r.output.find("it saves none (saves_stats)"), std::string::npos) << r.output;
 }
 
 TEST_F(PythonDoor, OldTorchsBf16CpuLayerNormBackwardIsCaught) {

@@ -29,6 +29,10 @@ The specs they implement (liger-kernel 0.8.5, read from its source):
   fp32 sum (mean_of_plain_sum: X_f32 = X_row.to(tl.float32), masked lanes
   loaded as 0, tl.sum, then `/ n_cols`; within 2 ulp), so a row whose sum is
   exact (constant rows; 16-bit rows of large mean) has a mean within 4 u of it.
+  It stores the mean and rstd it computed and forms Y_f32 = X_centered rstd
+  W + B and the variance from those same values, and its backward rebuilds
+  x_hat = (x - mean) rstd from the saved ones: uses_saved_statistics. Its
+  reductions' shape is declared below (row_depth, col_depth).
 - liger_fused_add_rms_norm (and _gemma, offset 1.0): LigerFusedAddRMSNormFunction
   (ops/fused_add_rms_norm.py), casting_mode "gemma": S = X + R stored in X's
   dtype (rounded, :77-84), the variance of that S in fp32, Y = RN((S rstd)
@@ -130,8 +134,33 @@ ulpcheck.rmsnorm("liger_rms_norm_llama", forward=forward, backward=backward, bac
                  batch_invariant=False, rounding="llama", fp32_weights=True, libraries=_libs,
                  description="Liger's Triton RMSNorm, casting_mode='llama' (its default): x-hat rounded to x's "
                              "dtype before the weight, dW terms dY x-hat formed in x's dtype")
+# The shape of Liger's LayerNorm reductions, in roundings along a path (an
+# add of an exact zero, a masked lane, does not round). Row sums (the forward's
+# mean and variance, the backward's c1 and c2) are each one tl.sum over
+# BLOCK = next_power_of_2(N) elements with calculate_settings' warps (4 below
+# BLOCK 2048, 8 below 8192, 16 below 32768, then 32). Triton lowers tl.sum to
+# a chain over each thread's max(1, BLOCK / (32 warps)) elements, 5 shuffle
+# levels in a warp and log2(warps) across warps (ReduceOpToLLVM), so at most
+# 16 + 5 + 3 roundings up to N = 8192 and 64 + 5 + 5 at N = 65536, Liger's
+# largest: ceil(N / 256) + 15 covers every N (checked for each N <= 65536).
+# dgamma and dbeta: a chain over each program's ceil(M / SMs) rows
+# (_layer_norm_backward_kernel's rows_per_program, the first add onto 0.0
+# exact), then torch's sum over the SMs' partials, at most SMs - 1 roundings
+# in any order: ceil(M / SMs) + SMs.
+_LIGER_LAYER_NORM_ROW_DEPTH = (256, 15)
+
+
+def _liger_layer_norm_col_depth():
+    if not torch.cuda.is_available():
+        return 0  # undeclared: the kernel cannot run here anyway
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return (sms, sms)
+
+
 ulpcheck.layernorm("liger_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
                    saves_stats=True, two_pass_statistics=True, mean_of_plain_sum=True, libraries=_libs,
+                   row_depth=_LIGER_LAYER_NORM_ROW_DEPTH, col_depth=_liger_layer_norm_col_depth(),
+                   uses_saved_statistics=True,
                    description="Liger's Triton LayerNorm: fp32 statistics, saved and consumed by its backward")
 for name, offset, mode in (("liger_fused_add_rms_norm", 0.0, "gemma"), ("liger_fused_add_rms_norm_gemma", 1.0, "gemma"),
                            ("liger_fused_add_rms_norm_llama", 0.0, "llama")):

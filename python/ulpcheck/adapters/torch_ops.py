@@ -5,8 +5,11 @@
 The spec they implement is ulpcheck's plain one: fp32 statistics and math,
 one rounding of each output to the input dtype (torch.nn.functional.rms_norm
 with matching dtypes runs the fused kernel; LayerNorm likewise), dW/dgamma/
-dbeta in the weight's dtype. Neither exposes its saved statistics, so rstd
-and mean are not judged. Contracts are declared as the documentation
+dbeta in the weight's dtype. RMSNorm does not expose its saved statistics,
+so its rstd is not judged; the CUDA LayerNorm is called as autograd calls it,
+torch.native_layer_norm (y, mean, rstd) then aten.native_layer_norm_backward
+on those statistics, so its mean and rstd are judged and it declares how it
+uses them (uses_saved_statistics). Contracts are declared as the documentation
 promises; where ulpcheck finds a counterexample, docs/external-kernels.md
 records it (PyTorch's vectorised RMSNorm path depends on pointer alignment,
 so a row's bits may depend on where it sits in the batch).
@@ -51,6 +54,18 @@ def layer_norm_backward(x, gamma, dy, mean, rstd, eps):
     return x.grad, (gamma.grad if gamma is not None else None), (beta.grad if beta is not None else None)
 
 
+def native_layer_norm_forward(x, gamma, beta, eps):
+    return torch.native_layer_norm(x, x.shape[-1:], gamma, beta, eps)
+
+
+def native_layer_norm_backward(x, gamma, dy, mean, rstd, eps):
+    # What F.layer_norm's autograd runs, on the statistics the forward saved.
+    # A zero beta stands in for an absent one (dbeta is then not stored).
+    beta = torch.zeros_like(gamma) if gamma is not None else None
+    mask = [True, gamma is not None, beta is not None]
+    return torch.ops.aten.native_layer_norm_backward(dy, x, x.shape[-1:], mean, rstd, gamma, beta, mask)
+
+
 _rms = "torch.nn.functional.rms_norm" if hasattr(F, "rms_norm") else "a composite of torch ops (this torch has no F.rms_norm)"
 
 # An fp32 weight beside 16-bit x takes F.rms_norm's composite path (upcast,
@@ -86,11 +101,18 @@ def _layer_norm_takes_fp32_gamma(device):
 # warp levels (5 + 4); the backward's row sums (compute_gI and its vectorized
 # twin) 128 threads, chains of 4 per step (< N / 128 + 4) and a tail of at most
 # 3, then BlockReduceSum (5 + 2). ceil(N / 128) + 14 covers each.
+# Its statistics: mean and rstd = rsqrt(sigma2 + eps) are stored in fp32 as
+# computed, and y = gamma (rstd (x - mean)) + beta is formed from those same
+# values (vectorized_layer_norm_kernel_impl; LayerNormForwardCUDAKernel reads
+# them back from the saved tensors); the backward's x-hat is (x - mean) rstd
+# of the statistics it is given (layer_norm_grad_input_kernel and its
+# vectorized twin): uses_saved_statistics. Its variance is Welford's.
 _TORCH_LAYER_NORM_ROW_DEPTH = (128, 14)
-ulpcheck.layernorm("torch_layer_norm", forward=layer_norm_forward, backward=layer_norm_backward, backend="cuda",
-                   fp32_weights=_layer_norm_takes_fp32_gamma("cuda"), affine_variants=True,
-                   row_depth=_TORCH_LAYER_NORM_ROW_DEPTH,
-                   description="PyTorch's LayerNorm on the GPU: torch.nn.functional.layer_norm, backward through autograd")
+ulpcheck.layernorm("torch_layer_norm", forward=native_layer_norm_forward, backward=native_layer_norm_backward,
+                   backend="cuda", fp32_weights=_layer_norm_takes_fp32_gamma("cuda"), affine_variants=True,
+                   row_depth=_TORCH_LAYER_NORM_ROW_DEPTH, saves_stats=True, uses_saved_statistics=True,
+                   description="PyTorch's LayerNorm on the GPU: torch.native_layer_norm and "
+                               "aten.native_layer_norm_backward on its saved mean and rstd, as autograd runs them")
 
 # The same on the CPU, where CI can run them (torch before 2.1 has no fp16 LayerNorm on the CPU).
 _version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])

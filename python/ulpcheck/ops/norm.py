@@ -41,3 +41,15 @@ def stats_need_saving(v):
     if v.spec["stats"] != "fp32" and not v.saves_stats:
         return f"stats={v.spec['stats']!r} names the dtype of saved statistics; it saves none (saves_stats)"
     return None
+
+
+def saved_statistics_used_as_declared(v):
+    """LayerNorm's uses_saved_statistics is about the mean and rstd it saves."""
+    if v.uses_saved_statistics and not v.saves_stats:
+        return "uses_saved_statistics=True says how it uses the statistics it saves; it saves none (saves_stats)"
+    return None
+
+
+def no_layernorm_statistics(v):
+    """An RMSNorm has no mean: LayerNorm's declarations about it are refused."""
+    return "uses_saved_statistics is LayerNorm's (its mean and rstd)" if v.uses_saved_statistics else None

@@ -52,5 +52,6 @@ def bias_not_with_llama(v):
 
 OP = Op(name="rmsnorm",
         spec_options=(norm.FP32_WEIGHTS, norm.ROUNDING, norm.WEIGHT_OFFSET, norm.STATS, BIAS_VARIANTS),
-        rules=(norm.stats_need_saving, stats_in_x_dtype_not_with_llama, bias_not_with_llama),
+        rules=(norm.no_layernorm_statistics, norm.stats_need_saving, stats_in_x_dtype_not_with_llama,
+               bias_not_with_llama),
         entries={"rmsnorm_forward": forward, "rmsnorm_backward": backward})

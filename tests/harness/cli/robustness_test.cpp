@@ -1059,9 +1059,10 @@ TEST(Robustness, AReproThatJudgedNothingIsNotAPass) {
   expectSays(shell("ULPCHECK_MAX_MEMORY=16G " + std::string(ULPCHECK_CLI) +
                    " repro 'op=rmsnorm kernel=host_separate dtype=fp32 M=1048576 N=1048576'"),
              exit_code::kNothingJudged, {"does not fit in host memory", "NOTHING JUDGED"});
-  // Judged by no property with full power: inconclusive (fp32 constant rows, eps 1e-12).
-  expectSays(cli("repro 'op=layernorm kernel=host_twopass dtype=fp32 M=3 N=127 eps=0x1.197998p-40 dist=constant_rows' "
-                 "--property accuracy"),
+  // Judged by no property with full power: inconclusive (fp32 rows of
+  // |mean| / sigma = 2^20: dgamma sums every row's fp32 mean error).
+  expectSays(cli("repro 'op=layernorm kernel=host_twopass dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 "
+                 "sigma=0x1p-10' --property accuracy"),
              exit_code::kNothingJudged, {"inconclusive", "NOTHING JUDGED: accuracy"});
   // A property named that does not apply to the case's kernel.
   expectSays(cli("repro '" + kCase + "' --property fused_vs_unfused"), exit_code::kNothingJudged,
