@@ -340,6 +340,16 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
     EXPECT_EQ(r.code, exit_code::kUsage) << b.source << "\n" << r.output;
     EXPECT_NE(r.output.find(b.error), std::string::npos) << b.source << "\n" << r.output;
   }
+  // LayerNorm's declaration about its statistics, on the fused RMSNorms too.
+  for (const char* op : {"fused_add_rmsnorm", "allreduce_rmsnorm"}) {
+    const std::string file = ::testing::TempDir() + "bad_fused_kernels.py";
+    FILE* f = fopen(file.c_str(), "w");
+    fprintf(f, "import ulpcheck\nulpcheck.%s('x', forward=None, uses_saved_statistics=True)\n", op);
+    fclose(f);
+    const Result r = cli("list --python " + file);
+    EXPECT_EQ(r.code, exit_code::kUsage) << op << "\n" << r.output;
+    EXPECT_NE(r.output.find("uses_saved_statistics is LayerNorm's"), std::string::npos) << op << "\n" << r.output;
+  }
   // LayerNorm's declaration about the statistics it saves, where it saves none.
   const std::string file = ::testing::TempDir() + "bad_layernorm_kernels.py";
   FILE* f = fopen(file.c_str(), "w");

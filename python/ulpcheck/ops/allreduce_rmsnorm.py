@@ -57,6 +57,6 @@ def valid_ranks(v):
 
 OP = Op(name="allreduce_rmsnorm",
         spec_options=(norm.FP32_WEIGHTS, norm.WEIGHT_OFFSET, FP32_RESIDUAL, ALLREDUCE_ACC),
-        rules=(valid_ranks,),
+        rules=(norm.no_layernorm_statistics, valid_ranks),
         multi_rank=True,
         entries={"allreduce_rmsnorm_forward": forward})

@@ -56,5 +56,5 @@ def llama_of_the_rounded_sum_only(v):
 
 OP = Op(name="fused_add_rmsnorm",
         spec_options=(norm.FP32_WEIGHTS, norm.ROUNDING, norm.WEIGHT_OFFSET, FP32_RESIDUAL, SUM),
-        rules=(llama_of_the_rounded_sum_only,),
+        rules=(norm.no_layernorm_statistics, llama_of_the_rounded_sum_only),
         entries={"fused_add_rmsnorm_forward": forward, "fused_add_rmsnorm_backward": backward})

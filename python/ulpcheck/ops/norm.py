@@ -51,5 +51,5 @@ def saved_statistics_used_as_declared(v):
 
 
 def no_layernorm_statistics(v):
-    """An RMSNorm has no mean: LayerNorm's declarations about it are refused."""
+    """An RMSNorm (fused or not) has no mean: LayerNorm's declarations about it are refused."""
     return "uses_saved_statistics is LayerNorm's (its mean and rstd)" if v.uses_saved_statistics else None
