@@ -1010,13 +1010,11 @@ class SavedStatisticsBounds final : public ConditionalBounds {
           budget[at + size_t(j)] = yBudget(s_, j, y, rd);
         }
       } else if (tensor == "rstd") {
-        double sq = 0.0, abs_d = 0.0;
-        for (int64_t j = 0; j < N; ++j) {
-          sq += rd.d[size_t(j)] * rd.d[size_t(j)];
-          abs_d += std::fabs(rd.d[size_t(j)]);
-        }
+        double sq = 0.0;
+        for (int64_t j = 0; j < N; ++j) sq += rd.d[size_t(j)] * rd.d[size_t(j)];
         const double V = sq / double(N) + s_.eps, r = 1.0 / std::sqrt(V);
-        varianceBounds(s_, rd, V, r, /*Dm=*/0.0, abs_d / double(N), /*DV_running=*/0.0);
+        // The mean is the saved one, exactly: no Dm, so A_d (its weight) is moot.
+        varianceBounds(s_, rd, V, r, /*Dm=*/0.0, /*A_d=*/0.0, /*DV_running=*/0.0);
         center[at] = r;
         budget[at] = budgetFromError(s_.S, r, rd.Dr);
       } else {
