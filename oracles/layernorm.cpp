@@ -294,7 +294,7 @@ void inputSums(const Setup& s, int64_t i, RowDoubles& rd, LayerNormReference& re
     rd.sq_x += xv * xv;
     if (xv != 0.0) rd.q = std::min(rd.q, ulpOf(s.T, xv));
   }
-  ref.mean.magnitude[i] = std::sqrt(rd.sq_x) / double(s.N);
+  ref.mean.magnitude[ref.mean.index(i, 0)] = std::sqrt(rd.sq_x) / double(s.N);
 }
 
 /// Given the mean's error bound Dm: every Dd_j, the variance's DV (two-pass,
@@ -318,8 +318,8 @@ void varianceBounds(const Setup& s, RowDoubles& rd, double V, double r, double D
 }
 
 /// The statistics' error bounds (see the derivation above) from the
-/// round-to-odd mean in ref.mean.exact[i], the nearest d_j in rd.d, V and r:
-/// Dm, every Dd_j, DV, r_hi and Dr, and the mean's and rstd's budgets.
+/// round-to-odd mean of row i in ref.mean, the nearest d_j in rd.d, V and
+/// r: Dm, every Dd_j, DV, r_hi and Dr, and the mean's and rstd's budgets.
 void statsBounds(const Setup& s, LayerNormReference& ref, int64_t i, double V, double r, RowDoubles& rd) {
   const double u = s.u, K = s.K, D = s.D, n = double(s.N);
   double abs_d = 0.0, max_d = 0.0, sq_d = 0.0;
@@ -333,7 +333,7 @@ void statsBounds(const Setup& s, LayerNormReference& ref, int64_t i, double V, d
   const bool exact_sum = s.acc == DType::F32 && n < 0x1p24 && rd.abs_x < 0x1p24 * rd.q;
   // The round-to-odd double rounds to fp32 as the exact mean does, and
   // is within 2^-52 of it.
-  const double mean_odd = ref.mean.exact[i];
+  const double mean_odd = ref.mean.exact[ref.mean.index(i, 0)];
   double Dm = K * ((D + 1.0) * u * A + s.eta);
   if (exact_sum && s.contract.depths.mean_is_rounded_quotient)
     Dm = std::fabs(roundToFormat(DType::F32, mean_odd) - mean_odd) + 0x1p-52 * std::fabs(mean_odd);
@@ -362,8 +362,8 @@ void statsBounds(const Setup& s, LayerNormReference& ref, int64_t i, double V, d
     DV_running = K * (cross + Dm_sub * Dm_sub * std::log2(n) + u * R * (A_d + max_d));
   }
   varianceBounds(s, rd, V, r, Dm, A_d, DV_running);
-  ref.mean.budget[i] = budgetFromError(s.S, mean_odd, Dm);
-  ref.rstd.budget[i] = budgetFromError(s.S, ref.rstd.exact[i], rd.Dr);
+  ref.mean.budget[ref.mean.index(i, 0)] = budgetFromError(s.S, mean_odd, Dm);
+  ref.rstd.budget[ref.rstd.index(i, 0)] = budgetFromError(s.S, ref.rstd.exact[ref.rstd.index(i, 0)], rd.Dr);
 }
 
 /// Dx_j, x-hat_j's error bound.
@@ -380,7 +380,7 @@ double yBudget(const Setup& s, int64_t j, double exact, const RowDoubles& rd) {
 
 /// y_ij from its round-to-odd exact value and row i's x-hat_j and Dx_j.
 void setY(const Setup& s, LayerNormReference& ref, int64_t i, int64_t j, double exact, const RowDoubles& rd) {
-  const int64_t e = i * s.N + j;
+  const size_t e = ref.y.index(i, j);
   ref.y.exact[e] = exact;
   ref.y.budget[e] = yBudget(s, j, exact, rd);
   ref.y.magnitude[e] = std::fabs(rd.xhat[size_t(j)] * s.gamma[size_t(j)]) + std::fabs(s.beta[size_t(j)]);
@@ -420,7 +420,7 @@ double dxBudget(const Setup& s, int64_t i, int64_t j, double exact, double inner
 /// dx_ij from its round-to-odd exact value and the nearest a - c1 - xhat c2 (`inner`).
 void setDx(const Setup& s, LayerNormReference& ref, int64_t i, int64_t j, double exact, double inner,
            const RowDoubles& rd) {
-  const int64_t e = i * s.N + j;
+  const size_t e = ref.dx.index(i, j);
   const double a = s.gamma[size_t(j)] * s.in.dy.value(i, j);
   ref.dx.exact[e] = exact;
   ref.dx.budget[e] = dxBudget(s, i, j, exact, inner, rd);
@@ -490,16 +490,17 @@ struct BackwardStats {
   std::vector<double> mean, rstd;
 };
 
-/// Row i at 160 bits (dgamma's terms at 256 into `dgc` unless null).
+/// Row i at 160 bits (dgamma's terms at 256 into `dgc` unless null; the
+/// statistics its backward takes into `stats` unless null).
 void mpfrRow(const Setup& s, LayerNormReference& ref, int64_t i, RowScratch& sc, mp::ColumnSumChunk* dgc,
-             BackwardStats& stats) {
+             BackwardStats* stats) {
   const int64_t N = s.N;
   RowDoubles& rd = sc.rd;
   inputSums(s, i, rd, ref);
   mpfrStats(s, i, sc);
   for (int64_t j = 0; j < N; ++j) rd.d[size_t(j)] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
-  ref.mean.exact[i] = toDoubleRoundToOdd(sc.mean);
-  ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
+  ref.mean.exact[ref.mean.index(i, 0)] = toDoubleRoundToOdd(sc.mean);
+  ref.rstd.exact[ref.rstd.index(i, 0)] = toDoubleRoundToOdd(sc.r);
   statsBounds(s, ref, i, mpfr_get_d(sc.t, MPFR_RNDN), mpfr_get_d(sc.r, MPFR_RNDN), rd);
 
   // x-hat_j = d_j r with its error bound Dx_j, and y_j from it.
@@ -512,8 +513,10 @@ void mpfrRow(const Setup& s, LayerNormReference& ref, int64_t i, RowScratch& sc,
     mpfr_add_d(sc.out, sc.out, s.beta[size_t(j)], MPFR_RNDN);
     setY(s, ref, i, j, toDoubleRoundToOdd(sc.out), rd);
   };
-  stats.mean[size_t(i)] = ref.mean.exact[i];
-  stats.rstd[size_t(i)] = ref.rstd.exact[i];
+  if (stats) {
+    stats->mean[size_t(i)] = ref.mean.exact[ref.mean.index(i, 0)];
+    stats->rstd[size_t(i)] = ref.rstd.exact[ref.rstd.index(i, 0)];
+  }
   if (s.stats_in_T) {
     // y from the fp32 statistics, then the row rebased on the saved
     // round_T(mean), round_T(rstd) with their spreads (see above).
@@ -529,8 +532,10 @@ void mpfrRow(const Setup& s, LayerNormReference& ref, int64_t i, RowScratch& sc,
       rd.d[size_t(j)] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
       rd.dd[size_t(j)] = mean_b.spread + s.K * s.u * (std::fabs(rd.d[size_t(j)]) + mean_b.spread);
     }
-    stats.mean[size_t(i)] = mean_b.spec;
-    stats.rstd[size_t(i)] = rstd_b.spec;
+    if (stats) {
+      stats->mean[size_t(i)] = mean_b.spec;
+      stats->rstd[size_t(i)] = rstd_b.spec;
+    }
   }
 
   // The backward's xhat (and y, unless done above); a = g dy and the row sums c1, c2.
@@ -566,22 +571,51 @@ void mpfrRow(const Setup& s, LayerNormReference& ref, int64_t i, RowScratch& sc,
   }
 }
 
-/// The reference's tensors, zero; dbeta made already (by MPFR, or certified
-/// where `fast`, counted in `counts`, its intervals times `widen`).
-LayerNormReference emptyReference(const Setup& s, ThreadPool& pool, bool fast, FastOracleCounts* counts = nullptr,
-                                  double widen = 1.0) {
-  LayerNormReference ref{ReferenceTensor::zeros("y", s.T, s.M, s.N, true),
-                         ReferenceTensor::zeros("mean", s.S, s.M, 1, true),
-                         ReferenceTensor::zeros("rstd", s.S, s.M, 1, true),
-                         ReferenceTensor::zeros("dx", s.T, s.M, s.N, true),
-                         ReferenceTensor::zeros("dgamma", s.W, 1, s.N, false),
-                         mp::biasGradientReference("dbeta", s.in.dy, s.W, s.contract, pool, fast, counts, widen)};
-  // Magnitudes (the sizes of the terms; see ReferenceTensor::magnitude):
-  // y = xhat gamma + beta: |xhat gamma| + |beta|; dx = r (a - c1 - xhat c2):
-  // r (|a| + |c1| + |xhat c2|); the column sums sqrt(sum of squared terms).
-  // The mean: sqrt(sum_j x_j^2) / N.
-  for (ReferenceTensor* t : {&ref.y, &ref.mean, &ref.dx, &ref.dgamma}) t->withMagnitudes();
+/// The window's rows start at `first`.
+void setFirstRow(LayerNormReference& window, int64_t first) {
+  for (ReferenceTensor* t : {&window.y, &window.mean, &window.rstd, &window.dx}) t->first_row = first;
+}
+
+/// Rows [first, first + rows) of the per-row tensors (y, mean, rstd, dx),
+/// zero. Magnitudes (the sizes of the terms; see ReferenceTensor::magnitude):
+/// y = xhat gamma + beta: |xhat gamma| + |beta|; dx = r (a - c1 - xhat c2):
+/// r (|a| + |c1| + |xhat c2|); the mean: sqrt(sum_j x_j^2) / N.
+LayerNormReference rowTensors(const Setup& s, int64_t first, int64_t rows) {
+  LayerNormReference ref{
+      ReferenceTensor::zeros("y", s.T, rows, s.N, true), ReferenceTensor::zeros("mean", s.S, rows, 1, true),
+      ReferenceTensor::zeros("rstd", s.S, rows, 1, true), ReferenceTensor::zeros("dx", s.T, rows, s.N, true)};
+  for (ReferenceTensor* t : {&ref.y, &ref.mean, &ref.dx}) t->withMagnitudes();
+  setFirstRow(ref, first);
   return ref;
+}
+
+/// The reference's tensors, zero; dbeta made already (by MPFR, or certified
+/// where `fast`, counted in `counts`, its intervals times `widen`). Unless
+/// `hold_rows`, y and dx are only their names and shapes (streamed: the
+/// rows are made again for the judge, LayerNormRows).
+LayerNormReference emptyReference(const Setup& s, ThreadPool& pool, bool fast, bool hold_rows,
+                                  FastOracleCounts* counts = nullptr, double widen = 1.0) {
+  LayerNormReference ref = rowTensors(s, 0, hold_rows ? s.M : 0);
+  if (!hold_rows) {
+    ref.mean = ReferenceTensor::zeros("mean", s.S, s.M, 1, true);
+    ref.mean.withMagnitudes();
+    ref.rstd = ReferenceTensor::zeros("rstd", s.S, s.M, 1, true);
+    ref.y.rows = ref.dx.rows = s.M;
+  }
+  // The column sums' magnitudes: sqrt(sum of squared terms).
+  ref.dgamma = ReferenceTensor::zeros("dgamma", s.W, 1, s.N, false);
+  ref.dgamma.withMagnitudes();
+  ref.dbeta = mp::biasGradientReference("dbeta", s.in.dy, s.W, s.contract, pool, fast, counts, widen);
+  return ref;
+}
+
+/// Row i's statistics from a window that holds it into the whole tensors.
+void keepStatistics(const LayerNormReference& window, int64_t i, LayerNormReference& whole) {
+  for (const auto& [from, to] : {std::pair{&window.mean, &whole.mean}, std::pair{&window.rstd, &whole.rstd}}) {
+    to->exact[size_t(i)] = from->exact[from->index(i, 0)];
+    to->budget[size_t(i)] = from->budget[from->index(i, 0)];
+    if (!to->magnitude.empty()) to->magnitude[size_t(i)] = from->magnitude[from->index(i, 0)];
+  }
 }
 
 /// dgamma's budgets from its column totals (exact values and magnitudes).
@@ -646,12 +680,11 @@ void finishDgamma(const Setup& s, const std::vector<mp::ColumnTotal>& totals, co
     for (ReferenceTensor* t : {&ref.dx, &ref.dgamma}) anyNonFiniteWhereNotFinite(*t);
 }
 
-}  // namespace
-
-LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const AccuracyContract& contract,
-                                          ThreadPool& pool) {
-  const Setup s(in, contract);
-  LayerNormReference ref = emptyReference(s, pool, false);
+/// The MPFR path over every row: the whole reference, or, unless
+/// `hold_rows`, all of it but y's and dx's rows (each row made in a
+/// worker's one-row window, its statistics kept).
+LayerNormReference mpfrSweep(const Setup& s, ThreadPool& pool, bool hold_rows) {
+  LayerNormReference ref = emptyReference(s, pool, false, hold_rows);
   // Column sums over rows: dgamma (abs_terms = sum |dy xhat|, gain = the
   // propagated xhat error sum |dy| Dx); dbeta, sum |dy|, is made above.
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
@@ -659,10 +692,14 @@ LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const Accur
   BackwardStats stats(s.M);
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     RowScratch sc(s.N);
+    LayerNormReference window = hold_rows ? LayerNormReference{} : rowTensors(s, 0, 1);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       auto dgc = std::make_unique<mp::ColumnSumChunk>(s.N);
-      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i)
-        mpfrRow(s, ref, i, sc, dgc.get(), stats);
+      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
+        if (!hold_rows) setFirstRow(window, i);
+        mpfrRow(s, hold_rows ? ref : window, i, sc, dgc.get(), &stats);
+        if (!hold_rows) keepStatistics(window, i, ref);
+      }
       dgamma_chunks[chunk] = std::move(dgc);
     }
   });
@@ -671,6 +708,14 @@ LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const Accur
   for (int64_t j = 0; j < s.N; ++j) totals[size_t(j)] = mp::combineColumn(dgamma_chunks, j, total);
   finishDgamma(s, totals, stats, pool, ref);
   return ref;
+}
+
+}  // namespace
+
+LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const AccuracyContract& contract,
+                                          ThreadPool& pool) {
+  const Setup s(in, contract);
+  return mpfrSweep(s, pool, /*hold_rows=*/true);
 }
 
 // ---------------------------------------------------------------------------
@@ -772,7 +817,7 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
     mean = dw::divide(sum, n_word);
     b_mean = (sum_exact ? 0.0 : 2.0 * kU2 * partials / n) + (9.8 * kU2 + kMpfrSlack) * std::fabs(mean.h);
   }
-  decide(odd, mean, b_mean, ref.mean.exact[i]);
+  decide(odd, mean, b_mean, ref.mean.exact[ref.mean.index(i, 0)]);
 
   // Deviations and V.
   dw::DW squares;
@@ -804,7 +849,7 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
   const dw::DW r = trusted ? dw::divide(dw::DW{1.0, 0.0}, dw::sqrt(V)) : dw::DW{};
   const double b_r = dw::up(0.5 * b_V / V.h + (3.125 + 9.8) * kU2 + kMpfrSlack) * r.h;
   decide(nearest, r, b_r, r_near);
-  decide(odd, r, b_r, ref.rstd.exact[i]);
+  decide(odd, r, b_r, ref.rstd.exact[ref.rstd.index(i, 0)]);
   fs.mpfr_statistics = trusted && !decided;
   if (fs.mpfr_statistics) {
     // A statistic the words do not decide (mostly V = var + eps on an exact
@@ -815,11 +860,11 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
     if (!fs.mpfr) fs.mpfr = std::make_unique<RowScratch>(N);
     RowScratch& sc = *fs.mpfr;
     mpfrStats(s, i, sc);
-    ref.mean.exact[i] = toDoubleRoundToOdd(sc.mean);
+    ref.mean.exact[ref.mean.index(i, 0)] = toDoubleRoundToOdd(sc.mean);
     for (int64_t j = 0; j < N; ++j) rd.d[size_t(j)] = mpfr_get_d(sc.dev[j], MPFR_RNDN);
     V_near = mpfr_get_d(sc.t, MPFR_RNDN);
     r_near = mpfr_get_d(sc.r, MPFR_RNDN);
-    ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
+    ref.rstd.exact[ref.rstd.index(i, 0)] = toDoubleRoundToOdd(sc.r);
     decided = true;
   }
 
@@ -912,36 +957,43 @@ int64_t referenceElements(const LayerNormInputs& in) { return in.x.rows * (2 * i
 
 bool layernormFastPathApplies(const LayerNormInputs& in) { return statsDtype(in.x.dtype, in.spec) == DType::F32; }
 
-LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
-                                          FastOracleCounts* counts, double widen) {
-  const Setup s(in, contract);
-  if (!layernormFastPathApplies(in)) {
-    if (counts) counts->mpfr_only += referenceElements(in);
-    return layernormReferenceMpfr(in, contract, pool);
-  }
-  LayerNormReference ref = emptyReference(s, pool, true, counts, widen);
+namespace {
+
+/// Row i into `out` (which holds it) in double words, by MPFR where they do
+/// not decide it (`fell_back`): the row's doubles its budgets came from.
+const RowDoubles& fastOrMpfrRow(const Setup& s, LayerNormReference& out, int64_t i, double widen, FastScratch& fs,
+                                bool& fell_back) {
+  fell_back = !fastRow(s, out, i, widen, fs);
+  if (!fell_back) return fs.rd;
+  if (!fs.mpfr) fs.mpfr = std::make_unique<RowScratch>(s.N);
+  mpfrRow(s, out, i, *fs.mpfr, nullptr, nullptr);
+  return fs.mpfr->rd;
+}
+
+/// The fast path over every row: the whole reference, or, unless
+/// `hold_rows`, all of it but y's and dx's rows (as mpfrSweep).
+LayerNormReference fastSweep(const Setup& s, ThreadPool& pool, FastOracleCounts* counts, double widen, bool hold_rows) {
+  LayerNormReference ref = emptyReference(s, pool, true, hold_rows, counts, widen);
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
   mp::WordColumnChunks dgamma_chunks(chunks);
   BackwardStats stats(s.M);
   std::vector<int64_t> fallback_rows(size_t(chunks), 0), statistics_rows(size_t(chunks), 0);
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     FastScratch fs(s.N);
+    LayerNormReference window = hold_rows ? LayerNormReference{} : rowTensors(s, 0, 1);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       auto dgc = std::make_unique<mp::WordColumnChunk>(s.N);
       for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
-        const RowDoubles* rd = &fs.rd;
-        if (!fastRow(s, ref, i, widen, fs)) {
-          if (!fs.mpfr) fs.mpfr = std::make_unique<RowScratch>(s.N);
-          mpfrRow(s, ref, i, *fs.mpfr, nullptr, stats);
-          rd = &fs.mpfr->rd;
-          ++fallback_rows[size_t(chunk)];
-        } else {
-          statistics_rows[size_t(chunk)] += fs.mpfr_statistics;
-        }
-        stats.mean[size_t(i)] = ref.mean.exact[i];
-        stats.rstd[size_t(i)] = ref.rstd.exact[i];
+        if (!hold_rows) setFirstRow(window, i);
+        bool fell_back = false;
+        const RowDoubles& rd = fastOrMpfrRow(s, hold_rows ? ref : window, i, widen, fs, fell_back);
+        if (!hold_rows) keepStatistics(window, i, ref);
+        if (fell_back) ++fallback_rows[size_t(chunk)];
+        else statistics_rows[size_t(chunk)] += fs.mpfr_statistics;
+        stats.mean[size_t(i)] = ref.mean.exact[size_t(i)];
+        stats.rstd[size_t(i)] = ref.rstd.exact[size_t(i)];
         addFastDgammaRow(s, i, fs, *dgc);
-        for (int64_t j = 0; j < s.N; ++j) addDgammaMagnitudes(s, *dgc, i, j, *rd);
+        for (int64_t j = 0; j < s.N; ++j) addDgammaMagnitudes(s, *dgc, i, j, rd);
       }
       dgamma_chunks[chunk] = std::move(dgc);
     }
@@ -971,6 +1023,18 @@ LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const Accur
     counts->fell_back += fell_back;
   }
   return ref;
+}
+
+}  // namespace
+
+LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                          FastOracleCounts* counts, double widen) {
+  const Setup s(in, contract);
+  if (!layernormFastPathApplies(in)) {
+    if (counts) counts->mpfr_only += referenceElements(in);
+    return mpfrSweep(s, pool, /*hold_rows=*/true);
+  }
+  return fastSweep(s, pool, counts, widen, /*hold_rows=*/true);
 }
 
 namespace {
@@ -1070,6 +1134,52 @@ std::unique_ptr<ConditionalBounds> layernormSavedStatisticsBounds(const LayerNor
                                                                   std::vector<double> saved_mean,
                                                                   std::vector<double> saved_rstd) {
   return std::make_unique<SavedStatisticsBounds>(in, contract, std::move(saved_mean), std::move(saved_rstd));
+}
+
+namespace {
+
+/// y's and dx's rows made again, a block at a time, for the judge: each row
+/// by the very arithmetic of the sweep that made the rest (fastSweep or
+/// mpfrSweep), so the same doubles as a held reference's.
+class LayerNormRows final : public ReferenceRows {
+ public:
+  LayerNormRows(const LayerNormInputs& in, const AccuracyContract& contract, bool fast)
+      : in_(in), contract_(contract), s_(in_, contract_), fast_(fast) {}
+
+  std::vector<ReferenceTensor> rows(int64_t begin, int64_t end) const override {
+    LayerNormReference block = rowTensors(s_, begin, end - begin);
+    if (fast_) {
+      FastScratch fs(s_.N);
+      bool fell_back = false;
+      for (int64_t i = begin; i < end; ++i) fastOrMpfrRow(s_, block, i, 1.0, fs, fell_back);
+    } else {
+      RowScratch sc(s_.N);
+      for (int64_t i = begin; i < end; ++i) mpfrRow(s_, block, i, sc, nullptr, nullptr);
+    }
+    if (s_.stats_in_T) anyNonFiniteWhereNotFinite(block.dx);  // as finishDgamma does for a held dx
+    return movedTensors(block.y, block.dx);
+  }
+
+ private:
+  const LayerNormInputs in_;
+  const AccuracyContract contract_;
+  const Setup s_;
+  const bool fast_;
+};
+
+}  // namespace
+
+LayerNormReference layernormReferenceStreamed(const LayerNormInputs& in, const AccuracyContract& contract,
+                                              ThreadPool& pool, OracleMode mode) {
+  if (mode == OracleMode::Audit) return layernormReference(in, contract, pool, mode);
+  const Setup s(in, contract);
+  const bool fast = mode == OracleMode::Fast && layernormFastPathApplies(in);
+  if (!fast) oracleCounts().mpfr_only += referenceElements(in);
+  LayerNormReference ref = fast ? fastSweep(s, pool, &oracleCounts(), 1.0, /*hold_rows=*/false)
+                                : mpfrSweep(s, pool, /*hold_rows=*/false);
+  ref.y.rows_from = ref.dx.rows_from = std::make_shared<const LayerNormRows>(in, contract, fast);
+  oracleCounts().streamed += 2 * s.M * s.N;
+  return ref;
 }
 
 LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,

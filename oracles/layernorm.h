@@ -35,6 +35,14 @@ struct LayerNormReference {
 LayerNormReference layernormReference(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
                                       OracleMode mode);
 
+/// As layernormReference, but y and dx streamed (ReferenceTensor::rows_from,
+/// oracles/reference.h): only the statistics and the column sums are held;
+/// y's and dx's rows are made again, a block at a time, when read. For a
+/// case whose reference would not fit in memory held whole; `in`'s matrices
+/// must outlive the result. (Audit: held whole, compared as layernormReference.)
+LayerNormReference layernormReferenceStreamed(const LayerNormInputs& in, const AccuracyContract& contract,
+                                              ThreadPool& pool, OracleMode mode);
+
 /// Every value at 160 bits (256 for dgamma and dbeta) in MPFR.
 LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const AccuracyContract& contract,
                                           ThreadPool& pool);

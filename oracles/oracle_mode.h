@@ -48,6 +48,7 @@ struct FastOracleCounts {
   std::atomic<int64_t> fell_back{0};          // recomputed by MPFR: the double words did not decide them
   std::atomic<int64_t> mpfr_only{0};          // a spec the fast path does not model (e.g. rounding=llama)
   std::atomic<int64_t> gpu_judge_audited{0};  // cases the audit judged on the host and the GPU alike
+  std::atomic<int64_t> streamed{0};           // of the elements above, made again a block of rows at a time when judged
 };
 FastOracleCounts& oracleCounts();
 

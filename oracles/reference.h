@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "oracles/tolerances.h"
 
 namespace ulpcheck {
+
+class ReferenceRows;
 
 struct ReferenceTensor {
   std::string name;
@@ -33,6 +36,16 @@ struct ReferenceTensor {
   // `budget`; empty where the statistical check does not apply. An element
   // over it fails as one over `budget` does, and power is measured with it.
   std::vector<double> statistical_budget;
+  // A block of a tensor (ReferenceRows::rows) holds rows first_row ..
+  // first_row + rows - 1; a whole tensor, 0 .. rows - 1.
+  int64_t first_row = 0;
+  // A streamed tensor: none of the arrays above is held; its rows come a
+  // block at a time from here, when the judge reads them.
+  std::shared_ptr<const ReferenceRows> rows_from;
+
+  bool streamed() const { return rows_from != nullptr; }
+  /// Where element (row, col) of the tensor is in the arrays (a block's rows from first_row).
+  size_t index(int64_t row, int64_t col) const { return size_t((row - first_row) * cols + col); }
 
   double magnitudeAt(int64_t i) const {
     return magnitude.empty() ? std::fabs(exact[size_t(i)])
@@ -59,6 +72,37 @@ struct ReferenceTensor {
     return *this;
   }
 };
+
+/// Per-row tensors made a block of rows at a time, for a case whose whole
+/// reference would not fit in memory (kMaxHeldReferenceBytes): at 65536 x
+/// 8192 LayerNorm's y and dx, held whole, took 25 GB (48 bytes an element).
+/// The op's oracle makes everything else (statistics, column sums) in a
+/// first pass, keeping only what is not M x N; the judge then asks for each
+/// block of rows it judges, and the oracle computes those rows again, with
+/// the very same arithmetic: the same doubles as a whole reference's.
+class ReferenceRows {
+ public:
+  virtual ~ReferenceRows() = default;
+  /// Rows [begin, end) of each tensor this makes (first_row = begin; any
+  /// thread, any order), in a fixed order of names.
+  virtual std::vector<ReferenceTensor> rows(int64_t begin, int64_t end) const = 0;
+};
+
+/// The most bytes a case's per-row reference tensors may take held whole;
+/// beyond, they are streamed (ReferenceRows). At 48 bytes an element (exact
+/// value, budget, magnitude of y and dx) that is 5.6M elements.
+constexpr uint64_t kMaxHeldReferenceBytes = uint64_t{256} << 20;
+
+/// Tensors moved into a list. A braced list would copy each one (the
+/// elements of an initializer_list are const): at 4096 x 4096 that copy was
+/// a third of a LayerNorm case's peak memory.
+template <class... Tensors>
+std::vector<ReferenceTensor> movedTensors(Tensors&&... tensors) {
+  std::vector<ReferenceTensor> list;
+  list.reserve(sizeof...(tensors));
+  (list.push_back(std::move(tensors)), ...);
+  return list;
+}
 
 /// Bounds that hold given a run's own intermediate results, where a variant
 /// declares how it uses them (LayerNorm's y, variance and backward from the

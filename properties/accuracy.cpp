@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -67,13 +68,14 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
                                const ConditionalBounds* conditional) {
   TensorJudgment b;
   b.st.tensor = ref.name;
-  if (!logical_rows) total_rows = ref.rows;
+  if (!logical_rows && total_rows == 0) total_rows = ref.first_row + ref.rows;
   std::vector<double> center, cbudget;  // the run's own bounds, rows row_begin.. (ConditionalBounds)
   if (conditional && !logical_rows && conditional->bounds(ref.name))
     conditional->rows(ref.name, row_begin, row_end, center, cbudget);
   for (int64_t k = row_begin; k < row_end; ++k)
     for (int64_t c = 0; c < ref.cols; ++c) {
-      const int64_t i = k * ref.cols + c, r = logical_rows ? (*logical_rows)[size_t(k)] : k;
+      const size_t i = ref.index(k, c);
+      const int64_t r = logical_rows ? (*logical_rows)[size_t(k)] : k;
       // A black box is held to its probabilistic budget where a model fits
       // (oracles/probabilistic.h: the row sums' on such data, LayerNorm's
       // column sums of dy on any), which is never above the rigorous one.
@@ -172,29 +174,73 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
 Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& reference,
                       const DescribeInputs& describe, const ConditionalBounds* conditional) {
   const PhaseScope phase(Phase::Judge);
-  std::vector<TensorJudgment> tensors;
-  for (const ReferenceTensor& ref : reference) {
-    const OutputTensor* out = run.find(ref.name);
-    if (!out) {
+  for (const ReferenceTensor& ref : reference)
+    if (!run.find(ref.name)) {
       Outcome o;
       o.verdict = Verdict::Fail;
       o.summary = fmt::format("the kernel produced no output '{}'", ref.name);
       return o;
     }
-    const int64_t rows_per_block = std::max<int64_t>(1, kJudgeBlockElements / std::max<int64_t>(ref.cols, 1));
-    const int64_t blocks = (ref.rows + rows_per_block - 1) / rows_per_block;
+  auto rowsPerBlock = [](const ReferenceTensor& ref) {
+    return std::max<int64_t>(1, kJudgeBlockElements / std::max<int64_t>(ref.cols, 1));
+  };
+  std::vector<TensorJudgment> tensors(reference.size());
+  // Streamed tensors (oracles/reference.h, ReferenceRows): each block of
+  // rows made once for every tensor of its source that is judged, judged,
+  // and let go; the same blocks as a held tensor's, so the same figures.
+  std::vector<const ReferenceRows*> sources;
+  for (const ReferenceTensor& ref : reference)
+    if (ref.streamed() && std::find(sources.begin(), sources.end(), ref.rows_from.get()) == sources.end())
+      sources.push_back(ref.rows_from.get());
+  for (const ReferenceRows* source : sources) {
+    std::vector<size_t> judged_here;  // the tensors of `reference` it makes
+    for (size_t t = 0; t < reference.size(); ++t)
+      if (reference[t].rows_from.get() == source) judged_here.push_back(t);
+    const ReferenceTensor& first = reference[judged_here.front()];
+    const int64_t rows_per_block = rowsPerBlock(first), blocks = (first.rows + rows_per_block - 1) / rows_per_block;
+    std::vector<std::vector<TensorJudgment>> judged(judged_here.size(), std::vector<TensorJudgment>(size_t(blocks)));
+    ThreadPool::shared().forChunks(blocks, [&](unsigned, int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        const int64_t row_begin = k * rows_per_block, row_end = std::min(first.rows, row_begin + rows_per_block);
+        const std::vector<ReferenceTensor> block = source->rows(row_begin, row_end);
+        for (size_t n = 0; n < judged_here.size(); ++n) {
+          const ReferenceTensor& whole = reference[judged_here[n]];
+          const auto made = std::find_if(block.begin(), block.end(),
+                                         [&](const ReferenceTensor& b) { return b.name == whole.name; });
+          if (made == block.end() || made->rows != row_end - row_begin || made->cols != whole.cols)
+            throw std::logic_error(
+                fmt::format("streamed reference: no rows {}..{} of '{}'", row_begin, row_end, whole.name));
+          judged[n][size_t(k)] = judgeTensorRows(*made, *run.find(whole.name), row_begin, row_end, nullptr, whole.rows,
+                                                 conditional);
+        }
+      }
+    });
+    for (size_t n = 0; n < judged_here.size(); ++n)
+      for (TensorJudgment& b : judged[n]) tensors[judged_here[n]].merge(std::move(b));
+  }
+  for (size_t t = 0; t < reference.size(); ++t) {
+    const ReferenceTensor& ref = reference[t];
+    tensors[t].st.tensor = ref.name;
+    if (ref.streamed()) continue;
+    const OutputTensor* out = run.find(ref.name);
+    const int64_t rows_per_block = rowsPerBlock(ref), blocks = (ref.rows + rows_per_block - 1) / rows_per_block;
     std::vector<TensorJudgment> judged(static_cast<size_t>(blocks));
     ThreadPool::shared().forChunks(blocks, [&](unsigned, int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k)
         judged[size_t(k)] = judgeTensorRows(ref, *out, k * rows_per_block, std::min(ref.rows, (k + 1) * rows_per_block),
                                             nullptr, 0, conditional);
     });
-    TensorJudgment whole;
-    whole.st.tensor = ref.name;
-    for (TensorJudgment& b : judged) whole.merge(std::move(b));
-    tensors.push_back(std::move(whole));
+    for (TensorJudgment& b : judged) tensors[t].merge(std::move(b));
   }
   return accuracyVerdict(std::move(tensors), describe);
+}
+
+std::vector<ReferenceTensor> RowsWithStatisticalBudgets::rows(int64_t begin, int64_t end) const {
+  std::vector<ReferenceTensor> block = declared_->rows(begin, end), sharp = sharp_->rows(begin, end);
+  for (size_t t = 0; t < block.size(); ++t)
+    block[t].statistical_budget = std::move(sharp[t].statistical_budget.empty() ? sharp[t].budget
+                                                                                : sharp[t].statistical_budget);
+  return block;
 }
 
 Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInputs& describe) {

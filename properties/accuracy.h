@@ -4,7 +4,9 @@
 // apply it to injected outputs (a gross error in a regime, say) directly.
 #pragma once
 
+#include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,18 @@ std::string outcomeDifference(const Outcome& a, const Outcome& b);
 /// subnormals or values near overflow.
 bool statisticalModelHolds(const CaseSpec& c);
 
+/// A streamed reference's rows (oracles/reference.h, ReferenceRows) with
+/// the statistical budgets of the same oracle at the effective depths.
+class RowsWithStatisticalBudgets final : public ReferenceRows {
+ public:
+  RowsWithStatisticalBudgets(std::shared_ptr<const ReferenceRows> declared, std::shared_ptr<const ReferenceRows> sharp)
+      : declared_(std::move(declared)), sharp_(std::move(sharp)) {}
+  std::vector<ReferenceTensor> rows(int64_t begin, int64_t end) const override;
+
+ private:
+  const std::shared_ptr<const ReferenceRows> declared_, sharp_;
+};
+
 /// The oracle's references at a kernel's declared depths and, for a black
 /// box on values that fit the model, each tensor's statistical budget: the
 /// same oracle at the effective depths of Higham & Mary's bound.
@@ -97,9 +111,20 @@ std::vector<ReferenceTensor> referenceWithStatisticalBudgets(const CaseSpec& c, 
   AccuracyContract probable = declared;
   probable.depths = probabilistic::effectiveDepths(contract.depths, elements, unitRoundoff(contract.accumulation));
   std::vector<ReferenceTensor> sharp = compute(probable);
-  for (size_t t = 0; t < ref.size(); ++t)
+  std::vector<std::pair<const ReferenceRows*, std::shared_ptr<const ReferenceRows>>> joined;  // one per source
+  for (size_t t = 0; t < ref.size(); ++t) {
+    if (ref[t].streamed()) {
+      auto it = std::find_if(joined.begin(), joined.end(),
+                             [&](const auto& j) { return j.first == ref[t].rows_from.get(); });
+      if (it == joined.end())
+        it = joined.insert(joined.end(), {ref[t].rows_from.get(), std::make_shared<RowsWithStatisticalBudgets>(
+                                                                      ref[t].rows_from, sharp[t].rows_from)});
+      ref[t].rows_from = it->second;
+      continue;
+    }
     ref[t].statistical_budget = std::move(sharp[t].statistical_budget.empty() ? sharp[t].budget
                                                                               : sharp[t].statistical_budget);
+  }
   return ref;
 }
 

@@ -126,7 +126,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
   // Allreduce fusions: TensorRT-LLM's and FlashInfer's tests.
   std::vector<std::string> baselineSuites() const override { return {"trtllm_check_accuracy", "flashinfer_ar_fusion"}; }
 
-  uint64_t peakHostBytes(const CaseSpec& c) const override {
+  uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& /*held whole at every size*/) const override {
     return linearHostBytes(c, kPeakBytesPerElement + kPeakBytesPerRankElement * c.ranks, kPeakBytesPerRow,
                            kPeakBytesPerColumn, kPeakBaseBytes);
   }
@@ -216,7 +216,7 @@ class AllreduceRmsNormOp final : public OpAdapter {
                                .spec = c.spec,
                                .sum_in_activation_dtype = kRankSum(c.spec) == RankSum::Activation},
         contract, ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
-    return {std::move(ref.residual_out), std::move(ref.y)};
+    return movedTensors(ref.residual_out, ref.y);
   }
 
   std::string describeInputs(const CaseSpec& c, const std::string& /*every output*/, int64_t row,

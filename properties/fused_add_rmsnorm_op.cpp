@@ -48,7 +48,7 @@ class FusedAddRmsNormOp final : public OpAdapter {
   // FlashInfer's test_norm.py (rtol = atol = 1e-3 for fused_add_rmsnorm) and torch's defaults.
   std::vector<std::string> baselineSuites() const override { return {"torch_assert_close", "quack_atol"}; }
 
-  uint64_t peakHostBytes(const CaseSpec& c) const override {
+  uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& /*held whole at every size*/) const override {
     if (!kernelOf(c).backward)
       return linearHostBytes(c, kPeakBytesPerElement, kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
     return linearHostBytes(c, kPeakBytesPerElement + kBackwardBytesPerElement, kPeakBytesPerRow + kBackwardBytesPerRow,
@@ -120,12 +120,11 @@ class FusedAddRmsNormOp final : public OpAdapter {
     // probabilistic budget where the case's values fit its model, as rmsnorm's.
     return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
       AllreduceRmsNormReference ref = fusedAddRmsNormReference(inputs, at, pool, ctx.oracle);
-      if (!k.backward) return std::vector<ReferenceTensor>{std::move(ref.residual_out), std::move(ref.y)};
+      if (!k.backward) return movedTensors(ref.residual_out, ref.y);
       const FusedAddRmsNormGradients& g = in.gradients(c);
       FusedAddRmsNormBackwardReference back = fusedAddRmsNormBackwardReference(inputs, g.dy, g.dresidual_out, ref, at,
                                                                                pool, ctx.oracle);
-      return std::vector<ReferenceTensor>{std::move(ref.residual_out), std::move(ref.y), std::move(back.dx),
-                                          std::move(back.dresidual), std::move(back.dw)};
+      return movedTensors(ref.residual_out, ref.y, back.dx, back.dresidual, back.dw);
     });
   }
 

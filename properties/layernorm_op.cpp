@@ -23,13 +23,16 @@ namespace ulpcheck {
 namespace {
 
 // peakHostBytes: the most resident memory measured for one repro on the
-// host backend (/usr/bin/time, host_twopass fp32, --property accuracy, the
-// fast oracle and --oracle mpfr alike), plus 25%: 139 bytes per element at
-// 4096 x 4096 (2,343,856 KB on 2026-11-27; 108 on 2026-11-26: the
-// estimate had fallen to 0.98x the peak), 120 more per row at 2^20 x 1,
-// 620 more per column at 1 x 2^22 (3,165,756 KB).
-constexpr double kPeakBytesPerElement = 175, kPeakBytesPerRow = 150, kPeakBytesPerColumn = 775;
-constexpr double kPeakBaseBytes = 64 << 20;
+// host backend (/usr/bin/time, host_twopass, --property accuracy, the fast
+// oracle; 2026-11-27), plus 25%. Apart from the reference's y and dx, 47.5
+// bytes per element in fp32 (4096 x 2048 and 4096 x 4096 streamed: 409,128
+// and 807,584 KB), 33.8 in bf16 (4096 x 4096: 578,088 KB); y and dx held
+// whole add 48 (2048 x 2048 fp32 held: 417,272 KB), streamed nothing but a
+// block per thread; 105 more per row at 2^20 x 1 (214,744 KB), 676 more per
+// column at 1 x 2^22 (3,165,732 KB: the oracle's row scratch, MPFR's
+// included, is per column), 12 MB for the process.
+constexpr double kPeakBytesPerElement32 = 60, kPeakBytesPerElement16 = 43, kHeldReferenceBytesPerElement = 48;
+constexpr double kPeakBytesPerRow = 131, kPeakBytesPerColumn = 845, kPeakBaseBytes = 32 << 20;
 
 const LayerNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<LayerNormRegistry>(c); }
 
@@ -53,8 +56,11 @@ class LayerNormOp final : public OpAdapter {
     return {"torch_assert_close", "quack_atol", "trtllm_check_accuracy"};
   }
 
-  uint64_t peakHostBytes(const CaseSpec& c) const override {
-    return linearHostBytes(c, kPeakBytesPerElement, kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
+  uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& ctx) const override {
+    const double held = kHeldReferenceBytesPerElement * double(c.M) * double(c.N);
+    const bool held_whole = held <= double(ctx.max_held_reference_bytes);  // as reference() decides
+    return linearHostBytes(c, c.dtype == DType::F32 ? kPeakBytesPerElement32 : kPeakBytesPerElement16, kPeakBytesPerRow,
+                           kPeakBytesPerColumn, kPeakBaseBytes + (held_whole ? 1.25 * held : 0.0));
   }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<LayerNormRegistry>(); }
@@ -103,13 +109,18 @@ class LayerNormOp final : public OpAdapter {
     LayerNormInputData fresh;
     const LayerNormInputData& in = caseInputs(ctx, rows, fresh, [&] { return generateLayerNormInputs(c, rows); });
     const AccuracyContract contract = contractOf(c, ctx);
+    // y and dx held whole take 48 bytes an element (exact value, budget,
+    // magnitude): beyond the context's limit they are streamed.
+    const bool stream = ctx.inputs && kHeldReferenceBytesPerElement * double(c.M) * double(c.N) >
+                                          double(ctx.max_held_reference_bytes);
     return referenceWithStatisticalBudgets(
         c, k.info, contract,
         [&](const AccuracyContract& at) {
-          LayerNormReference ref = layernormReference(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec},
-                                                      at, ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
-          std::vector<ReferenceTensor> out{std::move(ref.y), std::move(ref.mean), std::move(ref.rstd),
-                                           std::move(ref.dx)};
+          const LayerNormInputs inputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec};
+          ThreadPool& pool = ctx.pool ? *ctx.pool : ThreadPool::shared();
+          LayerNormReference ref = stream ? layernormReferenceStreamed(inputs, at, pool, ctx.oracle)
+                                          : layernormReference(inputs, at, pool, ctx.oracle);
+          std::vector<ReferenceTensor> out = movedTensors(ref.y, ref.mean, ref.rstd, ref.dx);
           if (hasGamma(c.spec)) out.push_back(std::move(ref.dgamma));
           if (hasBeta(c.spec)) out.push_back(std::move(ref.dbeta));
           return out;

@@ -130,6 +130,11 @@ struct ExecContext {
   /// (oracles/oracle_mode.h), never the process's.
   OracleMode oracle = OracleMode::Fast;
   JudgeWhere judge = JudgeWhere::Auto;
+  /// The most bytes a case's per-row reference tensors may take held whole;
+  /// an op streams them beyond (oracles/reference.h, ReferenceRows), where
+  /// the case's inputs are cached (`inputs`: the rows are made from them
+  /// when judged). Tests set 0 to stream every case.
+  uint64_t max_held_reference_bytes = kMaxHeldReferenceBytes;
   /// How long one call into a worker process may take (LaunchEnv::call_timeout_s).
   double call_timeout_s = kDefaultCallTimeoutSeconds;
 };
@@ -177,8 +182,9 @@ class OpAdapter {
   /// the host backend, downloads, the oracle's references), an upper estimate
   /// calibrated by measurement: a case past what the process may use
   /// (hostMemoryLimit) is skipped, or refused by `repro`, saying why, rather
-  /// than ended by the OOM killer.
-  virtual uint64_t peakHostBytes(const CaseSpec& c) const = 0;
+  /// than ended by the OOM killer. `ctx`: where and how it runs (a reference
+  /// held whole or streamed: ExecContext::max_held_reference_bytes).
+  virtual uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& ctx) const = 0;
   /// The accuracy outcome judged on the GPU (oracles/rmsnorm_device.h), or
   /// nothing where the op's GPU judge does not model the case: run there
   /// (beside a schedule-perturbing load with ctx.perturb_schedule; the

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -84,6 +85,20 @@ OracleSettings oracleSettings(std::string oracle, std::string judge) {
   return s;
 }
 
+namespace {
+
+/// $ULPCHECK_MAX_HELD_REFERENCE: a size as $ULPCHECK_MAX_MEMORY's, or 0;
+/// nothing where it is not set or not one.
+std::optional<uint64_t> heldReferenceVariable() {
+  const char* text = std::getenv("ULPCHECK_MAX_HELD_REFERENCE");
+  if (!text || !*text) return std::nullopt;
+  if (std::string_view(text) == "0") return 0;
+  if (const uint64_t bytes = parseMemorySize(text)) return bytes;
+  return std::nullopt;
+}
+
+}  // namespace
+
 ExecContext execContext(const std::string& backend, bool perturb_schedule, const OracleSettings& oracle, bool quiet) {
   const DeviceInfo& dev = queryDevice();
   ExecContext ctx;
@@ -106,6 +121,7 @@ ExecContext execContext(const std::string& backend, bool perturb_schedule, const
     throw UsageError(fmt::format("--backend: '{}' is not one of auto, host, cuda", backend));
   }
   ctx.perturb_schedule = perturb_schedule;
+  if (const std::optional<uint64_t> held = heldReferenceVariable()) ctx.max_held_reference_bytes = *held;
   if (perturb_schedule && !quiet)
     fmt::print("# schedule perturbation: {}\n",
                ctx.backend == Backend::Cuda ? "every run launches beside a random load on another stream"
@@ -176,6 +192,10 @@ void checkMemoryLimitVariable() {
     throw UsageError(fmt::format("ULPCHECK_MAX_MEMORY='{}': give the host memory ulpcheck may use in bytes or with "
                                  "a K, M, G or T suffix (e.g. 64G)",
                                  limit));
+  if (const char* held = std::getenv("ULPCHECK_MAX_HELD_REFERENCE"); held && *held && !heldReferenceVariable())
+    throw UsageError(fmt::format("ULPCHECK_MAX_HELD_REFERENCE='{}': give the most memory a case's reference may hold "
+                                 "whole in bytes or with a K, M, G or T suffix (e.g. 4G), or 0 to stream every case",
+                                 held));
 }
 
 }  // namespace ulpcheck::cli

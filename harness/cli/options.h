@@ -28,7 +28,10 @@ Tier parseTier(const std::string& name);
 /// $ULPCHECK_ORACLE and $ULPCHECK_JUDGE.
 OracleSettings oracleSettings(std::string oracle, std::string judge);
 
-/// Throws UsageError for a $ULPCHECK_MAX_MEMORY that is not a size.
+/// Throws UsageError for a $ULPCHECK_MAX_MEMORY that is not a size, or a
+/// $ULPCHECK_MAX_HELD_REFERENCE that is neither a size nor 0 (the most a
+/// case's per-row reference may hold whole before it is streamed:
+/// ExecContext::max_held_reference_bytes, read by execContext).
 void checkMemoryLimitVariable();
 
 /// An explicit --corpus must be a folder: a file or a path that does not

@@ -168,9 +168,9 @@ void sendResultToCoordinator(const std::string& op, const CampaignResult& r) {
   workers::say(workers::kResult, {{"op", op}, {"result", campaignResultToJson(r)}});
 }
 
-std::array<int64_t, 4> processOracleCounts() {
+std::array<int64_t, 5> processOracleCounts() {
   const FastOracleCounts& c = oracleCounts();
-  return {c.fast.load(), c.fell_back.load(), c.mpfr_only.load(), c.gpu_judge_audited.load()};
+  return {c.fast.load(), c.fell_back.load(), c.mpfr_only.load(), c.gpu_judge_audited.load(), c.streamed.load()};
 }
 
 void sendStatsToCoordinator() {

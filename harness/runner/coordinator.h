@@ -59,7 +59,7 @@ struct CoordinatedCampaign {
 struct CoordinatedResult {
   CampaignResult result;            // the workers' results merged; fatal_error names each worker that ended without one
   std::vector<int> codes;           // each worker's exit code
-  std::array<int64_t, 4> oracle{};  // summed (processOracleCounts)
+  std::array<int64_t, 5> oracle{};  // summed (processOracleCounts)
   std::array<double, size_t(Phase::kCount)> phases{};  // summed
 };
 
@@ -75,6 +75,6 @@ void sendStatsToCoordinator();
 
 /// This process's oracle counts: fast path, fell back to MPFR, MPFR only,
 /// cases whose GPU judgment the audit compared with the host's.
-std::array<int64_t, 4> processOracleCounts();
+std::array<int64_t, 5> processOracleCounts();
 
 }  // namespace ulpcheck

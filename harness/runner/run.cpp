@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/memory_limit.h"
 #include "harness/report/html.h"
 #include "harness/report/junit.h"
 #include "harness/report/progress.h"
@@ -28,7 +29,7 @@ namespace {
 struct RunTally {
   int worst = exit_code::kNothingRan;
   std::map<std::string, int> inapplicable;  // --property name -> ops it applies to nothing of
-  std::array<int64_t, 4> oracle{};          // summed over workers
+  std::array<int64_t, 5> oracle{};          // summed over workers
   std::array<double, size_t(Phase::kCount)> phases{};
   std::vector<std::pair<std::string, CampaignResult>> results;  // each op's, for --junit
 };
@@ -168,15 +169,20 @@ int runOpOnWorkers(const RunRequest& run, const CampaignOptions& o, const ExecCo
 }
 
 /// What each oracle path computed (`counts`: fast, fell back, MPFR only,
-/// cases whose GPU judgment the audit compared with the host's).
-std::string formatOracleCounts(const std::array<int64_t, 4>& counts, const ExecContext& exec) {
-  return fmt::format("oracle {}, judge {}: {} reference elements by the certified fast path, {} recomputed by MPFR "
-                     "(undecided there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: rounding=llama, "
-                     "stats=T){}",
-                     oracleModeName(exec.oracle), judgeWhereName(exec.judge), counts[0], counts[1], counts[2],
-                     exec.oracle == OracleMode::Audit
-                         ? fmt::format("; {} cases judged on the host and the GPU alike", counts[3])
-                         : "");
+/// cases whose GPU judgment the audit compared with the host's, elements
+/// streamed).
+std::string formatOracleCounts(const std::array<int64_t, 5>& counts, const ExecContext& exec) {
+  return fmt::format(
+      "oracle {}, judge {}: {} reference elements by the certified fast path, {} recomputed by MPFR "
+      "(undecided there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: rounding=llama, "
+      "stats=T){}{}",
+      oracleModeName(exec.oracle), judgeWhereName(exec.judge), counts[0], counts[1], counts[2],
+      exec.oracle == OracleMode::Audit ? fmt::format("; {} cases judged on the host and the GPU alike", counts[3]) : "",
+      counts[4] ? fmt::format("; {} of them streamed (the y and dx of cases whose reference held whole "
+                              "would pass {}, $ULPCHECK_MAX_HELD_REFERENCE: made again a block of rows "
+                              "at a time when judged)",
+                              counts[4], formatBytes(exec.max_held_reference_bytes))
+                : "");
 }
 
 /// The run's closing lines: where its time went, and the --property names

@@ -14,12 +14,12 @@ namespace ulpcheck {
 
 const KernelInfo& kernelOf(const CaseSpec& c) { return OpAdapter::requireKernel(c.op, c.kernel); }
 
-std::string exceedsHostMemory(const CaseSpec& spec) {
+std::string exceedsHostMemory(const CaseSpec& spec, const ExecContext& exec) {
   const MemoryLimit& limit = hostMemoryLimit();
   const OpAdapter* op = findOp(spec.op);
   if (!limit.bytes || !op) return "";
   constexpr double kUsableFraction = 0.9;
-  const uint64_t need = op->peakHostBytes(spec);
+  const uint64_t need = op->peakHostBytes(spec, exec);
   if (double(need) <= kUsableFraction * double(limit.bytes)) return "";
   return fmt::format("does not fit in host memory: the case needs about {} at its peak, this process may use {} ({}; "
                      "ULPCHECK_MAX_MEMORY sets it)",
@@ -27,7 +27,7 @@ std::string exceedsHostMemory(const CaseSpec& spec) {
 }
 
 Outcome checkOne(const Property& p, const CaseSpec& spec, const ExecContext& exec, CaseContext* shared) {
-  if (std::string why = exceedsHostMemory(spec); !why.empty()) {
+  if (std::string why = exceedsHostMemory(spec, exec); !why.empty()) {
     Outcome o;
     o.verdict = Verdict::Skip;
     o.summary = std::move(why);

@@ -24,7 +24,7 @@ const KernelInfo& kernelOf(const CaseSpec& c);
 /// estimated peak against what the process may use, with room for the rest
 /// of the process. Estimated before anything is allocated: a case of 2^31
 /// rows once grew to 24 GB before the OOM killer ended ulpcheck unsaid.
-std::string exceedsHostMemory(const CaseSpec& spec);
+std::string exceedsHostMemory(const CaseSpec& spec, const ExecContext& exec);
 
 /// Runs one property on one case, converting recoverable errors into a failed
 /// (or skipped) outcome. Sticky GPU faults propagate: nothing more can run in

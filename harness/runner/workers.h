@@ -9,7 +9,7 @@
 //   @log "text"
 //   @json {a JSON-lines record}
 //   @result {"op":..,"result":{campaignResultToJson}}
-//   @stats {"oracle":[fast, fell_back, mpfr_only],"phases":[seconds per Phase]}
+//   @stats {"oracle":[fast, fell_back, mpfr_only, gpu_judge_audited, streamed],"phases":[seconds per Phase]}
 // Anything else a worker prints is passed on, named by its worker.
 #pragma once
 

@@ -1083,7 +1083,7 @@ TEST(Robustness, ACaseTooLargeForThisMachineIsRefusedBeforeAnyAllocation) {
              {"does not fit in host memory", "this process may use"});
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10);
   // What the process may use can be set, and a campaign skips what exceeds it.
-  expectSays(shell("ULPCHECK_MAX_MEMORY=100M " + std::string(ULPCHECK_CLI) +
+  expectSays(shell("ULPCHECK_MAX_MEMORY=64M " + std::string(ULPCHECK_CLI) +
                    " run --backend host --kernel host_separate --property memory_safety --cases 30 --tier default "
                    "--seed 4 --no-save --no-corpus"),
              exit_code::kOk, {"skipped", "a case skipped: does not fit in host memory"});
