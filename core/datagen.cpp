@@ -10,17 +10,12 @@
 
 namespace ulpcheck {
 
-// Typed loops (one memcpy for fp32): these run on every tensor of every run.
-std::vector<uint8_t> packBits(const std::vector<uint32_t>& bits, DType t) {
+std::vector<uint8_t> packBits(const PackedBits& bits, DType t) {
   const int w = storageBytes(t);
-  std::vector<uint8_t> out(bits.size() * w);
-  if (w == 4) {
-    std::memcpy(out.data(), bits.data(), out.size());
-  } else {
-    std::vector<uint16_t> halves(bits.begin(), bits.end());  // the low 16 bits: the storage
-    std::memcpy(out.data(), halves.data(), out.size());
-  }
-  return out;
+  if (bits.width() == w) return bits.bytes();
+  PackedBits out(w, bits.size());  // the low 16 bits: the storage
+  for (size_t i = 0; i < bits.size(); ++i) out.set(i, bits[i]);
+  return out.bytes();
 }
 
 std::vector<uint8_t> HostMatrix::packed() const { return packBits(bits, dtype); }
@@ -28,27 +23,22 @@ std::vector<uint8_t> HostMatrix::packed() const { return packBits(bits, dtype); 
 const HostMatrix::Packed& HostMatrix::packedCache() const {
   if (!packed_cache) {
     auto p = std::make_shared<Packed>();
-    p->bytes = packed();
-    p->digest = bytesDigest(p->bytes.data(), p->bytes.size());
+    if (bits.width() != storageBytes(dtype)) p->bytes = packed();
+    const std::vector<uint8_t>& bytes = p->bytes.empty() ? bits.bytes() : p->bytes;
+    p->digest = bytesDigest(bytes.data(), bytes.size());
     packed_cache = std::move(p);
   }
   return *packed_cache;
 }
 
-const std::vector<uint8_t>& HostMatrix::packedOnce() const { return packedCache().bytes; }
+const std::vector<uint8_t>& HostMatrix::packedOnce() const {
+  const Packed& p = packedCache();
+  return p.bytes.empty() ? bits.bytes() : p.bytes;
+}
 uint64_t HostMatrix::packedDigest() const { return packedCache().digest; }
 
-std::vector<uint32_t> unpackBits(const std::vector<uint8_t>& bytes, DType t) {
-  const int w = storageBytes(t);
-  std::vector<uint32_t> out(bytes.size() / w, 0);
-  if (w == 4) {
-    std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  } else {
-    std::vector<uint16_t> halves(out.size());
-    std::memcpy(halves.data(), bytes.data(), halves.size() * 2);
-    std::copy(halves.begin(), halves.end(), out.begin());
-  }
-  return out;
+PackedBits unpackBits(std::vector<uint8_t> bytes, DType t) {
+  return PackedBits::fromBytes(storageBytes(t), std::move(bytes));
 }
 
 std::vector<int64_t> identityRows(int64_t rows) {
@@ -65,11 +55,11 @@ HostMatrix generateHost(const DistParams& dist, DType t, uint64_t seed, TensorSt
   m.rows = static_cast<int64_t>(row_ids.size());
   m.cols = cols;
   m.ld = ld;
-  m.bits.assign(m.rows * ld, pad_bits);
+  m.bits = PackedBits(storageBytes(t), size_t(m.rows * ld), pad_bits);
   auto fill = [&](unsigned, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       for (int64_t c = 0; c < cols; ++c)
-        m.bits[r * ld + c] = encodeBits(t, sampleValue(dist, t, seed, stream, row_ids[r], c));
+        m.bits.set(size_t(r * ld + c), encodeBits(t, sampleValue(dist, t, seed, stream, row_ids[size_t(r)], c)));
   };
   // Waking the pool costs more than a small tensor's values (most cases').
   constexpr int64_t kParallelElements = int64_t{1} << 15;

@@ -9,28 +9,30 @@
 
 #include "core/distribution.h"
 #include "core/dtype.h"
+#include "core/packed_bits.h"
 
 namespace ulpcheck {
 
-/// Row-major matrix of storage bits (uint32 per element whatever the dtype,
-/// for simple host-side handling), `rows` x `cols` with row stride `ld`;
-/// elements in the padding columns are left at `pad_bits`.
+/// Row-major matrix of storage bits, `rows` x `cols` with row stride `ld`;
+/// elements in the padding columns are left at `pad_bits`. Generated ones
+/// are held at the dtype's storage width (core/packed_bits.h).
 struct HostMatrix {
   DType dtype = DType::F32;
   int64_t rows = 0, cols = 0, ld = 0;
-  std::vector<uint32_t> bits;
-  double value(int64_t r, int64_t c) const { return decodeBits(dtype, bits[r * ld + c]); }
+  PackedBits bits;
+  double value(int64_t r, int64_t c) const { return decodeBits(dtype, bits[size_t(r * ld + c)]); }
   /// Packed to the dtype's storage width (2 or 4 bytes per element).
   std::vector<uint8_t> packed() const;
-  /// The same, made once per matrix (its runs upload it again and again),
-  /// with its bytesDigest: what the uploaded buffer must still hold after a run.
+  /// The same, made once per matrix (its runs upload it again and again:
+  /// the bits themselves where they are held at that width), with its
+  /// bytesDigest: what the uploaded buffer must still hold after a run.
   const std::vector<uint8_t>& packedOnce() const;
   uint64_t packedDigest() const;
 
   // Made on first use by packedOnce (public only so that the matrix stays an
   // aggregate: HostMatrix{dtype, rows, cols, ld, bits}).
   struct Packed {
-    std::vector<uint8_t> bytes;
+    std::vector<uint8_t> bytes;  // empty where the bits are held at the storage width
     uint64_t digest = 0;
   };
   mutable std::shared_ptr<const Packed> packed_cache{};
@@ -44,10 +46,10 @@ struct HostMatrix {
 HostMatrix generateHost(const DistParams& dist, DType t, uint64_t seed, TensorStream stream,
                         const std::vector<int64_t>& row_ids, int64_t cols, int64_t ld, uint32_t pad_bits);
 
-/// Storage bytes (2 or 4 per element, little endian) to one uint32 per element.
-std::vector<uint32_t> unpackBits(const std::vector<uint8_t>& bytes, DType t);
-/// The inverse: one uint32 per element to the storage bytes.
-std::vector<uint8_t> packBits(const std::vector<uint32_t>& bits, DType t);
+/// Storage bytes (2 or 4 per element, little endian), taken over as bits.
+PackedBits unpackBits(std::vector<uint8_t> bytes, DType t);
+/// The inverse: bits (held at any width) to the storage bytes.
+std::vector<uint8_t> packBits(const PackedBits& bits, DType t);
 
 /// Logical ids 0..rows-1.
 std::vector<int64_t> identityRows(int64_t rows);

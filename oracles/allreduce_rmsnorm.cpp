@@ -173,7 +173,7 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
   // the spec's residual_out, or round_fp32(s + residual); and its budgets.
   const DType Vd = in.norm_of_fp32_sum ? DType::F32 : Rd;
   const bool v_is_residual_out = Vd == Rd;
-  HostMatrix v{Vd, M, N, N, std::vector<uint32_t>(size_t(M * N))};
+  HostMatrix v{Vd, M, N, N, PackedBits(storageBytes(Vd), size_t(M * N))};
   std::vector<double> v_budget(size_t(M * N));
 
   std::vector<int64_t> fell_back(size_t(M), 0);  // per row: elements the double words did not decide
@@ -237,7 +237,7 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
         ref.residual_out.budget[size_t(e)] = spec_overflowed ? INFINITY
                                              : d_s == 0.0    ? 0.0
                                                              : d_s + ulpOf(Rd, std::fabs(out) + d_s);
-        v.bits[size_t(e)] = doubleToBits(Vd, fast_v);
+        v.bits.set(size_t(e), doubleToBits(Vd, fast_v));
         v_budget[size_t(e)] = spec_overflowed ? INFINITY : d_s == 0.0 ? 0.0 : d_s + ulpOf(Vd, std::fabs(fast_v) + d_s);
       }
   });
@@ -254,7 +254,7 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
       (Vd != T || std::any_of(v_budget.begin(), v_budget.end(), [](double b) { return b != 0.0; })))
     throw std::invalid_argument(
         "the allreduce_rmsnorm oracle models rounding=llama only where the norm reads an exact value of T");
-  const HostMatrix no_grad{T, M, N, N, std::vector<uint32_t>(size_t(M * N), 0u)};
+  const HostMatrix no_grad{T, M, N, N, PackedBits(storageBytes(T), size_t(M * N))};
   // The RMSNorm's spec (it reads its own fields); its x is v, whatever its dtype.
   // Named members: the RMSNorm oracle's inputs of its own fields (a bias) stay its business.
   const RmsNormInputs norm_inputs{.x = v, .w = in.w, .dy = no_grad, .eps = in.eps, .spec = in.spec, .y_dtype = T};

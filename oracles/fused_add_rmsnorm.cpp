@@ -36,8 +36,8 @@ FusedAddRmsNormBackwardReference fusedAddRmsNormBackwardReference(const FusedAdd
   // residual_out a correct kernel's backward reads is this one.
   for (const double b : forward.residual_out.budget)
     if (b != 0.0) throw std::logic_error("fused add backward oracle: residual_out is not exact");
-  HostMatrix saved{R, M, N, N, std::vector<uint32_t>(size_t(M * N))};
-  for (int64_t e = 0; e < M * N; ++e) saved.bits[size_t(e)] = encodeBits(R, forward.residual_out.exact[size_t(e)]);
+  HostMatrix saved{R, M, N, N, PackedBits(storageBytes(R), size_t(M * N))};
+  for (int64_t e = 0; e < M * N; ++e) saved.bits.set(size_t(e), encodeBits(R, forward.residual_out.exact[size_t(e)]));
   // quack's sum=fp32 under res=T: rstd of the fp32 sum beside the rounded
   // residual_out it saves. x + residual of two 16-bit values is exact in a
   // double unless their exponents are 45 apart, and then the smaller is below
@@ -46,10 +46,10 @@ FusedAddRmsNormBackwardReference fusedAddRmsNormBackwardReference(const FusedAdd
   HostMatrix fp32_sum;
   const bool rstd_of_fp32_sum = in.fp32_sum && R != DType::F32;
   if (rstd_of_fp32_sum) {
-    fp32_sum = HostMatrix{DType::F32, M, N, N, std::vector<uint32_t>(size_t(M * N))};
+    fp32_sum = HostMatrix{DType::F32, M, N, N, PackedBits(4, size_t(M * N))};
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j)
-        fp32_sum.bits[size_t(i * N + j)] = doubleToBits(DType::F32, in.x.value(i, j) + in.residual.value(i, j));
+        fp32_sum.bits.set(size_t(i * N + j), doubleToBits(DType::F32, in.x.value(i, j) + in.residual.value(i, j)));
   }
   const RmsNormInputs norm{.x = saved,
                            .w = in.w,

@@ -37,8 +37,10 @@ inline LayerNormInputData generateLayerNormInputs(const CaseSpec& c, const std::
       generateHost(layerNormGradDist(c), c.dtype, c.seed, TensorStream::GradOut, rows, c.N, c.ld, pad)};
   // A spec without gamma or beta (affine=nobias, none) is the spec with
   // gamma = 1 and beta = 0: what the oracle computes; kernels get no pointer.
-  if (!hasGamma(c.spec)) std::fill(in.gamma.bits.begin(), in.gamma.bits.end(), doubleToBits(wt, 1.0));
-  if (!hasBeta(c.spec)) std::fill(in.beta.bits.begin(), in.beta.bits.end(), doubleToBits(wt, 0.0));
+  for (size_t j = 0; j < in.gamma.bits.size(); ++j) {
+    if (!hasGamma(c.spec)) in.gamma.bits[j] = doubleToBits(wt, 1.0);
+    if (!hasBeta(c.spec)) in.beta.bits[j] = doubleToBits(wt, 0.0);
+  }
   return in;
 }
 

@@ -24,14 +24,14 @@ namespace {
 
 // peakHostBytes: the most resident memory measured for one repro on the
 // host backend (/usr/bin/time, host_twopass, --property accuracy, the fast
-// oracle; 2026-11-27), plus 25%. Apart from the reference's y and dx, 47.5
-// bytes per element in fp32 (4096 x 2048 and 4096 x 4096 streamed: 409,128
-// and 807,584 KB), 33.8 in bf16 (4096 x 4096: 578,088 KB); y and dx held
-// whole add 48 (2048 x 2048 fp32 held: 417,272 KB), streamed nothing but a
-// block per thread; 105 more per row at 2^20 x 1 (214,744 KB), 676 more per
-// column at 1 x 2^22 (3,165,732 KB: the oracle's row scratch, MPFR's
-// included, is per column), 12 MB for the process.
-constexpr double kPeakBytesPerElement32 = 60, kPeakBytesPerElement16 = 43, kHeldReferenceBytesPerElement = 48;
+// oracle; 2026-11-27), plus 25%. Apart from the reference's y and dx, 38.4
+// bytes per element in fp32 (4096 x 4096 streamed: 641,028 KB), 20.4 in
+// bf16 (345,848 KB); y and dx held whole add 48 (2048 x 2048 held: fp32
+// 375,196 KB, bf16 306,640 KB), streamed nothing but a block per thread;
+// 104 more per row at 2^20 x 1 (206,360 KB), 668 more per column at
+// 1 x 2^22 (3,100,004 KB: the oracle's row scratch, MPFR's included, is per
+// column), 12 MB for the process.
+constexpr double kPeakBytesPerElement32 = 48, kPeakBytesPerElement16 = 26, kHeldReferenceBytesPerElement = 48;
 constexpr double kPeakBytesPerRow = 131, kPeakBytesPerColumn = 845, kPeakBaseBytes = 32 << 20;
 
 const LayerNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<LayerNormRegistry>(c); }

@@ -14,6 +14,7 @@
 
 #include "core/buffer.h"
 #include "core/case_spec.h"
+#include "core/packed_bits.h"
 #include "core/parallel.h"
 #include "kernels/registry.h"
 #include "oracles/oracle_mode.h"
@@ -34,14 +35,14 @@ struct OutputTensor {
   DType dtype = DType::F32;
   int64_t rows = 0, cols = 0, ld = 0;
   bool per_row = true;
-  std::vector<uint32_t> bits;  // rows x ld
+  PackedBits bits;  // rows x ld, at the storage width as downloaded
   // bytesDigest of the stored bytes (padding included). A run that repeats
   // another leaves a tensor whose digest matches the other's undownloaded
   // (RunBuffers::collect): `bits` is then empty and they are the other's.
   uint64_t digest = 0;
   bool downloaded = true;
-  double value(int64_t r, int64_t c) const { return decodeBits(dtype, bits[r * ld + c]); }
-  uint32_t at(int64_t r, int64_t c) const { return bits[r * ld + c]; }
+  double value(int64_t r, int64_t c) const { return decodeBits(dtype, bits[size_t(r * ld + c)]); }
+  uint32_t at(int64_t r, int64_t c) const { return bits[size_t(r * ld + c)]; }
 };
 
 /// What the memory checks found in one run.

@@ -29,7 +29,7 @@ OutputTensor downloadRows(const Buffer& b, const std::string& name, DType t, con
   std::vector<uint8_t> bytes(rows.size() * size_t(cols * w));
   for (size_t k = 0; k < rows.size(); ++k)
     b.download(bytes.data() + k * size_t(cols * w), size_t(cols * w), size_t(rows[k] * ld * w));
-  return OutputTensor{name, t, int64_t(rows.size()), cols, cols, true, unpackBits(bytes, t)};
+  return OutputTensor{name, t, int64_t(rows.size()), cols, cols, true, unpackBits(std::move(bytes), t)};
 }
 
 /// The rows whose worst element is among the kReportedFindings worst of the

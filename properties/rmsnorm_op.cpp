@@ -23,12 +23,14 @@ namespace ulpcheck {
 namespace {
 
 // peakHostBytes: the most resident memory measured for one repro on the
-// host backend (/usr/bin/time, host_separate, fp32, --property accuracy),
-// plus 25%: 86 bytes per element at 4096 x 4096 (1,418,584 KB on
-// 2026-11-27; 99 on 2026-11-26, before the references stopped being
-// copied once), 47 more per row at 2^20 x 1 (148,016 KB), 366 more per
-// column at 1 x 2^22 (1,862,972 KB), 12 MB for the process.
-constexpr double kPeakBytesPerElement = 107, kPeakBytesPerRow = 59, kPeakBytesPerColumn = 458;
+// host backend (/usr/bin/time, host_separate, --property accuracy), plus
+// 25%: 77.8 bytes per element in fp32 at 4096 x 4096 (1,286,976 KB on
+// 2026-11-27; 99 on 2026-11-26, before the references stopped being copied
+// once and 16-bit tensors were held in 2 bytes an element), 58.4 in bf16
+// (992,332 KB); 47 more per row at 2^20 x 1 (139,544 KB), 362 more per
+// column at 1 x 2^22 (1,813,592 KB), 12 MB for the process.
+constexpr double kPeakBytesPerElement32 = 97, kPeakBytesPerElement16 = 73, kPeakBytesPerRow = 59;
+constexpr double kPeakBytesPerColumn = 453;
 constexpr double kPeakBaseBytes = 32 << 20;
 
 const RmsNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<RmsNormRegistry>(c); }
@@ -51,7 +53,8 @@ class RmsNormOp final : public OpAdapter {
   }
 
   uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& /*held whole at every size*/) const override {
-    return linearHostBytes(c, kPeakBytesPerElement, kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
+    return linearHostBytes(c, c.dtype == DType::F32 ? kPeakBytesPerElement32 : kPeakBytesPerElement16, kPeakBytesPerRow,
+                           kPeakBytesPerColumn, kPeakBaseBytes);
   }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<RmsNormRegistry>(); }

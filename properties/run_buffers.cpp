@@ -140,11 +140,11 @@ RunResult RunBuffers::collect(const RunResult* expected) const {
         continue;
       }
     }
-    const std::vector<uint32_t> bits = unpackBits(e.buffer->downloadAll(), g.dtype);
+    PackedBits bits = unpackBits(e.buffer->downloadAll(), g.dtype);  // kept as downloaded: no copy
     const uint32_t poison = poisonBits(g.dtype);
     for (int64_t row = 0; row < g.rows; ++row)
       for (int64_t col = 0; col < g.ld; ++col) {
-        const uint32_t b = bits[row * g.ld + col];
+        const uint32_t b = bits.get(size_t(row * g.ld + col));
         if (col < g.cols && b == poison) {
           if (mem.unwritten++ == 0) note(mem, fmt::format("'{}' not written at row {} col {}", g.name, row, col));
         } else if (col >= g.cols && b != poison) {
@@ -153,7 +153,7 @@ RunResult RunBuffers::collect(const RunResult* expected) const {
         }
       }
     OutputTensor out = g;
-    out.bits = bits;
+    out.bits = std::move(bits);
     out.digest = digest;
     r.outputs.push_back(std::move(out));
   }

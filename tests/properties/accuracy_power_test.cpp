@@ -81,8 +81,8 @@ Outcome judgeOnSavedStatistics(const std::string& case_text, double (*inject)(do
   OutputTensor& y = output(run, "y");
   for (int64_t r = 0; r < y.rows; ++r)
     for (int64_t j = 0; j < y.cols; ++j) {
-      uint32_t& bits = y.bits[size_t(r * y.ld + j)];
-      bits = doubleToBits(c.dtype, inject(decodeBits(c.dtype, bits)));
+      const size_t e = size_t(r * y.ld + j);
+      y.bits[e] = doubleToBits(c.dtype, inject(decodeBits(c.dtype, y.bits[e])));
     }
   const std::unique_ptr<ConditionalBounds> own = conditional ? op.conditionalBounds(c, ctx, run) : nullptr;
   EXPECT_EQ(own != nullptr, conditional);

@@ -42,7 +42,7 @@ TEST(GpuDataGen, DeviceBitsMatchTheHost) {
       dev.fillPattern(poisonBits(t), storageBytes(t));
       generateDevice(dev.data(), d, t, 0xfeed, TensorStream::X, first, rows, cols, ld);
       deviceSynchronize("generateDevice");
-      const std::vector<uint32_t> got = unpackBits(dev.downloadAll(), t);
+      const PackedBits got = unpackBits(dev.downloadAll(), t);
       ASSERT_EQ(got, host.bits) << dtypeName(t) << " " << distName(d.kind);
     }
 }
