@@ -19,7 +19,8 @@ TEST(PackedBits, HoldsEachElementAtItsWidthAndReadsItBack) {
   EXPECT_EQ(uint32_t(halves[1]), 0x5678u);
   EXPECT_EQ(halves[0], 0x7fc0u);
   halves.push_back(0xbeefu);
-  EXPECT_EQ(std::vector<uint32_t>(halves.begin(), halves.end()), (std::vector<uint32_t>{0x7fc0u, 0x5678u, 0x7fc0u, 0xbeefu}));
+  EXPECT_EQ(std::vector<uint32_t>(halves.begin(), halves.end()),
+            (std::vector<uint32_t>{0x7fc0u, 0x5678u, 0x7fc0u, 0xbeefu}));
   const PackedBits words{0x3f800000u, 0xdeadbeefu};
   EXPECT_EQ(words.width(), 4);
   EXPECT_EQ(words[1], 0xdeadbeefu);
