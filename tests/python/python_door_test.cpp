@@ -330,6 +330,8 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
       {"row_depth=(0, 5)", "row_depth must be a depth >= 0 or (lanes >= 1, levels >= 0), not (0, 5)"},
       {"col_depth=-1", "col_depth must be a depth >= 0 or (lanes >= 1, levels >= 0), not -1"},
       {"uses_saved_statistics=True", "uses_saved_statistics is LayerNorm's"},
+      {"two_pass_statistics=True", "two_pass_statistics is LayerNorm's (its mean and variance)"},
+      {"mean_of_plain_sum=True", "mean_of_plain_sum is LayerNorm's"},
   };
   for (const auto& b : bad) {
     const std::string file = ::testing::TempDir() + "bad_spec_kernels.py";
@@ -340,16 +342,17 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
     EXPECT_EQ(r.code, exit_code::kUsage) << b.source << "\n" << r.output;
     EXPECT_NE(r.output.find(b.error), std::string::npos) << b.source << "\n" << r.output;
   }
-  // LayerNorm's declaration about its statistics, on the fused RMSNorms too.
-  for (const char* op : {"fused_add_rmsnorm", "allreduce_rmsnorm"}) {
-    const std::string file = ::testing::TempDir() + "bad_fused_kernels.py";
-    FILE* f = fopen(file.c_str(), "w");
-    fprintf(f, "import ulpcheck\nulpcheck.%s('x', forward=None, uses_saved_statistics=True)\n", op);
-    fclose(f);
-    const Result r = cli("list --python " + file);
-    EXPECT_EQ(r.code, exit_code::kUsage) << op << "\n" << r.output;
-    EXPECT_NE(r.output.find("uses_saved_statistics is LayerNorm's"), std::string::npos) << op << "\n" << r.output;
-  }
+  // LayerNorm's declarations about its statistics, on the fused RMSNorms too.
+  for (const char* op : {"fused_add_rmsnorm", "allreduce_rmsnorm"})
+    for (const char* declared : {"uses_saved_statistics", "two_pass_statistics"}) {
+      const std::string file = ::testing::TempDir() + "bad_fused_kernels.py";
+      FILE* f = fopen(file.c_str(), "w");
+      fprintf(f, "import ulpcheck\nulpcheck.%s('x', forward=None, %s=True)\n", op, declared);
+      fclose(f);
+      const Result r = cli("list --python " + file);
+      EXPECT_EQ(r.code, exit_code::kUsage) << op << "\n" << r.output;
+      EXPECT_NE(r.output.find(std::string(declared) + " is LayerNorm's"), std::string::npos) << op << "\n" << r.output;
+    }
   // LayerNorm's declaration about the statistics it saves, where it saves none.
   const std::string file = ::testing::TempDir() + "bad_layernorm_kernels.py";
   FILE* f = fopen(file.c_str(), "w");

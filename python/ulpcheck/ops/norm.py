@@ -51,5 +51,10 @@ def saved_statistics_used_as_declared(v):
 
 
 def no_layernorm_statistics(v):
-    """An RMSNorm (fused or not) has no mean: LayerNorm's declarations about it are refused."""
-    return "uses_saved_statistics is LayerNorm's (its mean and rstd)" if v.uses_saved_statistics else None
+    """An RMSNorm (fused or not) has no mean: LayerNorm's declarations about
+    its mean, variance and saved statistics are refused (ignored, they would
+    have let a user believe a contract was judged)."""
+    for name in ("two_pass_statistics", "mean_of_plain_sum", "uses_saved_statistics"):
+        if getattr(v, name):
+            return f"{name} is LayerNorm's (its mean and variance); an RMSNorm has no mean"
+    return None
