@@ -51,6 +51,19 @@ using TensorAt = std::function<void*(const char* name)>;
 /// The call's fp32 tensor `name` (saved statistics).
 inline float* floatsAt(const TensorAt& at, const char* name) { return static_cast<float*>(at(name)); }
 
+/// For an op without a mean (the RMSNorms, fused or not): why a plugin's
+/// variant may not declare LayerNorm's contracts about its mean, variance
+/// and saved statistics (they would be ignored, and a user would believe
+/// them judged); empty where it declares none. The Python door's
+/// ops/norm.py no_layernorm_statistics says the same.
+inline std::string noLayerNormStatistics(const ulpcheck_variant& v) {
+  for (const auto& [bit, name] : {std::pair{ULPCHECK_TWO_PASS_STATISTICS, "ULPCHECK_TWO_PASS_STATISTICS"},
+                                  std::pair{ULPCHECK_MEAN_OF_PLAIN_SUM, "ULPCHECK_MEAN_OF_PLAIN_SUM"},
+                                  std::pair{ULPCHECK_USES_SAVED_STATISTICS, "ULPCHECK_USES_SAVED_STATISTICS"}})
+    if (v.contracts & bit) return fmt::format("{} is LayerNorm's (its mean and variance); {} has no mean", name, v.op);
+  return "";
+}
+
 /// The reduction depths of a black-box variant's launch (blackBoxDepths).
 using DepthsOf = std::function<ReductionDepths(const RowShape&, const LaunchEnv&)>;
 

@@ -126,8 +126,8 @@ const bool registered = registerDoor(OpDoor{
       return k ? &k->info : nullptr;
     },
     .plugin_problem = [](const ulpcheck_variant& v) -> std::string {
-      if (v.allreduce_rmsnorm) return "";
-      return "allreduce_rmsnorm needs its entry point (ABI version 5)";
+      if (!v.allreduce_rmsnorm) return "allreduce_rmsnorm needs its entry point (ABI version 5)";
+      return noLayerNormStatistics(v);
     },
     .add_plugin = addPlugin,
     .plugin_spec_options = {"fp32_weights", "weight_offset", "fp32_residual", "allreduce_acc"},

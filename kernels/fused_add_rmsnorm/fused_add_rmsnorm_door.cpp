@@ -111,8 +111,8 @@ const bool registered = registerDoor(withRegistry<FusedAddRmsNormKernel>(
                                   env);
                      }}},
         .plugin_problem = [](const ulpcheck_variant& v) -> std::string {
-          if (v.fused_add_rmsnorm_forward) return "";
-          return "fused_add_rmsnorm needs its forward entry point (ABI version 2)";
+          if (!v.fused_add_rmsnorm_forward) return "fused_add_rmsnorm needs its forward entry point (ABI version 2)";
+          return noLayerNormStatistics(v);
         },
         .add_plugin = addPlugin,
         .plugin_spec_options = {"fp32_weights", "rounding", "weight_offset", "fp32_residual", "sum"},

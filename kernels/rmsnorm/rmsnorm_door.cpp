@@ -92,8 +92,9 @@ const bool registered = registerDoor(withRegistry<RmsNormKernel>(
                                                    env);
                      }}},
         .plugin_problem = [](const ulpcheck_variant& v) -> std::string {
-          if (v.rmsnorm_forward && v.rmsnorm_backward) return "";
-          return "rmsnorm needs both its forward and backward entry points (ABI version 1)";
+          if (!v.rmsnorm_forward || !v.rmsnorm_backward)
+            return "rmsnorm needs both its forward and backward entry points (ABI version 1)";
+          return noLayerNormStatistics(v);
         },
         .add_plugin = addPlugin,
         .plugin_spec_options = {"fp32_weights", "rounding", "weight_offset", "stats", "bias_variants"},

@@ -33,6 +33,7 @@
 #define KIND_UNFUSED_WITHOUT_OUTPUTS 20  // names an unfused pipeline but no output to compare with it
 #define KIND_ALLREDUCE_BAD_RANKS 21      // a multi-rank variant declaring 9 ranks (ULPCHECK_MAX_RANKS is 8)
 #define KIND_ALLREDUCE_NO_ENTRY 22       // a multi-rank variant without its entry point
+#define KIND_RMSNORM_TWO_PASS 23         // an RMSNorm declaring LayerNorm's two-pass statistics
 
 namespace {
 
@@ -255,6 +256,13 @@ ulpcheck_variant badDtypes() {
   return v;
 }
 const ulpcheck_variant kVariants[] = {badDtypes()};
+#elif TEST_PLUGIN_KIND == KIND_RMSNORM_TWO_PASS
+ulpcheck_variant twoPassRmsNorm() {
+  ulpcheck_variant v = variant("rmsnorm", "test_rmsnorm_two_pass", 0, 0, correctBackwardEntry);
+  v.contracts |= ULPCHECK_TWO_PASS_STATISTICS;
+  return v;
+}
+const ulpcheck_variant kVariants[] = {twoPassRmsNorm()};
 #else
 const ulpcheck_variant kVariants[] = {variant("rmsnorm", "test_rmsnorm_other", 0, 0, backwardContiguous)};
 #endif

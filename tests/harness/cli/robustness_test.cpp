@@ -498,6 +498,13 @@ TEST(Robustness, APluginDtypeMaskOfNoKnownDtypeIsRefused) {
   expectPluginRefused(ULPCHECK_TEST_PLUGIN_BAD_DTYPES, {"'test_rmsnorm_fp8'", "dtypes mask 0x80"});
 }
 
+TEST(Robustness, APluginRmsNormDeclaringLayerNormsStatisticsIsRefused) {
+  // An RMSNorm has no mean: the contract would be ignored, and believed judged.
+  expectPluginRefused(
+      ULPCHECK_TEST_PLUGIN_RMSNORM_TWO_PASS,
+      {"'test_rmsnorm_two_pass'", "ULPCHECK_TWO_PASS_STATISTICS is LayerNorm's", "rmsnorm has no mean"});
+}
+
 TEST(Robustness, APluginOfNoVariantsIsRefused) {
   expectPluginRefused(ULPCHECK_TEST_PLUGIN_NO_VARIANTS, {"declares 0 variants"});
 }
