@@ -209,6 +209,8 @@ typedef int (*ulpcheck_allreduce_rmsnorm_fn)(const ulpcheck_allreduce_rmsnorm_ar
 #define ULPCHECK_DETERMINISTIC (1u << 0)                 /* repeated runs give identical bits */
 #define ULPCHECK_BATCH_INVARIANT (1u << 1)               /* a row's outputs do not depend on M or where the row sits */
 #define ULPCHECK_COLUMN_SUM_FLUSHES_SUBNORMALS (1u << 2) /* e.g. dW by fp32 atomicAdd (PTX red.add.f32) */
+/* The next three are LayerNorm's: a variant of an op without a mean (the
+ * RMSNorms, fused or not) that declares one is refused when it loads. */
 /* LayerNorm: the mean first, then the sum of (x - mean)^2 with that one mean
  * subtracted from every x. Without it the budget allows running means
  * (Welford, Chan's merges), whose variance may err far more. */
