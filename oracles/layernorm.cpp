@@ -577,14 +577,18 @@ void setFirstRow(LayerNormReference& window, int64_t first) {
 }
 
 /// Rows [first, first + rows) of the per-row tensors (y, mean, rstd, dx),
-/// zero. Magnitudes (the sizes of the terms; see ReferenceTensor::magnitude):
-/// y = xhat gamma + beta: |xhat gamma| + |beta|; dx = r (a - c1 - xhat c2):
-/// r (|a| + |c1| + |xhat c2|); the mean: sqrt(sum_j x_j^2) / N.
-LayerNormReference rowTensors(const Setup& s, int64_t first, int64_t rows) {
+/// zero; unless `with_elements`, y and dx are only their names and shapes
+/// (streamed). Magnitudes (the sizes of the terms; see
+/// ReferenceTensor::magnitude): y = xhat gamma + beta: |xhat gamma| + |beta|;
+/// dx = r (a - c1 - xhat c2): r (|a| + |c1| + |xhat c2|); the mean:
+/// sqrt(sum_j x_j^2) / N.
+LayerNormReference rowTensors(const Setup& s, int64_t first, int64_t rows, bool with_elements = true) {
+  const int64_t element_rows = with_elements ? rows : 0;
   LayerNormReference ref{
-      ReferenceTensor::zeros("y", s.T, rows, s.N, true), ReferenceTensor::zeros("mean", s.S, rows, 1, true),
-      ReferenceTensor::zeros("rstd", s.S, rows, 1, true), ReferenceTensor::zeros("dx", s.T, rows, s.N, true)};
+      ReferenceTensor::zeros("y", s.T, element_rows, s.N, true), ReferenceTensor::zeros("mean", s.S, rows, 1, true),
+      ReferenceTensor::zeros("rstd", s.S, rows, 1, true), ReferenceTensor::zeros("dx", s.T, element_rows, s.N, true)};
   for (ReferenceTensor* t : {&ref.y, &ref.mean, &ref.dx}) t->withMagnitudes();
+  ref.y.rows = ref.dx.rows = rows;
   setFirstRow(ref, first);
   return ref;
 }
@@ -595,13 +599,7 @@ LayerNormReference rowTensors(const Setup& s, int64_t first, int64_t rows) {
 /// rows are made again for the judge, LayerNormRows).
 LayerNormReference emptyReference(const Setup& s, ThreadPool& pool, bool fast, bool hold_rows,
                                   FastOracleCounts* counts = nullptr, double widen = 1.0) {
-  LayerNormReference ref = rowTensors(s, 0, hold_rows ? s.M : 0);
-  if (!hold_rows) {
-    ref.mean = ReferenceTensor::zeros("mean", s.S, s.M, 1, true);
-    ref.mean.withMagnitudes();
-    ref.rstd = ReferenceTensor::zeros("rstd", s.S, s.M, 1, true);
-    ref.y.rows = ref.dx.rows = s.M;
-  }
+  LayerNormReference ref = rowTensors(s, 0, s.M, hold_rows);
   // The column sums' magnitudes: sqrt(sum of squared terms).
   ref.dgamma = ReferenceTensor::zeros("dgamma", s.W, 1, s.N, false);
   ref.dgamma.withMagnitudes();

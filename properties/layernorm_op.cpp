@@ -34,6 +34,12 @@ namespace {
 constexpr double kPeakBytesPerElement32 = 48, kPeakBytesPerElement16 = 26, kHeldReferenceBytesPerElement = 48;
 constexpr double kPeakBytesPerRow = 131, kPeakBytesPerColumn = 845, kPeakBaseBytes = 32 << 20;
 
+/// What the case's y and dx take held whole (exact value, budget, magnitude):
+/// past the context's max_held_reference_bytes they are streamed.
+bool referenceHeldWhole(const CaseSpec& c, const ExecContext& ctx) {
+  return kHeldReferenceBytesPerElement * double(c.M) * double(c.N) <= double(ctx.max_held_reference_bytes);
+}
+
 const LayerNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<LayerNormRegistry>(c); }
 
 /// What the case's variant declares about its arithmetic, at the case's shape.
@@ -57,10 +63,10 @@ class LayerNormOp final : public OpAdapter {
   }
 
   uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& ctx) const override {
-    const double held = kHeldReferenceBytesPerElement * double(c.M) * double(c.N);
-    const bool held_whole = held <= double(ctx.max_held_reference_bytes);  // as reference() decides
+    const double held = referenceHeldWhole(c, ctx) ? 1.25 * kHeldReferenceBytesPerElement * double(c.M) * double(c.N)
+                                                   : 0.0;
     return linearHostBytes(c, c.dtype == DType::F32 ? kPeakBytesPerElement32 : kPeakBytesPerElement16, kPeakBytesPerRow,
-                           kPeakBytesPerColumn, kPeakBaseBytes + (held_whole ? 1.25 * held : 0.0));
+                           kPeakBytesPerColumn, kPeakBaseBytes + held);
   }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<LayerNormRegistry>(); }
@@ -109,10 +115,8 @@ class LayerNormOp final : public OpAdapter {
     LayerNormInputData fresh;
     const LayerNormInputData& in = caseInputs(ctx, rows, fresh, [&] { return generateLayerNormInputs(c, rows); });
     const AccuracyContract contract = contractOf(c, ctx);
-    // y and dx held whole take 48 bytes an element (exact value, budget,
-    // magnitude): beyond the context's limit they are streamed.
-    const bool stream = ctx.inputs && kHeldReferenceBytesPerElement * double(c.M) * double(c.N) >
-                                          double(ctx.max_held_reference_bytes);
+    // Streamed rows are made again from the case's cached inputs (ctx.inputs).
+    const bool stream = ctx.inputs && !referenceHeldWhole(c, ctx);
     return referenceWithStatisticalBudgets(
         c, k.info, contract,
         [&](const AccuracyContract& at) {
