@@ -255,6 +255,74 @@ OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& o
   return b;
 }
 
+// The distance of MPFR's 256-bit column sums from the exact ones, relative
+// to sum |v| (biasGradientReference).
+inline constexpr double kBiasSumSlack = 0x1p-200;  // M <= 2^40 adds of 2^-256 relative each
+
+/// biasGradientReference's fast exact sums from its chunk words and each
+/// column's smallest ulp q (over every chunk): totals[j] with its
+/// magnitudes, and its exact value where decided; the columns it leaves to
+/// MPFR are returned.
+inline std::vector<int64_t> decideBiasColumns(const WordColumnChunks& words, const std::vector<double>& q, double widen,
+                                              std::vector<ColumnTotal>& totals) {
+  std::vector<int64_t> undecided;
+  for (int64_t j = 0; j < int64_t(totals.size()); ++j) {
+    ColumnTotal& t = totals[size_t(j)];
+    t = combineMagnitudes(words, j);
+    if (t.abs_terms < 0x1p53 * q[size_t(j)]) {  // every partial sum a double (each chunk's word too): exact
+      t.exact = 0.0;
+      for (const auto& w : words) t.exact += w->sum[size_t(j)].h;
+      continue;
+    }
+    if (!decideWordColumn(words, j, kBiasSumSlack, widen, t)) undecided.push_back(j);
+  }
+  return undecided;
+}
+
+/// biasGradientReference's tensor from its column totals (exact values and
+/// magnitudes) and the bounds of the orders the contract declares.
+inline ReferenceTensor biasGradientBudgets(std::string name, DType out, int64_t M, const AccuracyContract& contract,
+                                           const std::vector<ColumnTotal>& totals,
+                                           const std::vector<OrderedColumnBound>& ordered) {
+  const int64_t N = int64_t(totals.size());
+  const double K = tolerance::kBudgetSafety, u = unitRoundoff(contract.accumulation);
+  const double Dc = double(contract.depths.col);
+  const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(contract.accumulation);
+  const double ftz = contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(contract.accumulation).emin)
+                                                   : 0.0;
+  ReferenceTensor ref = ReferenceTensor::zeros(std::move(name), out, 1, N, false);
+  ref.withMagnitudes();  // sqrt(sum_i v^2)
+  const probabilistic::ColumnLambdas lambdas = probabilistic::columnLambdas(double(M), double(N));
+  if (contract.random_gradient.set()) ref.statistical_budget.assign(size_t(N), 0.0);
+  // The gradient model's bound is not of depth D_c: a flush may come at any of the M adds.
+  const double ftz_any_add = contract.column_reduction_ftz
+                                 ? K * double(M) * std::ldexp(1.0, formatOf(contract.accumulation).emin)
+                                 : 0.0;
+  for (int64_t j = 0; j < N; ++j) {
+    const ColumnTotal& t = totals[size_t(j)];
+    double error = K * Dc * u * t.abs_terms + ftz;
+    if (!ordered.empty()) {
+      double worst = 0;
+      for (const OrderedColumnBound& b : ordered)
+        worst = std::max(worst, K * b.factor(u) * b.partial_abs[size_t(j)] + K * double(b.adds) * eta);
+      error = std::min(worst, error);
+    }
+    if (contract.random_gradient.set()) {
+      probabilistic::GradientColumn leaves;  // c_i = 1: the leaves are dy_i (rounded if the accumulator is narrower)
+      leaves.coef_bound_sq = leaves.coef_bound_abs = double(M);
+      leaves.term_sq = t.sq_terms;
+      ref.statistical_budget[size_t(j)] = budgetFromError(
+          out, t.exact,
+          std::min(error, probabilistic::randomGradientColumnError(contract.random_gradient, lambdas, u, double(M),
+                                                                   leaves, ftz_any_add)));
+    }
+    ref.exact[size_t(j)] = t.exact;
+    ref.magnitude[size_t(j)] = t.magnitude();
+    ref.budget[size_t(j)] = budgetFromError(out, t.exact, error);
+  }
+  return ref;
+}
+
 /// The gradient of a bias, sum_i v_ij over the rows of an M x N matrix of
 /// exact values (LayerNorm's dbeta and RMSNorm's db: v = dy), named `name`
 /// and rounded to `out`, with the budget of an fp32 column reduction as
@@ -278,20 +346,10 @@ OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& o
 /// any other is summed in double words (DWPlusFP, 2 u2 |partial| each,
 /// chunks combined by decideWordColumn; MPFR's 256-bit adds are within
 /// kBiasSumSlack sum |v|), and summed by MPFR where that does not decide it.
-inline constexpr double kBiasSumSlack = 0x1p-200;  // M <= 2^40 adds of 2^-256 relative each
-
 inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix& v, DType out,
                                              const AccuracyContract& contract, ThreadPool& pool, bool fast = false,
                                              FastOracleCounts* counts = nullptr, double widen = 1.0) {
   const int64_t M = v.rows, N = v.cols;
-  const double K = tolerance::kBudgetSafety, u = unitRoundoff(contract.accumulation);
-  const double Dc = double(contract.depths.col);
-  const double eta = tolerance::kUnderflowHalfUlps * minSubnormal(contract.accumulation);
-  const double ftz = contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(contract.accumulation).emin)
-                                                   : 0.0;
-  ReferenceTensor ref = ReferenceTensor::zeros(std::move(name), out, 1, N, false);
-  ref.withMagnitudes();  // sqrt(sum_i v^2)
-
   const int64_t chunks = columnChunkCount(M, N);
   ColumnSumChunks sums(fast ? 0 : size_t(chunks));
   WordColumnChunks words(fast ? size_t(chunks) : 0);
@@ -338,23 +396,15 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
           pool));
 
   std::vector<ColumnTotal> totals(static_cast<size_t>(N));
-  Real total(tolerance::kOracleAccumulatorBits);
   std::vector<int64_t> undecided;
-  for (int64_t j = 0; j < N; ++j) {
-    ColumnTotal& t = totals[size_t(j)];
-    if (!fast) {
-      t = combineColumn(sums, j, total);
-      continue;
-    }
-    double q = INFINITY;
-    for (const std::vector<double>& chunk_q : smallest_ulp) q = std::min(q, chunk_q[size_t(j)]);
-    t = combineMagnitudes(words, j);
-    if (t.abs_terms < 0x1p53 * q) {  // every partial sum a double (each chunk's word too): exact
-      t.exact = 0.0;
-      for (const auto& w : words) t.exact += w->sum[size_t(j)].h;
-      continue;
-    }
-    if (!decideWordColumn(words, j, kBiasSumSlack, widen, t)) undecided.push_back(j);
+  if (fast) {
+    std::vector<double> q(size_t(N), INFINITY);
+    for (const std::vector<double>& chunk_q : smallest_ulp)
+      for (int64_t j = 0; j < N; ++j) q[size_t(j)] = std::min(q[size_t(j)], chunk_q[size_t(j)]);
+    undecided = decideBiasColumns(words, q, widen, totals);
+  } else {
+    Real total(tolerance::kOracleAccumulatorBits);
+    for (int64_t j = 0; j < N; ++j) totals[size_t(j)] = combineColumn(sums, j, total);
   }
   const std::vector<double> exact = mpfrColumnSums(
       M, chunks, undecided, [](int64_t) {},
@@ -364,35 +414,7 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
     counts->fast += N - int64_t(undecided.size());
     counts->fell_back += int64_t(undecided.size());
   }
-  const probabilistic::ColumnLambdas lambdas = probabilistic::columnLambdas(double(M), double(N));
-  if (contract.random_gradient.set()) ref.statistical_budget.assign(size_t(N), 0.0);
-  // The gradient model's bound is not of depth D_c: a flush may come at any of the M adds.
-  const double ftz_any_add = contract.column_reduction_ftz
-                                 ? K * double(M) * std::ldexp(1.0, formatOf(contract.accumulation).emin)
-                                 : 0.0;
-  for (int64_t j = 0; j < N; ++j) {
-    const ColumnTotal& t = totals[size_t(j)];
-    double error = K * Dc * u * t.abs_terms + ftz;
-    if (!ordered.empty()) {
-      double worst = 0;
-      for (const OrderedColumnBound& b : ordered)
-        worst = std::max(worst, K * b.factor(u) * b.partial_abs[size_t(j)] + K * double(b.adds) * eta);
-      error = std::min(worst, error);
-    }
-    if (contract.random_gradient.set()) {
-      probabilistic::GradientColumn leaves;  // c_i = 1: the leaves are dy_i (rounded if the accumulator is narrower)
-      leaves.coef_bound_sq = leaves.coef_bound_abs = double(M);
-      leaves.term_sq = t.sq_terms;
-      ref.statistical_budget[size_t(j)] = budgetFromError(
-          out, t.exact,
-          std::min(error, probabilistic::randomGradientColumnError(contract.random_gradient, lambdas, u, double(M),
-                                                                   leaves, ftz_any_add)));
-    }
-    ref.exact[size_t(j)] = t.exact;
-    ref.magnitude[size_t(j)] = t.magnitude();
-    ref.budget[size_t(j)] = budgetFromError(out, t.exact, error);
-  }
-  return ref;
+  return biasGradientBudgets(std::move(name), out, M, contract, totals, ordered);
 }
 
 }  // namespace ulpcheck::mp

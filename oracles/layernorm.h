@@ -3,6 +3,7 @@
 // of the budget is in layernorm.cpp.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "core/datagen.h"
 #include "core/norm_spec.h"
 #include "core/parallel.h"
+#include "oracles/column_sum.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/reference.h"
 
@@ -53,6 +55,30 @@ LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const Accur
 /// every certified interval (1; more forces fallbacks, to test them).
 LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
                                           FastOracleCounts* counts = nullptr, double widen = 1.0);
+
+/// A few rows of a case (`in` holds only them: a GPU judge's undecided and
+/// worst rows) as the fast path makes them: their y, mean, rstd and dx, and
+/// per row the nearest x-hat_j and Dx_j (N each, row major) and the rstd r
+/// that dgamma's magnitudes read. Statistics saved in fp32 only. Parallel
+/// over rows.
+struct LayerNormFastRows {
+  LayerNormReference ref;  // dgamma and dbeta empty
+  std::vector<double> xhat, dxh, r;
+};
+LayerNormFastRows layernormRowsFast(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                    FastOracleCounts* counts);
+
+/// dgamma from double-word chunk sums formed elsewhere (the GPU judge,
+/// oracles/layernorm_device.h; columnChunkCount's chunking of the M rows)
+/// and the bounds of the orders the contract declares, finished as the fast
+/// path finishes its own: a column the sums do not decide is summed by MPFR
+/// over `whole()`'s inputs (asked for only then). `shape`: x and dy need
+/// only their shapes; gamma and beta are read.
+ReferenceTensor layernormDgammaFromChunks(const LayerNormInputs& shape, const AccuracyContract& contract,
+                                          const mp::WordColumnChunks& chunks,
+                                          const std::vector<mp::OrderedColumnBound>& ordered, double widen,
+                                          const std::function<const LayerNormInputs&()>& whole,
+                                          FastOracleCounts* counts);
 
 /// Whether the fast path models the spec (statistics saved in fp32);
 /// otherwise layernormReferenceFast is the MPFR path.

@@ -14,6 +14,7 @@
 
 #include "core/cuda_check.h"
 #include "core/device.h"
+#include "oracles/device_judge.cuh"
 #include "oracles/double_word.h"
 #include "oracles/rmsnorm_budgets.h"
 #include "oracles/tolerances.h"
@@ -24,89 +25,8 @@ namespace {
 
 using dw::DW;
 using dw::kU2;
-namespace eb = error_buckets;
 
 constexpr int kThreads = 256;
-
-__device__ inline double load(DType t, const void* p, int64_t i) {
-  const uint32_t bits = storageBytes(t) == 4 ? static_cast<const uint32_t*>(p)[i] : static_cast<const uint16_t*>(p)[i];
-  return decodeBits(t, bits);
-}
-
-__device__ inline double overflowThreshold(DType t) { return maxFinite(t) + 0.5 * ulpOf(t, maxFinite(t)); }
-
-/// A CTA's share of the distributions, flushed to global memory at its end.
-struct SharedDistribution {
-  unsigned long long ratio[eb::kRatioBuckets];
-  unsigned long long ulp[eb::kUlpBuckets];
-  unsigned long long scale_count[eb::kScaleOctaves];
-  int where[eb::kGrid * eb::kGrid];  // float bits of values >= 0 order as ints
-  int scale_worst[eb::kScaleOctaves];
-  unsigned long long max_ulp_bits;  // double bits of values >= 0 order as integers
-};
-
-/// The global distribution: the same arrays.
-struct GlobalDistribution {
-  unsigned long long ratio[eb::kRatioBuckets];
-  unsigned long long ulp[eb::kUlpBuckets];
-  unsigned long long scale_count[eb::kScaleOctaves];
-  int where[eb::kGrid * eb::kGrid];
-  int scale_worst[eb::kScaleOctaves];
-  unsigned long long max_ulp_bits;
-};
-
-__device__ inline int floatBits(float f) { return __float_as_int(f); }
-
-/// One element judged as properties/accuracy.cpp's judgeTensorRows judges it.
-/// magnitude < 0: the tensor has none (its scale is |exact|).
-/// statistical < 0: no probabilistic budget.
-__device__ void judgeElement(DType t, double exact, double rigorous, double statistical, double magnitude, double got,
-                             double row_fraction, double col_fraction, RowFigures& f, SharedDistribution& d,
-                             double& max_ulp_at_scale) {
-  // std::min(rigorous, statistical)
-  const double budget = statistical < 0 ? rigorous : (statistical < rigorous ? statistical : rigorous);
-  const double unit = ulpOf(t, exact);
-  bool ok;
-  if (!isfinite(exact) && isinf(rigorous)) ok = !isfinite(got);
-  else if (isnan(exact)) ok = isnan(got);
-  else if (isnan(got)) ok = false;
-  else if (isinf(got)) ok = (signbit(got) ? budget - exact : exact + budget) >= overflowThreshold(t);
-  else ok = true;
-  const double err = isfinite(got) && isfinite(exact) ? fabs(got - exact) : INFINITY;
-  const double ulp = ok && !isfinite(err) ? 0 : err / unit;
-  const double ratio = (ok && !isfinite(err)) || err == 0.0 ? 0 : err / budget;
-  if (ok && ratio > 1.0 && err <= rigorous) ++f.statistical_flags;
-  ok = ok && ratio <= 1.0;
-  // ReferenceTensor::magnitudeAt: std::max(|exact|, magnitude).
-  const double scale = magnitude < 0 ? fabs(exact) : (fabs(exact) < magnitude ? magnitude : fabs(exact));
-  const double scale_unit = ulpOf(t, scale > 0 ? scale : minNormal(t));
-  const double ulp_at_scale = !isfinite(err) ? (ok ? 0.0 : INFINITY) : err / scale_unit;
-  // ErrorDistribution::add (ulp@scale only where there is a scale)
-  atomicAdd(&d.ratio[eb::bucketOf(ratio, eb::kRatioLow, eb::kRatioHigh)], 1ull);
-  const float shown = eb::shownRatio(ratio);
-  atomicMax(&d.where[eb::gridCell(row_fraction, col_fraction)], floatBits(shown));
-  if (scale > 0) {
-    atomicAdd(&d.ulp[eb::bucketOf(ulp_at_scale, eb::kUlpLow, eb::kUlpHigh)], 1ull);
-    if (ulp_at_scale > max_ulp_at_scale) max_ulp_at_scale = ulp_at_scale;
-    const int slot = eb::scaleSlot(scale);
-    atomicAdd(&d.scale_count[slot], 1ull);
-    atomicMax(&d.scale_worst[slot], floatBits(shown));
-  }
-  ++f.elements;
-  if (isfinite(ulp)) {
-    if (f.max_ulp < ulp) f.max_ulp = ulp;
-    f.sum_sq_ulp += ulp * ulp;
-    ++f.finite;
-  }
-  if (f.max_ratio < ratio) f.max_ratio = ratio;
-  f.nontrivial |= exact != 0.0;
-  if (isfinite(exact) && exact != 0.0) {
-    ++f.nonzero;
-    const double seen = tolerance::kPowerErrorFraction * (magnitude < 0 ? fabs(exact) : scale);
-    f.sharp += budget <= (seen < unit ? unit : seen);
-  }
-  if (!ok) ++f.wrong;
-}
 
 /// What every element of a row needs, from its row sums.
 struct RowValues {
@@ -176,46 +96,15 @@ struct RowSums {
   int finite;
 };
 
-__device__ void reduceRowSums(RowSums& mine, RowSums* shared) {
-  const int t = threadIdx.x;
-  shared[t] = mine;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (t < stride) {
-      RowSums a = shared[t];
-      const RowSums& b = shared[t + stride];
-      a.sq = dw::plus(a.sq, b.sq);
-      a.e_sq += b.e_sq + 3.01 * kU2 * fabs(a.sq.h);
-      a.P = dw::plus(a.P, b.P);
-      a.e_P += b.e_P + 3.01 * kU2 * fabs(a.P.h);
-      a.partials += b.partials;
-      a.finite &= b.finite;
-      shared[t] = a;
-    }
-    __syncthreads();
-  }
-}
-
-/// Per-row figures summed over the CTA (maxima and counts exact; the sum of
-/// squares in a fixed tree).
-__device__ void reduceFigures(RowFigures& mine, RowFigures* shared) {
-  const int t = threadIdx.x;
-  shared[t] = mine;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (t < stride) {
-      RowFigures a = shared[t];
-      const RowFigures& b = shared[t + stride];
-      if (a.max_ratio < b.max_ratio) a.max_ratio = b.max_ratio;
-      if (a.max_ulp < b.max_ulp) a.max_ulp = b.max_ulp;
-      a.sum_sq_ulp += b.sum_sq_ulp;
-      a.elements += b.elements, a.finite += b.finite, a.wrong += b.wrong, a.nonzero += b.nonzero, a.sharp += b.sharp;
-      a.nontrivial |= b.nontrivial;
-      a.statistical_flags += b.statistical_flags;
-      shared[t] = a;
-    }
-    __syncthreads();
-  }
+__device__ RowSums reduceRowSums(const RowSums& mine, RowSums* shared) {
+  return reduceCta(mine, shared, [](RowSums& a, const RowSums& b) {
+    a.sq = dw::plus(a.sq, b.sq);
+    a.e_sq += b.e_sq + 3.01 * kU2 * fabs(a.sq.h);
+    a.P = dw::plus(a.P, b.P);
+    a.e_P += b.e_P + 3.01 * kU2 * fabs(a.P.h);
+    a.partials += b.partials;
+    a.finite &= b.finite;
+  });
 }
 
 struct RowOutputs {
@@ -237,14 +126,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ double abs_sum;
   __shared__ int undecided;
   const int t = threadIdx.x;
-  for (int tensor = 0; tensor < kTensors; ++tensor) {
-    SharedDistribution& d = dist[tensor];
-    for (int b = t; b < eb::kRatioBuckets; b += kThreads) d.ratio[b] = 0;
-    for (int b = t; b < eb::kUlpBuckets; b += kThreads) d.ulp[b] = 0;
-    for (int b = t; b < eb::kScaleOctaves; b += kThreads) d.scale_count[b] = 0, d.scale_worst[b] = 0;
-    for (int b = t; b < eb::kGrid * eb::kGrid; b += kThreads) d.where[b] = 0;
-    if (t == 0) d.max_ulp_bits = 0;
-  }
+  clearDistributions(dist, kTensors);
   double max_ulp_at_scale[kTensors] = {0, 0, 0};
   const int64_t M = c.M, N = c.N;
   const double n = double(N);
@@ -282,10 +164,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int lane = 0; lane < 32; ++lane) total += __shfl_sync(0xffffffffu, chain, lane);
       if (t == 0) abs_sum = total;
     }
-    reduceRowSums(mine, sums);
+    const RowSums s = reduceRowSums(mine, sums);
     if (t == 0) {
       RowValues v{};
-      const RowSums& s = sums[0];
       v.undecided = !s.finite;
       const DW nn{n, 0.0};
       DW ms = dw::divide(s.sq, nn);
@@ -342,12 +223,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       judgeElement(c.T, e.dx_exact, e.dx_budget, e.dx_statistical, e.dx_magnitude, load(c.T, c.dx, base + j),
                    row_fraction, col_fraction, fdx, dist[2], max_ulp_at_scale[2]);
     }
-    reduceFigures(fy, figures);
-    if (t == 0) out.figures[0][i] = figures[0];
-    __syncthreads();
-    reduceFigures(fdx, figures);
+    const RowFigures y_row = reduceFigures(fy, figures), dx_row = reduceFigures(fdx, figures);
     if (t == 0) {
-      out.figures[2][i] = figures[0];
+      out.figures[0][i] = y_row;
+      out.figures[2][i] = dx_row;
       RowFigures fr{};
       judgeElement(DType::F32, row.r_odd, rmsnorm_budget::rstd(k, DType::F32, row.r_odd, row.r_near),
                    c.statistical ? rmsnorm_budget::rstd(ks, DType::F32, row.r_odd, row.r_near) : -1.0, -1.0,
@@ -359,70 +238,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     __syncthreads();
   }
-  for (int tensor = 0; tensor < kTensors; ++tensor) {
-    SharedDistribution& d = dist[tensor];
-    atomicMax(&d.max_ulp_bits, static_cast<unsigned long long>(__double_as_longlong(max_ulp_at_scale[tensor])));
-  }
-  __syncthreads();
-  for (int tensor = 0; tensor < kTensors; ++tensor) {
-    const SharedDistribution& d = dist[tensor];
-    GlobalDistribution& g = out.distribution[tensor];
-    for (int b = t; b < eb::kRatioBuckets; b += kThreads)
-      if (d.ratio[b]) atomicAdd(&g.ratio[b], d.ratio[b]);
-    for (int b = t; b < eb::kUlpBuckets; b += kThreads)
-      if (d.ulp[b]) atomicAdd(&g.ulp[b], d.ulp[b]);
-    for (int b = t; b < eb::kScaleOctaves; b += kThreads) {
-      if (d.scale_count[b]) atomicAdd(&g.scale_count[b], d.scale_count[b]);
-      if (d.scale_worst[b]) atomicMax(&g.scale_worst[b], d.scale_worst[b]);
-    }
-    for (int b = t; b < eb::kGrid * eb::kGrid; b += kThreads)
-      if (d.where[b]) atomicMax(&g.where[b], d.where[b]);
-    if (t == 0) atomicMax(&g.max_ulp_bits, d.max_ulp_bits);
-  }
+  flushDistributions(dist, max_ulp_at_scale, kTensors, out.distribution);
 }
-
-/// Device memory for a few arrays, freed on every path out.
-class DeviceArrays {
- public:
-  ~DeviceArrays() {
-    for (void* p : blocks_) cudaFree(p);
-  }
-  template <typename T>
-  T* make(size_t count) {
-    void* p = nullptr;
-    ULPCHECK_CUDA(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)));
-    blocks_.push_back(p);
-    ULPCHECK_CUDA(cudaMemset(p, 0, std::max<size_t>(count, 1) * sizeof(T)));
-    return static_cast<T*>(p);
-  }
-  template <typename T>
-  T* upload(const std::vector<T>& v) {
-    T* p = make<T>(v.size());
-    ULPCHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return p;
-  }
-  template <typename T>
-  static std::vector<T> download(const T* p, size_t count) {
-    std::vector<T> v(count);
-    ULPCHECK_CUDA(cudaMemcpy(v.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost));
-    return v;
-  }
-
- private:
-  std::vector<void*> blocks_;
-};
 
 /// The budget's constants at row depth d_row (rstd saved in fp32: the
 /// backward's rstd error is the forward's).
 rmsnorm_budget::Constants constantsOf(const RmsNormDeviceCase& c, double d_row, double delta_r) {
   return rmsnorm_budget::Constants{c.T, c.acc, d_row, delta_r, delta_r, c.w_units, false};
-}
-
-int ctasFor(int64_t work, int per_sm) {
-  int device = 0, sms = 0;
-  ULPCHECK_CUDA(cudaGetDevice(&device));
-  ULPCHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return int(std::max<int64_t>(1, std::min<int64_t>(work, int64_t(sms) * per_sm)));
 }
 
 }  // namespace
@@ -449,18 +271,8 @@ RowsJudged judgeRows(const RmsNormDeviceCase& c) {
   r.r_hi = DeviceArrays::download(out.r_hi, M), r.r_lo = DeviceArrays::download(out.r_lo, M);
   r.rel_r = DeviceArrays::download(out.rel_r, M), r.r_near = DeviceArrays::download(out.r_near, M);
   r.r_odd = DeviceArrays::download(out.r_odd, M);
-  const std::vector<GlobalDistribution> g = DeviceArrays::download(out.distribution, kTensors);
-  for (int tensor = 0; tensor < kTensors; ++tensor) {
-    Distribution& d = r.distribution[size_t(tensor)];
-    const GlobalDistribution& s = g[size_t(tensor)];
-    std::copy(std::begin(s.ratio), std::end(s.ratio), d.ratio.begin());
-    std::copy(std::begin(s.ulp), std::end(s.ulp), d.ulp_at_scale.begin());
-    std::copy(std::begin(s.scale_count), std::end(s.scale_count), d.scale_count.begin());
-    for (size_t b = 0; b < d.worst_where.size(); ++b) std::memcpy(&d.worst_where[b], &s.where[b], sizeof(float));
-    for (size_t b = 0; b < d.scale_worst.size(); ++b) std::memcpy(&d.scale_worst[b], &s.scale_worst[b], sizeof(float));
-    std::memcpy(&d.max_ulp_at_scale, &s.max_ulp_bits, sizeof(double));
-    for (const RowFigures& f : r.figures[size_t(tensor)]) d.count += f.elements;
-  }
+  const std::vector<Distribution> d = downloadDistributions(out.distribution, kTensors, r.figures.data());
+  std::copy(d.begin(), d.end(), r.distribution.begin());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -495,34 +307,6 @@ __global__ void dwChunkKernel(RmsNormDeviceCase c, int64_t chunks, const double*
   out.gain[id] = gain, out.sq_terms[id] = sq_terms, out.spread[id] = spread;
 }
 
-/// mp::orderedColumnBound's loop for one column per thread, leaves dy x rstd.
-__global__ void orderedPartialKernel(RmsNormDeviceCase c, int64_t ctas, int groups, double depth,
-                                     const double* rstd_backward, double* partial_abs) {
-  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= c.N) return;
-  double group[kMaxOrderGroups];
-  for (int g = 0; g < groups; ++g) group[g] = 0.0;
-  double abs_sum = 0, abs_terms = 0, errs = 0;
-  for (int64_t cta = 0; cta < ctas; ++cta) {
-    double chain = 0.0;
-    for (int64_t i = cta; i < c.M; i += ctas) {
-      const double t = load(c.T, c.dy, i * c.ld + j) * load(c.T, c.x, i * c.ld + j) * rstd_backward[i];
-      chain += t;
-      abs_sum += fabs(chain);
-      abs_terms += fabs(t);
-      errs += 0x1p-51 * fabs(t);
-    }
-    double& g = group[cta % groups];
-    g += chain;
-    abs_sum += fabs(g);
-  }
-  if (groups > 1) {
-    double total = 0;
-    for (int g = 0; g < groups; ++g) abs_sum += fabs(total += group[g]);
-  }
-  partial_abs[j] = abs_sum + depth * errs + depth * (depth + 2) * 0x1p-52 * abs_terms;
-}
-
 }  // namespace
 
 DwChunkSums dwChunkSums(const RmsNormDeviceCase& c, int64_t chunks, const std::vector<double>& r_hi,
@@ -548,19 +332,27 @@ DwChunkSums dwChunkSums(const RmsNormDeviceCase& c, int64_t chunks, const std::v
   return s;
 }
 
+namespace {
+
+/// dW's leaves dy x rstd_backward[i], each within 2^-51 of itself.
+struct DwLeaf {
+  DType T;
+  const void *dy, *x;
+  int64_t ld;
+  const double* rstd_backward;
+  __device__ DeviceLeaf operator()(int64_t i, int64_t j) const {
+    const double t = load(T, dy, i * ld + j) * load(T, x, i * ld + j) * rstd_backward[i];
+    return DeviceLeaf{t, 0x1p-51 * fabs(t)};
+  }
+};
+
+}  // namespace
+
 std::vector<double> orderedPartialAbs(const RmsNormDeviceCase& c, const ColumnOrder& order, int64_t depth,
                                       const std::vector<double>& rstd_backward) {
-  if (order.groups > kMaxOrderGroups) throw std::invalid_argument("gpu_oracle: a column order with too many groups");
   DeviceArrays mem;
-  const double* rb = mem.upload(rstd_backward);
-  double* partial = mem.make<double>(size_t(c.N));
-  if (c.N > 0) {
-    orderedPartialKernel<<<unsigned((c.N + 127) / 128), 128>>>(c, std::max<int64_t>(1, order.ctas),
-                                                               std::max(1, order.groups), double(depth), rb, partial);
-    ULPCHECK_CUDA_LAUNCH("gpu_oracle::orderedPartialKernel");
-  }
-  deviceSynchronize("gpu_oracle::orderedPartialKernel");
-  return DeviceArrays::download(partial, size_t(c.N));
+  return gpu_oracle::orderedPartialAbs(c.M, c.N, order, depth, DwLeaf{c.T, c.dy, c.x, c.ld, mem.upload(rstd_backward)},
+                                       "gpu_oracle::orderedPartialKernel");
 }
 
 }  // namespace ulpcheck::gpu_oracle

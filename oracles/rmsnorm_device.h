@@ -24,7 +24,7 @@
 
 #include "core/accuracy.h"
 #include "core/dtype.h"
-#include "core/error_buckets.h"
+#include "oracles/device_judge.h"
 
 namespace ulpcheck::gpu_oracle {
 
@@ -51,25 +51,6 @@ struct RmsNormDeviceCase {
   bool statistical = false;
   double d_row_statistical = 1, delta_r_statistical = 0;
   double widen = 1;  // multiplies every certified interval (1; more forces host fallbacks, to test them)
-};
-
-/// A tensor's figures over one row (TensorJudgment's, per row).
-struct RowFigures {
-  double max_ratio = 0, max_ulp = 0, sum_sq_ulp = 0;
-  int64_t elements = 0, finite = 0, wrong = 0, nonzero = 0, sharp = 0;
-  int64_t nontrivial = 0;
-  int64_t statistical_flags = 0;  // within the rigorous budget, over the probabilistic one
-};
-
-/// ErrorDistribution's arrays (properties/error_distribution.h), as summed on the device.
-struct Distribution {
-  int64_t count = 0;
-  double max_ulp_at_scale = 0;
-  std::array<int64_t, error_buckets::kRatioBuckets> ratio{};
-  std::array<int64_t, error_buckets::kUlpBuckets> ulp_at_scale{};
-  std::array<float, error_buckets::kGrid * error_buckets::kGrid> worst_where{};
-  std::array<int64_t, error_buckets::kScaleOctaves> scale_count{};
-  std::array<float, error_buckets::kScaleOctaves> scale_worst{};
 };
 
 inline constexpr int kTensors = 3;  // y, rstd, dx
@@ -107,8 +88,5 @@ DwChunkSums dwChunkSums(const RmsNormDeviceCase& c, int64_t chunks, const std::v
 /// mp::orderedColumnShape gives it.
 std::vector<double> orderedPartialAbs(const RmsNormDeviceCase& c, const ColumnOrder& order, int64_t depth,
                                       const std::vector<double>& rstd_backward);
-
-/// The most groups a column order may have here (its chains live in registers).
-inline constexpr int kMaxOrderGroups = 64;
 
 }  // namespace ulpcheck::gpu_oracle

@@ -70,8 +70,7 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
   b.st.tensor = ref.name;
   if (!logical_rows && total_rows == 0) total_rows = ref.first_row + ref.rows;
   std::vector<double> center, cbudget;  // the run's own bounds, rows row_begin.. (ConditionalBounds)
-  if (conditional && !logical_rows && conditional->bounds(ref.name))
-    conditional->rows(ref.name, row_begin, row_end, center, cbudget);
+  if (conditional && conditional->bounds(ref.name)) conditional->rows(ref.name, row_begin, row_end, center, cbudget);
   for (int64_t k = row_begin; k < row_end; ++k)
     for (int64_t c = 0; c < ref.cols; ++c) {
       const size_t i = ref.index(k, c);

@@ -37,9 +37,10 @@ struct TensorJudgment {
 /// Rows [row_begin, row_end) of `ref` against `out`. Where ref and out hold
 /// only some rows of the tensor, logical_rows[k] names row k in the whole
 /// tensor of total_rows rows (findings and positions use it).
-/// `conditional`, where given and it bounds the tensor (whole tensors only,
-/// no logical_rows): each element must also lie within its bound about the
-/// run's own center, and power is measured with the narrower of the two.
+/// `conditional`, where given and it bounds the tensor (its rows are ref's
+/// rows, as row_begin and row_end count them): each element must also lie
+/// within its bound about the run's own center, and power is measured with
+/// the narrower of the two.
 TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_begin, int64_t row_end,
                                const std::vector<int64_t>* logical_rows = nullptr, int64_t total_rows = 0,
                                const ConditionalBounds* conditional = nullptr);

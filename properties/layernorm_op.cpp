@@ -13,6 +13,7 @@
 #include "oracles/layernorm.h"
 #include "properties/accuracy.h"
 #include "properties/generators.h"
+#include "properties/layernorm_gpu_judge.h"
 #include "properties/layernorm_inputs.h"
 #include "properties/op.h"
 #include "properties/row_op.h"
@@ -152,6 +153,16 @@ class LayerNormOp final : public OpAdapter {
     }
     return layernormSavedStatisticsBounds(LayerNormInputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec}, contract,
                                           std::move(saved_mean), std::move(saved_rstd));
+  }
+
+  std::optional<Outcome> accuracyOnGpu(const CaseSpec& c, const ExecContext& ctx, const RunResult* outputs,
+                                       OutputDigests* digests = nullptr) const override {
+    const LayerNormKernel& k = kernelOf(c);
+    if (!layernormGpuJudgeApplies(c, k.info)) return std::nullopt;
+    return layernormAccuracyOnGpu(
+        c, k, ctx,
+        [&](const std::string& tensor, int64_t row, int64_t col) { return describeInputs(c, tensor, row, col); },
+        outputs, 1.0, digests);
   }
 
   std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {

@@ -6,78 +6,18 @@
 #include <fmt/format.h>
 
 #include "core/datagen.h"
-#include "core/device.h"
 #include "core/phase_timer.h"
-#include "core/schedule_noise.h"
 #include "oracles/oracle_mode.h"
 #include "oracles/probabilistic.h"
 #include "oracles/rmsnorm.h"
 #include "oracles/rmsnorm_device.h"
 #include "oracles/tolerances.h"
+#include "properties/gpu_judge.h"
 #include "properties/rmsnorm_inputs.h"
 #include "properties/row_op.h"
 #include "properties/run_buffers.h"
 
 namespace ulpcheck {
-
-namespace {
-
-/// Rows `rows` (each `cols` elements from the start of a row of stride ld) of a buffer, as an OutputTensor.
-OutputTensor downloadRows(const Buffer& b, const std::string& name, DType t, const std::vector<int64_t>& rows,
-                          int64_t cols, int64_t ld) {
-  const int w = storageBytes(t);
-  std::vector<uint8_t> bytes(rows.size() * size_t(cols * w));
-  for (size_t k = 0; k < rows.size(); ++k)
-    b.download(bytes.data() + k * size_t(cols * w), size_t(cols * w), size_t(rows[k] * ld * w));
-  return OutputTensor{name, t, int64_t(rows.size()), cols, cols, true, unpackBits(std::move(bytes), t)};
-}
-
-/// The rows whose worst element is among the kReportedFindings worst of the
-/// tensor, of the rows the GPU decided (ties: the lower row): the tensor's
-/// worst elements lie in them.
-std::vector<int64_t> worstRows(const std::vector<gpu_oracle::RowFigures>& figures,
-                               const std::vector<uint8_t>& undecided) {
-  std::vector<int64_t> rows;
-  for (int64_t i = 0; i < int64_t(figures.size()); ++i)
-    if (!undecided[size_t(i)]) rows.push_back(i);
-  const auto worse = [&](int64_t a, int64_t b) {
-    const double ra = figures[size_t(a)].max_ratio, rb = figures[size_t(b)].max_ratio;
-    return ra != rb ? ra > rb : a < b;
-  };
-  const size_t keep = std::min(rows.size(), kReportedFindings);
-  std::partial_sort(rows.begin(), rows.begin() + ptrdiff_t(keep), rows.end(), worse);
-  rows.resize(keep);
-  return rows;
-}
-
-/// A tensor's judgment from the GPU's per-row figures and distribution.
-TensorJudgment fromDevice(const std::string& name, const std::vector<gpu_oracle::RowFigures>& figures,
-                          const std::vector<uint8_t>& undecided, const gpu_oracle::Distribution& d) {
-  TensorJudgment j;
-  j.st.tensor = name;
-  for (size_t i = 0; i < figures.size(); ++i) {
-    if (undecided[i]) continue;
-    const gpu_oracle::RowFigures& f = figures[i];
-    j.st.elements += f.elements, j.st.wrong += f.wrong, j.st.nonzero += f.nonzero, j.st.sharp += f.sharp;
-    j.st.max_ulp = std::max(j.st.max_ulp, f.max_ulp);
-    j.st.max_ratio = std::max(j.st.max_ratio, f.max_ratio);
-    j.sum_sq_ulp += f.sum_sq_ulp;
-    j.finite_count += f.finite;
-    j.nontrivial |= f.nontrivial != 0;
-    j.statistical_flags += f.statistical_flags;
-  }
-  ErrorDistribution& e = j.st.errors;
-  e.count = d.count;
-  e.max_ulp_at_scale = d.max_ulp_at_scale;
-  e.ratio = d.ratio;
-  e.ulp_at_scale = d.ulp_at_scale;
-  e.worst_where = d.worst_where;
-  e.scale_count = d.scale_count;
-  e.scale_worst = d.scale_worst;
-  return j;
-}
-
-}  // namespace
 
 bool rmsnormGpuJudgeApplies(const CaseSpec& c, const KernelInfo& k) {
   return k.backend == Backend::Cuda && kRounding(c.spec) == Rounding::Plain && !statsInActivationDtype(c.spec) &&
@@ -114,29 +54,13 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
   auto* rstd = static_cast<float*>(buf.output("rstd", DType::F32, M, 1, 1, true));
   void* dx = buf.output("dx", c.dtype, M, N, c.ld, true);
   void* dw = buf.output("dw", wt, 1, N, N, false);
-  if (outputs) {
-    const PhaseScope phase(Phase::Buffers);
-    for (const char* name : {"y", "rstd", "dx", "dw"}) {
-      if (!k.info.provides(name)) continue;
-      const OutputTensor* o = outputs->find(name);
-      if (!o || !o->downloaded)
-        throw std::logic_error(fmt::format("GPU judge: no downloaded output '{}' to judge", name));
-      const std::vector<uint8_t> bytes = packBits(o->bits, o->dtype);
-      buf.find(name)->upload(bytes.data(), bytes.size());
-    }
-  } else {
-    void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
-    const PhaseScope phase(Phase::Kernel);
-    {
-      const ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
-      k.forward(RmsNormForwardArgs{shape, x, w, y, rstd, nullptr}, env);
-      if (k.backward) k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, nullptr}, env);
-      synchronizeVariant("rmsnorm forward + backward");  // a launch that failed leaves poison, which the judge reports
-    }
-    if (digests)
-      for (const char* name : {"y", "rstd", "dx", "dw"})
-        if (k.info.provides(name)) (*digests)[name] = buf.find(name)->digest();
-  }
+  runOrUpload(
+      buf, k.info, ctx, {"y", "rstd", "dx", "dw"}, outputs, digests, k.workspace_bytes(shape, env),
+      [&](void* workspace) {
+        k.forward(RmsNormForwardArgs{shape, x, w, y, rstd, nullptr}, env);
+        if (k.backward) k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, nullptr}, env);
+      },
+      "rmsnorm forward + backward");
 
   // y, rstd and dx, every element, on the GPU.
   gpu_oracle::RmsNormDeviceCase dc;
@@ -160,13 +84,8 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
   // rows holding each tensor's worst elements (for the findings only).
   const PhaseScope phase(Phase::Judge);
   std::vector<int64_t> rows;
-  for (int64_t i = 0; i < M; ++i)
-    if (judged.undecided[size_t(i)]) rows.push_back(i);
-  const int64_t undecided_rows = int64_t(rows.size());
-  for (const auto& figures : judged.figures)
-    for (int64_t i : worstRows(figures, judged.undecided)) rows.push_back(i);
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  const int64_t undecided_rows = hostRows(judged.undecided,
+                                          {&judged.figures[0], &judged.figures[1], &judged.figures[2]}, rows);
   const RmsNormInputData sub = generateRmsNormInputs(c, rows);
   const RmsNormInputs sub_inputs{sub.x, sub.w, sub.dy, c.eps, c.spec};
   RmsNormReference sub_ref = rmsnormReferenceFast(sub_inputs, contract, pool);
@@ -185,18 +104,7 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
   for (int t = 0; t < gpu_oracle::kTensors; ++t) {
     TensorJudgment j = fromDevice(gpu_oracle::kTensorNames[t], judged.figures[size_t(t)], judged.undecided,
                                   judged.distribution[size_t(t)]);
-    for (size_t r = 0; r < rows.size(); ++r) {
-      TensorJudgment row = judgeTensorRows(*sub_refs[size_t(t)], sub_out[size_t(t)], int64_t(r), int64_t(r) + 1, &rows,
-                                           M);
-      if (judged.undecided[size_t(rows[r])]) {
-        j.merge(std::move(row));
-      } else {  // the GPU counted it: only its findings
-        TensorJudgment findings;
-        findings.failures = std::move(row.failures);
-        findings.worst = std::move(row.worst);
-        j.merge(std::move(findings));
-      }
-    }
+    mergeHostRows(j, *sub_refs[size_t(t)], sub_out[size_t(t)], rows, judged.undecided, M);
     tensors.push_back(std::move(j));
   }
 

@@ -31,18 +31,9 @@ namespace {
 
 /// Cases of `kernel` as a campaign of `tier` draws them, those the GPU judge models.
 std::vector<CaseSpec> judgedCases(const std::string& kernel, Tier tier, uint64_t seed, int count) {
-  gen::CaseOptions o;
-  o.op = "rmsnorm";
-  o.kernels = {kernel};
-  o.tier = tier;
-  rc::Random random(seed);
-  std::vector<CaseSpec> cases;
   const KernelInfo& k = RmsNormRegistry::find(kernel)->info;
-  for (int n = 0; n < count; ++n) {
-    const CaseSpec c = gen::caseSpec(o)(random.split(), rc::kNominalSize).value();
-    if (rmsnormGpuJudgeApplies(c, k)) cases.push_back(c);
-  }
-  return cases;
+  return testing::drawnCases(kernel, tier, seed, count,
+                             [&](const CaseSpec& c) { return rmsnormGpuJudgeApplies(c, k); });
 }
 
 struct Compared {

@@ -10,10 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include <rapidcheck.h>
+
 #include "core/device.h"
 #include "harness/report/table.h"
 #include "harness/runner/campaign.h"
 #include "harness/runner/mutants.h"
+#include "properties/generators.h"
 
 /// In a test's body: skips it, saying why, with fewer than n GPUs.
 #define ULPCHECK_REQUIRE_GPUS(n)                                                        \
@@ -47,6 +50,23 @@ inline std::string opOf(const std::string& kernel) {
   }
   if (op.empty()) throw std::logic_error("no kernel variant '" + kernel + "'");
   return op;
+}
+
+/// Of `count` cases of `kernel` as a campaign of `tier` draws them (seed
+/// `seed`), those `keep` accepts (a GPU judge's tests: those it models).
+template <typename Keep>
+std::vector<CaseSpec> drawnCases(const std::string& kernel, Tier tier, uint64_t seed, int count, Keep keep) {
+  gen::CaseOptions o;
+  o.op = opOf(kernel);
+  o.kernels = {kernel};
+  o.tier = tier;
+  rc::Random random(seed);
+  std::vector<CaseSpec> cases;
+  for (int n = 0; n < count; ++n) {
+    const CaseSpec c = gen::caseSpec(o)(random.split(), rc::kNominalSize).value();
+    if (keep(c)) cases.push_back(c);
+  }
+  return cases;
 }
 
 /// The correct (non-mutant) variants of every op on `backend`.

@@ -1,0 +1,175 @@
+// The LayerNorm budgets of one row and its elements, as functions the host
+// oracle (oracles/layernorm.cpp, where every term is derived) and the GPU
+// oracle (oracles/layernorm_device.cu) both call: each is a double computed
+// from doubles both sides agree on (decided exact values, the nearest d_j,
+// x-hat_j, r, c1, c2, and row sums taken in column order on both sides), so
+// the two give the same double only if they evaluate the same expressions
+// in the same order, without contracted multiply-adds (-ffp-contract=off on
+// the host, -fmad=false on the GPU).
+#pragma once
+
+#include <cmath>
+
+#include "core/accuracy.h"
+#include "core/dtype.h"
+#include "core/hd.h"
+#include "oracles/reference.h"
+#include "oracles/tolerances.h"
+
+namespace ulpcheck::layernorm_budget {
+
+// std::min and std::max as they are (NaN handling included), on both sides.
+ULPCHECK_HD inline double smaller(double a, double b) { return b < a ? b : a; }
+ULPCHECK_HD inline double larger(double a, double b) { return a < b ? b : a; }
+
+/// The constants of a case that its budgets read (oracles/layernorm.cpp's Setup).
+struct Constants {
+  DType T = DType::F32;    // y's and dx's dtype
+  DType S = DType::F32;    // the saved statistics' dtype
+  DType acc = DType::F32;  // the declared accumulation precision
+  double u = 0, K = 0, eta = 0;
+  double D = 1;  // declared row depth
+  double eps = 0;
+  // ReductionDepths' declarations about the statistics.
+  bool mean_is_rounded_quotient = false, mean_of_plain_sum = false, two_pass_statistics = false;
+  double row_lambda = 0;
+};
+
+/// A case's constants: y and dx in T, statistics saved in S, the variant's contract, eps.
+inline Constants constantsOf(DType T, DType S, const AccuracyContract& c, float eps) {
+  return Constants{T,
+                   S,
+                   c.accumulation,
+                   unitRoundoff(c.accumulation),
+                   tolerance::kBudgetSafety,
+                   tolerance::kUnderflowHalfUlps * minSubnormal(c.accumulation),
+                   double(c.depths.row),
+                   double(eps),
+                   c.depths.mean_is_rounded_quotient,
+                   c.depths.mean_of_plain_sum,
+                   c.depths.two_pass_statistics,
+                   c.depths.row_lambda};
+}
+
+/// The mean's error bound Dm, and what the variance's bound reads of the deviations.
+struct StatisticsError {
+  double Dm = 0, A_d = 0, DV_running = 0;
+};
+
+/// The statistics' error from a row's sums in column order: sum |x_j|
+/// (abs_x), q (the smallest ulp in T among its values), the round-to-odd
+/// mean, the nearest deviations' sum |d_j|, max |d_j| and sum d_j^2, and
+/// V = var + eps. The derivation is oracles/layernorm.cpp's.
+ULPCHECK_HD inline StatisticsError statisticsError(const Constants& k, double n, double abs_x, double q,
+                                                   double mean_odd, double abs_d, double max_d, double sq_d, double V) {
+  const double u = k.u, K = k.K, D = k.D;
+  const double A = abs_x / n, A_d = abs_d / n;
+  const bool exact_sum = k.acc == DType::F32 && n < 0x1p24 && abs_x < 0x1p24 * q;
+  double Dm = K * ((D + 1.0) * u * A + k.eta);
+  if (exact_sum && k.mean_is_rounded_quotient)
+    Dm = fabs(roundToFormat(DType::F32, mean_odd) - mean_odd) + 0x1p-52 * fabs(mean_odd);
+  else if (exact_sum && k.mean_of_plain_sum)
+    // The exact sum divided within 2 ulp of fp32 (an approximate divide) or
+    // times fl(1/N) (two roundings): 4 u |mean|, or 2 ulps where the mean is subnormal in fp32.
+    Dm = 4.0 * u * fabs(mean_odd) + 4.0 * minSubnormal(DType::F32) + 0x1p-52 * fabs(mean_odd);
+  // Running means (Welford, Chan's merges: PyTorch's CUDA LayerNorm): a
+  // tree of merges of height H; see the derivation. Their own mean error,
+  // and the variance's share of the merges' mean errors: the telescoped
+  // cross term, their squares, Welford's x - m~_k form.
+  double DV_running = 0.0;
+  if (!k.two_pass_statistics) {
+    const double H = smaller(D, n - 1.0), L = smaller(H, (n + 1.0) / 2.0), abs_mean = fabs(mean_odd);
+    const double lambda = k.row_lambda;  // > 0: D is an effective depth
+    const double S_d = lambda > 0 ? sqrt(sq_d / n) : A_d, Vp = larger(V - k.eps, 0.0);
+    const double Dm_sub = u * L * (4.0 * abs_mean + 12.0 * max_d) + 4.0 * L * k.eta;
+    const double Dm_root = u * (lambda > 0 ? D : L) * (4.0 * abs_mean + 12.0 * S_d) + 4.0 * L * k.eta;
+    Dm = larger(Dm, K * Dm_root);
+    const double R = 4.0 * abs_mean + 12.0 * (max_d + Dm_sub);  // |rho| <= u R (+ 4 eta)
+    const double cross = (lambda > 0 ? 2.0 * sqrt(12.0) * u *
+                                           sqrt(16.0 * abs_mean * abs_mean * D * D * Vp +
+                                                (16.0 * D * D + 128.0 * lambda * lambda) * Vp * Vp)
+                                     : 2.0 * u * (4.0 * abs_mean * L * A_d + (8.0 * H + 4.0) * Vp)) +
+                         24.0 * u * Dm_sub * L * S_d + 8.0 * k.eta * L * S_d;
+    DV_running = K * (cross + Dm_sub * Dm_sub * log2(n) + u * R * (A_d + max_d));
+  }
+  return {Dm, A_d, DV_running};
+}
+
+/// Dd_j, the bound of d~_j = fl(x_j - mean~) about d_j, from the mean's Dm.
+ULPCHECK_HD inline double deviationError(const Constants& k, double Dm, double d) {
+  return Dm + k.K * k.u * (fabs(d) + Dm);
+}
+
+/// rstd~'s interval: r_hi, and Dr, its widest distance from r.
+struct RstdError {
+  double r_hi = 0, Dr = 0;
+};
+
+/// From V = var + eps, r, Dm, A_d, mean_j Dd_j^2 (summed in column order,
+/// then divided by N) and the running means' share of the variance's error.
+ULPCHECK_HD inline RstdError rstdError(const Constants& k, double V, double r, double Dm, double A_d, double mean_dd2,
+                                       double DV_running) {
+  const double u = k.u, K = k.K, D = k.D;
+  const double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + k.eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2 +
+                    DV_running;
+  const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
+  RstdError e;
+  e.r_hi = (1.0 + rsqrt_rel) / sqrt(larger(V - DV, k.eps));
+  const double r_lo = (1.0 - rsqrt_rel) / sqrt(V + DV);
+  e.Dr = larger(e.r_hi - r, r - r_lo);
+  return e;
+}
+
+/// Dx_j, x-hat_j's error bound.
+ULPCHECK_HD inline double xhatError(const Constants& k, double r_hi, double Dr, double d, double dd) {
+  const double ad = fabs(d);
+  return r_hi * dd + ad * Dr + k.K * k.u * (ad + dd) * r_hi;
+}
+
+/// y_j's budget about `exact` from gamma_j, Dx_j and the rstd r the budgets read.
+ULPCHECK_HD inline double yBudget(const Constants& k, double exact, double gamma, double dxh, double r) {
+  const double ag = fabs(gamma);
+  return budgetFromError(k.T, exact, ag * dxh + k.K * (k.u * (fabs(exact) + ag * dxh) + k.eta * (1.0 + r)));
+}
+
+/// The sums over a row (in column order) that bound c1 = mean(a) and c2 = mean(a x-hat), a = gamma dy.
+struct BackwardSums {
+  double p1 = 0, p2 = 0, a_dx = 0, da_sum = 0, dc2_prop = 0;
+};
+
+ULPCHECK_HD inline void addBackwardTerms(const Constants& k, BackwardSums& s, double a, double xh, double dxh) {
+  const double da = k.K * (k.u * fabs(a) + k.eta);
+  s.p1 += fabs(a);
+  s.p2 += fabs(a * xh);
+  s.a_dx += fabs(a) * dxh;
+  s.da_sum += da;
+  s.dc2_prop += fabs(a) * dxh + (fabs(xh) + dxh) * da;
+}
+
+/// Dc1 and Dc2 from a row's BackwardSums.
+struct BackwardError {
+  double Dc1 = 0, Dc2 = 0;
+};
+
+ULPCHECK_HD inline BackwardError backwardError(const Constants& k, double n, const BackwardSums& s) {
+  return {k.K * (k.D + 1.0) * k.u * (s.p1 / n) + s.da_sum / n,
+          s.dc2_prop / n + k.K * ((k.D + 1.0) * k.u * (s.p2 / n + s.a_dx / n) + 2.0 * k.eta)};
+}
+
+/// dx_j's budget about `exact` from the nearest a - c1 - xhat c2 (`inner`) and the row's bounds.
+ULPCHECK_HD inline double dxBudget(const Constants& k, double exact, double a, double xh, double Dx, double c1,
+                                   double c2, const BackwardError& b, double r_hi, double Dr, double inner) {
+  const double u = k.u, K = k.K;
+  const double Da = K * (u * fabs(a) + k.eta);
+  const double Di = Da + b.Dc1 + (fabs(xh) + Dx) * b.Dc2 + fabs(c2) * Dx +
+                    K * (u * (2.0 * (fabs(a) + fabs(c1)) + fabs(xh * c2)) + 2.0 * k.eta);
+  return budgetFromError(k.T, exact, r_hi * Di + fabs(inner) * Dr + K * (u * r_hi * (fabs(inner) + Di) + k.eta));
+}
+
+/// The sizes of the terms (ReferenceTensor::magnitude): y = xhat gamma + beta, dx = r (a - c1 - xhat c2).
+ULPCHECK_HD inline double yMagnitude(double xhat, double gamma, double beta) { return fabs(xhat * gamma) + fabs(beta); }
+ULPCHECK_HD inline double dxMagnitude(double r, double a, double c1, double xhat, double c2) {
+  return r * (fabs(a) + fabs(c1) + fabs(xhat * c2));
+}
+
+}  // namespace ulpcheck::layernorm_budget
