@@ -10,6 +10,7 @@
 
 #include "core/phase_timer.h"
 #include "harness/report/table.h"
+#include "harness/runner/coordinator.h"
 #include "harness/runner/corpus.h"
 #include "harness/runner/exit_codes.h"
 #include "harness/runner/jsonl.h"
@@ -77,7 +78,7 @@ int reproCase(const ReproCase& c, const ReproRequest& request, ExecContext exec)
     std::fflush(stdout);
   });
   fmt::print(
-      "\n# {}\n",
+      "\n# {}\n# {}\n", formatOracleCounts(processOracleCounts(), exec),
       formatPhaseTimes(phaseSeconds(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   if (sayJsonLinesError(json.get())) return exit_code::kRuntimeError;
   if (hung) return exit_code::kHang;

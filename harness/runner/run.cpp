@@ -168,9 +168,8 @@ int runOpOnWorkers(const RunRequest& run, const CampaignOptions& o, const ExecCo
   return code;
 }
 
-/// What each oracle path computed (`counts`: fast, fell back, MPFR only,
-/// cases whose GPU judgment the audit compared with the host's, elements
-/// streamed).
+}  // namespace
+
 std::string formatOracleCounts(const std::array<int64_t, 5>& counts, const ExecContext& exec) {
   return fmt::format(
       "oracle {}, judge {}: {} reference elements by the certified fast path, {} recomputed by MPFR "
@@ -184,6 +183,8 @@ std::string formatOracleCounts(const std::array<int64_t, 5>& counts, const ExecC
                               counts[4], formatBytes(exec.max_held_reference_bytes))
                 : "");
 }
+
+namespace {
 
 /// The run's closing lines: where its time went, and the --property names
 /// that applied to nothing in any op (exit code 7).

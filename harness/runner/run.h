@@ -5,6 +5,8 @@
 // RunRequest; everything from there on is here.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +36,11 @@ std::string opNames();
 /// named kernels when `kernels` is not empty). Throws UsageError for an op
 /// or kernel that does not exist, or kernels of several ops.
 std::vector<std::string> opsToRun(const std::string& op, const std::vector<std::string>& kernels);
+
+/// What each oracle path computed (`counts`, processOracleCounts' order:
+/// fast, fell back, MPFR only, cases whose GPU judgment the audit compared
+/// with the host's, elements streamed), as the run's `# oracle` line says it.
+std::string formatOracleCounts(const std::array<int64_t, 5>& counts, const ExecContext& exec);
 
 /// The run; its exit code (harness/runner/exit_codes.h): the most telling of
 /// its ops' codes.

@@ -53,6 +53,16 @@ TEST(Cli, ReproPassesForTheHostPortAndFailsForAMutant) {
   EXPECT_NE(r.output.find("dx"), std::string::npos) << "the worst elements are printed\n" << r.output;
 }
 
+TEST(Cli, ReproSaysWhichOraclePathComputedItsReference) {
+  // As a run's closing line does: a large case that falls back (or is judged
+  // on the GPU) says so, where its time went being the next line.
+  const Result r = cli("repro 'op=layernorm kernel=host_twopass dtype=fp32 M=8 N=64' --property accuracy");
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("# oracle fast, judge auto: 1168 reference elements by the certified fast path"),
+            std::string::npos)
+      << r.output;  // 8 x (2 x 64 + 2) + 2 x 64: y, mean, rstd, dx, dgamma, dbeta
+}
+
 TEST(Cli, ReproRepeatCountsTheRunsThatFail) {
   // The host mirror of the cuda_atomic race loses a row on every third call.
   const std::string race = "repro 'op=rmsnorm kernel=host_bug_atomic_partials_race dtype=fp32 M=7 N=8644 ctas=3' "
