@@ -147,9 +147,14 @@ ULPCHECK_HD inline bool roundToOdd(DW x, double e, double& out) {
 
 /// The round-to-nearest double of every v with |v - (x.h + x.l)| <= e, if
 /// they share it: the interval holds no midpoint between doubles (then it
-/// is x.h, x being normalised).
+/// is x.h, x being normalised), or e = 0 (a midpoint itself included: x.h
+/// is RN(x.h + x.l) with ties to even, as MPFR's MPFR_RNDN rounds it).
 ULPCHECK_HD inline bool roundToNearest(DW x, double e, double& out) {
   if (!std::isfinite(x.h) || !std::isfinite(x.l) || !(e >= 0.0)) return false;
+  if (e == 0.0) {  // v = x.h + x.l itself, whose nearest double (ties to even) is x.h, x being normalised
+    out = x.h;
+    return true;
+  }
   if (x.h == 0.0) {
     if (x.l != 0.0 || e != 0.0) return false;
     out = x.h;

@@ -700,14 +700,18 @@ LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const Accur
 // MPFR (mpfrStats, the MPFR path's own values) and goes on in double words;
 // a row with an element undecided is computed by mpfrRow; a dgamma column
 // whose sum is undecided is summed by MPFR, in the MPFR path's order. Per row:
-//   S = sum_j x_j (DWPlusFP, 2 u2 |partial| each), exact when every partial
-//     sum is a double: each x_j is a multiple of q (the smallest ulp of T
-//     among them) and sum_j |x_j| < 2^53 q.
+//   S = sum_j x_j (DWPlusFP, 2 u2 |partial| each), exact when each x_j is a
+//     multiple of q (the smallest ulp of T among them) and sum_j |x_j| <
+//     2^100 q (layernorm_budget::kExactSumQuanta: every low part the words
+//     round is then a multiple of q below 2^49 q; MPFR's 160-bit sum is
+//     exact too).
 //   mean = S / N (DWDivDW, 9.8 u2): b = e_S / N + (9.8 u2 + slack) |mean|;
 //     b = 0 where S is exact and fl(S / N) N = S exactly (then MPFR's sum
 //     and division are exact too: a constant row's mean).
 //   d_j = x_j - mean: b_mean + (2 u2 + slack) |d_j|; with an exact mean,
-//     twoSum makes it exact, and MPFR's 160 bits hold it where it is one double.
+//     twoSum makes it exact, and MPFR's 160 bits hold it wherever its bits
+//     span at most 160 (layernorm_budget::exactDifferenceBound): b = 0, so
+//     its nearest double is decided even at a tie (to even, as MPFR rounds).
 //   V = sum_j d_j^2 / N + eps: each square (DWTimesDW) 2 |d_j| b_d + b_d^2 +
 //     (4 u2 + slack) d_j^2, the sum (AccurateDWPlusDW) 3.01 u2 |partial| and
 //     slack |sum|, the division and eps (9.8 u2, 2 u2, slack each).
@@ -771,7 +775,7 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
     sum = dw::plus(sum, s.x.value(i, j));
     partials += std::fabs(sum.h);
   }
-  const bool sum_exact = rd.abs_x < 0x1p53 * rd.q;  // every partial sum a double (see above)
+  const bool sum_exact = rd.abs_x < layernorm_budget::kExactSumQuanta * rd.q;  // the words' sum is exact
   dw::DW mean;
   double b_mean = 0;
   const double m = sum.h / n;
@@ -793,7 +797,7 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
     double& b_d = fs.b_d[size_t(j)];
     if (b_mean == 0.0) {
       d = dw::twoSum(xv, -mean.h);
-      b_d = d.l == 0.0 ? 0.0 : kMpfrSlack * std::fabs(d.h);
+      b_d = layernorm_budget::exactDifferenceBound(d, kMpfrSlack);
     } else {
       d = dw::plus(dw::DW{-mean.h, -mean.l}, xv);
       b_d = b_mean + (2.0 * kU2 + kMpfrSlack) * std::fabs(d.h);

@@ -13,6 +13,7 @@
 #include "core/accuracy.h"
 #include "core/dtype.h"
 #include "core/hd.h"
+#include "oracles/double_word.h"
 #include "oracles/reference.h"
 #include "oracles/tolerances.h"
 
@@ -21,6 +22,27 @@ namespace ulpcheck::layernorm_budget {
 // std::min and std::max as they are (NaN handling included), on both sides.
 ULPCHECK_HD inline double smaller(double a, double b) { return b < a ? b : a; }
 ULPCHECK_HD inline double larger(double a, double b) { return a < b ? b : a; }
+
+// ---------------------------------------------------------------------------
+// The certified fast path's exactness tests (oracles/layernorm.cpp, "The
+// certified fast path"), which the GPU oracle repeats.
+
+/// Double-word sums of values that are all multiples of q (the smallest ulp
+/// among them) are exact while sum |x| < kExactSumQuanta q, in any order and
+/// grouping: twoSum and fastTwoSum are exact, and each low part that is
+/// rounded (x.l + s.l in plus(DW, double); s.l + t.h and t.l + v.l in
+/// plus(DW, DW)) is a multiple of q below 2^-51 sum |x| < 2^49 q, so a double.
+/// (sum |x| computed in double cannot fall below kExactSumQuanta q where the
+/// exact sum reaches it: rounding is monotonic.)
+inline constexpr double kExactSumQuanta = 0x1p100;
+
+/// The bound of d = x - mean formed by twoSum about an exact double mean:
+/// d itself is exact, and MPFR's 160-bit difference is too unless its bits
+/// span more than 160 (from d.h's first to d.l's last: at most
+/// ilogb(d.h) - ilogb(d.l) + 53); there it is within `slack` |d| of it.
+ULPCHECK_HD inline double exactDifferenceBound(const dw::DW& d, double slack) {
+  return d.l == 0.0 || ilogb(d.h) - ilogb(d.l) <= 100 ? 0.0 : slack * fabs(d.h);
+}
 
 /// The constants of a case that its budgets read (oracles/layernorm.cpp's Setup).
 struct Constants {

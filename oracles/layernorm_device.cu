@@ -68,7 +68,7 @@ __device__ inline double betaAt(const LayerNormDeviceCase& c, int64_t j) { retur
 __device__ inline void deviation(const Row& v, double xv, DW& d, double& b_d) {
   if (v.b_mean == 0.0) {
     d = dw::twoSum(xv, -v.mean.h);
-    b_d = d.l == 0.0 ? 0.0 : kMpfrSlack * fabs(d.h);
+    b_d = lnb::exactDifferenceBound(d, kMpfrSlack);
   } else {
     d = dw::plus(DW{-v.mean.h, -v.mean.l}, xv);
     b_d = v.b_mean + (2.0 * kU2 + kMpfrSlack) * fabs(d.h);
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 2) judgeLayerNormRowsKernel(LayerNor
       Decisions d;
       d.widen = c.widen;
       row.q = s.smallest;
-      const bool sum_exact = row.abs_x < 0x1p53 * row.q;  // every partial sum a double
+      const bool sum_exact = row.abs_x < lnb::kExactSumQuanta * row.q;  // the words' sum is exact
       const double m = s.s1.h / n;
       const DW back = dw::twoProd(m, n);
       if (sum_exact && s.s1.l == 0.0 && back.h == s.s1.h && back.l == 0.0) {
