@@ -269,10 +269,13 @@ inline std::vector<int64_t> decideBiasColumns(const WordColumnChunks& words, con
   for (int64_t j = 0; j < int64_t(totals.size()); ++j) {
     ColumnTotal& t = totals[size_t(j)];
     t = combineMagnitudes(words, j);
-    if (t.abs_terms < 0x1p53 * q[size_t(j)]) {  // every partial sum a double (each chunk's word too): exact
-      t.exact = 0.0;
-      for (const auto& w : words) t.exact += w->sum[size_t(j)].h;
-      continue;
+    if (t.abs_terms < dw::kExactSumQuanta * q[size_t(j)]) {
+      // Each chunk's word sum is exact, and so is their sum in words: its
+      // round-to-odd double is decided with no bound (below 2^53 q the sum
+      // itself is a double).
+      dw::DW sum;
+      for (const auto& w : words) sum = dw::plus(sum, w->sum[size_t(j)]);
+      if (dw::roundToOdd(sum, 0.0, t.exact)) continue;
     }
     if (!decideWordColumn(words, j, kBiasSumSlack, widen, t)) undecided.push_back(j);
   }
@@ -340,9 +343,10 @@ inline ReferenceTensor biasGradientBudgets(std::string name, DType out, int64_t 
 /// chunks in chunk order; or, `fast`, the same values certified (counted in
 /// `counts` if given; `widen` as the fast oracles' own). A column whose
 /// leaves are all multiples of q (the smallest ulp among them, in v's dtype)
-/// with sum |v| < 2^53 q has every partial sum a double, so its double sum
-/// is exact (16-bit gradients mostly; sum |v| computed in double cannot fall
-/// below 2^53 q where the exact one reaches it, rounding being monotonic);
+/// with sum |v| < dw::kExactSumQuanta q (2^100 q) has its double-word sums
+/// exact, so its round-to-odd sum is decided with no bound (one tiny dy in a
+/// column of 65536 fp32 values makes q small enough that the sum, though a
+/// double, was otherwise left to MPFR);
 /// any other is summed in double words (DWPlusFP, 2 u2 |partial| each,
 /// chunks combined by decideWordColumn; MPFR's 256-bit adds are within
 /// kBiasSumSlack sum |v|), and summed by MPFR where that does not decide it.

@@ -86,6 +86,16 @@ ULPCHECK_HD inline DW sqrt(DW x) {
   return fastTwoSum(sh, rho / (2.0 * sh));
 }
 
+/// Double-word sums of values that are all multiples of q (for stored
+/// values, the smallest ulp among them) are exact while the sum of their
+/// magnitudes stays below kExactSumQuanta q, in any order and grouping:
+/// twoSum and fastTwoSum are exact, and each low part that plus() rounds
+/// (x.l + s.l in plus(DW, double); s.l + t.h and t.l + v.l in plus(DW, DW))
+/// is a multiple of q below 2^-51 of that sum < 2^49 q, so a double. (The
+/// callers test a sum of magnitudes computed in double, a little off the
+/// exact one; the argument holds up to 2^103 q.)
+inline constexpr double kExactSumQuanta = 0x1p100;
+
 /// A bound computed in double, rounded up past its own rounding errors:
 /// the callers sum a handful of nonnegative terms, each product and sum
 /// rounding by at most 2^-53 relative, so 2^-48 of headroom covers them.

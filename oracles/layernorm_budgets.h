@@ -27,14 +27,8 @@ ULPCHECK_HD inline double larger(double a, double b) { return a < b ? b : a; }
 // The certified fast path's exactness tests (oracles/layernorm.cpp, "The
 // certified fast path"), which the GPU oracle repeats.
 
-/// Double-word sums of values that are all multiples of q (the smallest ulp
-/// among them) are exact while sum |x| < kExactSumQuanta q, in any order and
-/// grouping: twoSum and fastTwoSum are exact, and each low part that is
-/// rounded (x.l + s.l in plus(DW, double); s.l + t.h and t.l + v.l in
-/// plus(DW, DW)) is a multiple of q below 2^-51 sum |x| < 2^49 q, so a double.
-/// (sum |x| computed in double cannot fall below kExactSumQuanta q where the
-/// exact sum reaches it: rounding is monotonic.)
-inline constexpr double kExactSumQuanta = 0x1p100;
+/// A row's sum of x in double words is exact below dw::kExactSumQuanta q.
+inline constexpr double kExactSumQuanta = dw::kExactSumQuanta;
 
 /// The bound of d = x - mean formed by twoSum about an exact double mean:
 /// d itself is exact, and MPFR's 160-bit difference is too unless its bits

@@ -814,18 +814,21 @@ TEST(LayerNormOracleFastPath, AFewRowsAloneAreThoseRowsOfTheWholeReference) {
   EXPECT_GT(rows_compared, 100);
 }
 
-TEST(LayerNormOracleFastPath, StatisticsHeldExactlyAreDecidedInDoubleWords) {
+TEST(LayerNormOracleFastPath, SumsHeldExactlyAreDecidedInDoubleWords) {
   // fp32 rows of 8192 normal values whose mean and deviations the double
   // words hold exactly: a tiny value (2^-30) in every other row makes q
   // 2^-53, so the sum is exact below 2^100 q but not below 2^53 q
-  // (layernorm_budget::kExactSumQuanta), and some deviations x - mean land
-  // on an exact tie between doubles (exactDifferenceBound; ties to even).
-  // With the old tests about one such row in eight took MPFR's statistics
-  // (on the GPU judge: went to the host whole); now none does, and every
-  // value is still MPFR's.
+  // (dw::kExactSumQuanta), and some deviations x - mean land on an exact
+  // tie between doubles (exactDifferenceBound; ties to even). And dbeta's
+  // columns, each with one dy of 2^-40: the sum is a double, exact in the
+  // words though not below 2^53 q (mp::decideBiasColumns). With the old
+  // tests about one such row in eight took MPFR's statistics (on the GPU
+  // judge: went to the host whole) and every dbeta column was summed by
+  // MPFR; now nothing is, and every value is still MPFR's.
   CaseSpec c = parseCaseString("op=layernorm kernel=host_twopass dtype=fp32 M=32 N=8192");
   Inputs in = makeInputs(c);
   for (int64_t i = 0; i < c.M; i += 2) in.x.bits[size_t(i * c.ld + 7)] = doubleToBits(DType::F32, 0x1p-30);
+  for (int64_t j = 0; j < c.N; ++j) in.dy.bits[size_t(j)] = doubleToBits(DType::F32, 0x1p-40);
   const LayerNormInputs inputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec};
   AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}, false};
   contract.depths.mean_is_rounded_quotient = contract.depths.two_pass_statistics = true;
