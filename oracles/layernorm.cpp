@@ -702,7 +702,7 @@ LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const Accur
 // whose sum is undecided is summed by MPFR, in the MPFR path's order. Per row:
 //   S = sum_j x_j (DWPlusFP, 2 u2 |partial| each), exact when each x_j is a
 //     multiple of q (the smallest ulp of T among them) and sum_j |x_j| <
-//     2^100 q (layernorm_budget::kExactSumQuanta: every low part the words
+//     2^100 q (dw::kExactSumQuanta: every low part the words
 //     round is then a multiple of q below 2^49 q; MPFR's 160-bit sum is
 //     exact too).
 //   mean = S / N (DWDivDW, 9.8 u2): b = e_S / N + (9.8 u2 + slack) |mean|;
@@ -710,11 +710,15 @@ LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const Accur
 //     and division are exact too: a constant row's mean).
 //   d_j = x_j - mean: b_mean + (2 u2 + slack) |d_j|; with an exact mean,
 //     twoSum makes it exact, and MPFR's 160 bits hold it wherever its bits
-//     span at most 160 (layernorm_budget::exactDifferenceBound): b = 0, so
+//     span at most 160 (layernorm_budget::exactWordBound): b = 0, so
 //     its nearest double is decided even at a tie (to even, as MPFR rounds).
 //   V = sum_j d_j^2 / N + eps: each square (DWTimesDW) 2 |d_j| b_d + b_d^2 +
 //     (4 u2 + slack) d_j^2, the sum (AccurateDWPlusDW) 3.01 u2 |partial| and
-//     slack |sum|, the division and eps (9.8 u2, 2 u2, slack each).
+//     slack |sum|, the division and eps (9.8 u2, 2 u2, slack each); b = 0
+//     where every d_j is an exact double, N a power of two and the sums
+//     exact (layernorm_budget::varianceWordsExact: then its nearest double
+//     is decided on a midpoint too, as for 16-bit rows of N = 2^k, where
+//     one row in ~250 had V on one and went to MPFR).
 //   r = 1 / sqrt(V): relative b_V / 2V + (25/8 + 9.8) u2 + slack.
 //   x-hat_j = d_j r: b_d r + |d_j| b_r + (4 u2 + slack) |xhat_j|.
 //   y_j = xhat_j g_j + b_j: |g_j| b_xhat + (2 u2 + slack)(|xhat_j g_j| + |y_j|);
@@ -775,7 +779,7 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
     sum = dw::plus(sum, s.x.value(i, j));
     partials += std::fabs(sum.h);
   }
-  const bool sum_exact = rd.abs_x < layernorm_budget::kExactSumQuanta * rd.q;  // the words' sum is exact
+  const bool sum_exact = rd.abs_x < dw::kExactSumQuanta * rd.q;  // the words' sum is exact
   dw::DW mean;
   double b_mean = 0;
   const double m = sum.h / n;
@@ -790,28 +794,31 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
 
   // Deviations and V.
   dw::DW squares;
-  double b_squares = 0;
+  double b_squares = 0, square_quantum = INFINITY;
   for (int64_t j = 0; j < N; ++j) {
     const double xv = s.x.value(i, j);
     dw::DW& d = fs.d[size_t(j)];
     double& b_d = fs.b_d[size_t(j)];
     if (b_mean == 0.0) {
       d = dw::twoSum(xv, -mean.h);
-      b_d = layernorm_budget::exactDifferenceBound(d, kMpfrSlack);
+      b_d = layernorm_budget::exactWordBound(d, kMpfrSlack);
     } else {
       d = dw::plus(dw::DW{-mean.h, -mean.l}, xv);
       b_d = b_mean + (2.0 * kU2 + kMpfrSlack) * std::fabs(d.h);
     }
     decide(nearest, d, b_d, rd.d[size_t(j)]);
+    square_quantum = layernorm_budget::smaller(square_quantum, layernorm_budget::squareQuantum(d, b_d));
     const dw::DW sq = dw::times(d, d);
     squares = dw::plus(squares, sq);
     b_squares += 2.0 * std::fabs(d.h) * b_d + b_d * b_d + (4.0 * kU2 + kMpfrSlack) * sq.h +
                  3.01 * kU2 * std::fabs(squares.h);
   }
-  dw::DW V = dw::divide(squares, n_word);
-  double b_V = (b_squares + kMpfrSlack * std::fabs(squares.h)) / n + (9.8 * kU2 + kMpfrSlack) * V.h;
-  V = dw::plus(V, s.eps);
-  b_V = dw::up(b_V + (2.0 * kU2 + kMpfrSlack) * V.h);
+  const dw::DW quotient = dw::divide(squares, n_word);
+  const dw::DW V = dw::plus(quotient, s.eps);
+  const double b_V = layernorm_budget::varianceWordsExact(square_quantum, squares, n, quotient, s.eps)
+                         ? layernorm_budget::exactWordBound(V, kMpfrSlack)
+                         : dw::up((b_squares + kMpfrSlack * std::fabs(squares.h)) / n +
+                                  (9.8 * kU2 + kMpfrSlack) * quotient.h + (2.0 * kU2 + kMpfrSlack) * V.h);
   double V_near = 0, r_near = 0;
   trusted = trusted && V.h > 0.0;
   decide(nearest, V, b_V, V_near);

@@ -27,15 +27,51 @@ ULPCHECK_HD inline double larger(double a, double b) { return a < b ? b : a; }
 // The certified fast path's exactness tests (oracles/layernorm.cpp, "The
 // certified fast path"), which the GPU oracle repeats.
 
-/// A row's sum of x in double words is exact below dw::kExactSumQuanta q.
-inline constexpr double kExactSumQuanta = dw::kExactSumQuanta;
+/// The bound of a value the double words hold exactly (d = x - mean formed
+/// by twoSum about an exact double mean; V where varianceWordsExact): MPFR's
+/// 160-bit value is exact too unless its bits span more than 160 (from
+/// v.h's first to v.l's last: at most ilogb(v.h) - ilogb(v.l) + 53); there
+/// it is within `slack` |v| of it.
+ULPCHECK_HD inline double exactWordBound(const dw::DW& v, double slack) {
+  return v.l == 0.0 || ilogb(v.h) - ilogb(v.l) <= 100 ? 0.0 : slack * fabs(v.h);
+}
 
-/// The bound of d = x - mean formed by twoSum about an exact double mean:
-/// d itself is exact, and MPFR's 160-bit difference is too unless its bits
-/// span more than 160 (from d.h's first to d.l's last: at most
-/// ilogb(d.h) - ilogb(d.l) + 53); there it is within `slack` |d| of it.
-ULPCHECK_HD inline double exactDifferenceBound(const dw::DW& d, double slack) {
-  return d.l == 0.0 || ilogb(d.h) - ilogb(d.l) <= 100 ? 0.0 : slack * fabs(d.h);
+/// A deviation's share of the exact-variance test (varianceWordsExact):
+/// where d is a double held exactly (b_d = 0, d.l = 0), its quantum, the
+/// lowest power of two it is a multiple of (its square is one of its
+/// square); 0, failing the test, where it is not; infinity for d = 0. The
+/// row's Q is the smallest of its elements'.
+ULPCHECK_HD inline double squareQuantum(const dw::DW& d, double b_d) {
+  if (b_d != 0.0 || d.l != 0.0) return 0.0;
+  if (d.h == 0.0) return INFINITY;
+  // The stored fraction's trailing zeros (a subnormal d fails the test anyway: Q < 2^-450).
+  const uint64_t mantissa = dw::bitsOf(d.h) & ((uint64_t{1} << 52) - 1);
+#if defined(__CUDA_ARCH__)
+  const int zeros = mantissa == 0 ? 52 : __ffsll((long long)mantissa) - 1;
+#else
+  const int zeros = mantissa == 0 ? 52 : __builtin_ctzll(mantissa);
+#endif
+  return ldexp(1.0, ilogb(d.h) - 52 + zeros);
+}
+
+/// Whether V = squares / n + eps, formed as dw::plus(dw::divide(squares,
+/// n), eps) = plus(quotient, eps), is exact, every d_j being an exact double
+/// that is a multiple of Q (the smallest squareQuantum): the squares are
+/// exact twoProds, multiples of Q^2, so their double-word sum is exact below
+/// dw::kExactSumQuanta Q^2 (Q >= 2^-450 keeps every low part, and the
+/// quotient's, clear of underflow for n <= 2^50); dividing by a power of two
+/// is exact (dw::divide's reciprocal and products are); and plus(quotient,
+/// eps) rounds only quotient.l + twoSum(quotient.h, eps).l, tested here.
+/// MPFR's squares, sum and quotient are then exact at 160 bits too, and its
+/// V where exactWordBound says so. The exact V often sits on a midpoint
+/// between doubles (16-bit rows of N = 2^k): there only a zero bound decides
+/// its nearest double.
+ULPCHECK_HD inline bool varianceWordsExact(double Q, const dw::DW& squares, double n, const dw::DW& quotient,
+                                           double eps) {
+  int exponent = 0;
+  const bool power_of_two = frexp(n, &exponent) == 0.5 && n <= 0x1p50;
+  const bool squares_exact = Q >= 0x1p-450 && squares.h < dw::kExactSumQuanta * (Q * Q);
+  return power_of_two && squares_exact && dw::twoSum(quotient.l, dw::twoSum(quotient.h, eps).l).l == 0.0;
 }
 
 /// The constants of a case that its budgets read (oracles/layernorm.cpp's Setup).

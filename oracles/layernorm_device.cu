@@ -68,7 +68,7 @@ __device__ inline double betaAt(const LayerNormDeviceCase& c, int64_t j) { retur
 __device__ inline void deviation(const Row& v, double xv, DW& d, double& b_d) {
   if (v.b_mean == 0.0) {
     d = dw::twoSum(xv, -v.mean.h);
-    b_d = lnb::exactDifferenceBound(d, kMpfrSlack);
+    b_d = lnb::exactWordBound(d, kMpfrSlack);
   } else {
     d = dw::plus(DW{-v.mean.h, -v.mean.l}, xv);
     b_d = v.b_mean + (2.0 * kU2 + kMpfrSlack) * fabs(d.h);
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 2) judgeLayerNormRowsKernel(LayerNor
       Decisions d;
       d.widen = c.widen;
       row.q = s.smallest;
-      const bool sum_exact = row.abs_x < lnb::kExactSumQuanta * row.q;  // the words' sum is exact
+      const bool sum_exact = row.abs_x < dw::kExactSumQuanta * row.q;  // the words' sum is exact
       const double m = s.s1.h / n;
       const DW back = dw::twoProd(m, n);
       if (sum_exact && s.s1.l == 0.0 && back.h == s.s1.h && back.l == 0.0) {
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 2) judgeLayerNormRowsKernel(LayerNor
     }
     __syncthreads();
 
-    // Deviations (nearest d_j) and V; in order: sum |d|, sum d^2 (max |d| in the tree).
+    // Deviations (nearest d_j) and V; in order: sum |d|, sum d^2 (max |d| and the squares' quantum in the tree).
     double abs_d = 0, sq_d = 0;
     s = TreeSums{DW{}, DW{}, 0, 0, 0, 0, INFINITY};
     tiles(
@@ -240,6 +240,7 @@ __global__ void __launch_bounds__(kThreads, 2) judgeLayerNormRowsKernel(LayerNor
           double b_d, d_near = 0;
           deviation(row, xAt(j), d, b_d);
           mine.nearest(d, b_d, d_near);
+          s.smallest = lnb::smaller(s.smallest, lnb::squareQuantum(d, b_d));
           const DW sq = dw::times(d, d);
           s.s2 = dw::plus(s.s2, sq);
           s.b2 += 2.0 * fabs(d.h) * b_d + b_d * b_d + (4.0 * kU2 + kMpfrSlack) * sq.h + 3.01 * kU2 * fabs(s.s2.h);
@@ -258,10 +259,12 @@ __global__ void __launch_bounds__(kThreads, 2) judgeLayerNormRowsKernel(LayerNor
       d.widen = c.widen;
       d.trusted = !row.untrusted;
       d.decided = !row.undecided;
-      DW V = dw::divide(s.s2, n_word);
-      double b_V = (s.b2 + kMpfrSlack * fabs(s.s2.h)) / n + (9.8 * kU2 + kMpfrSlack) * V.h;
-      V = dw::plus(V, double(k.eps));
-      b_V = dw::up(b_V + (2.0 * kU2 + kMpfrSlack) * V.h);
+      const DW quotient = dw::divide(s.s2, n_word);
+      const DW V = dw::plus(quotient, double(k.eps));
+      const double b_V = lnb::varianceWordsExact(s.smallest, s.s2, n, quotient, double(k.eps))
+                             ? lnb::exactWordBound(V, kMpfrSlack)
+                             : dw::up((s.b2 + kMpfrSlack * fabs(s.s2.h)) / n + (9.8 * kU2 + kMpfrSlack) * quotient.h +
+                                      (2.0 * kU2 + kMpfrSlack) * V.h);
       d.trusted = d.trusted && V.h > 0.0;
       d.nearest(V, b_V, row.V_near);
       row.r = d.trusted ? dw::divide(DW{1.0, 0.0}, dw::sqrt(V)) : DW{};
