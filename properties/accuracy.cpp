@@ -82,42 +82,44 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
       const double exact = ref.exact[i], rigorous = ref.budget[i], got = out.value(k, c);
       const double budget = statistical ? std::min(rigorous, ref.statistical_budget[i]) : rigorous;
       const double unit = ulpOf(ref.dtype, exact);
-      Finding f{ref.name, r, c, got, exact, ref.correctlyRounded(i), 0, budget / unit, 0, "", ""};
+      // A Finding (strings and all) is made only for an element kept in a
+      // list: the loop runs over every element of every case.
+      std::string note;
       bool ok;
       if (!std::isfinite(exact) && std::isinf(rigorous)) {
         // The spec's own result overflowed (oracles/reference.h, anyNonFiniteWhereNotFinite).
         ok = !std::isfinite(got);
-        f.note = ok ? "" : "finite where the spec's result is not (a saved statistic beyond the dtype's range)";
+        if (!ok) note = "finite where the spec's result is not (a saved statistic beyond the dtype's range)";
       } else if (std::isnan(exact)) {
         ok = std::isnan(got);
-        f.note = ok ? "" : "exact result is NaN";
+        if (!ok) note = "exact result is NaN";
       } else if (std::isnan(got)) {
         ok = false;
         // The buffer's own dtype: saved statistics of T values are fp32 arrays (stats=T).
         const uint32_t bits = out.at(k, c), all_ones = out.dtype == DType::F32 ? 0xffffffffu : 0xffffu;
-        f.note = bits == poisonBits(out.dtype) ? "never written (poison)"
-                 : bits == all_ones ? "never written by the library (its allocator's memory was poisoned all ones)"
-                                    : "NaN";
+        note = bits == poisonBits(out.dtype) ? "never written (poison)"
+               : bits == all_ones ? "never written by the library (its allocator's memory was poisoned all ones)"
+                                  : "NaN";
       } else if (std::isinf(got)) {
         // Allowed where the budget reaches overflow on got's side of exact
         // (either side where it exceeds |exact|: a constant row at a tiny eps,
         // whose fp32 x-hat may be +-1 where the exact one is 0).
         ok = (std::signbit(got) ? budget - exact : exact + budget) >= overflowThreshold(ref.dtype);
-        f.note = ok ? "" : "Inf where the exact result is finite";
+        if (!ok) note = "Inf where the exact result is finite";
       } else {
         ok = true;
       }
       const double err = std::isfinite(got) && std::isfinite(exact) ? std::fabs(got - exact) : INFINITY;
-      f.ulp = ok && !std::isfinite(err) ? 0 : err / unit;
+      const double ulp = ok && !std::isfinite(err) ? 0 : err / unit;
       // A budget of 0 (an output the spec determines exactly) admits only err == 0.
-      f.ratio = (ok && !std::isfinite(err)) || err == 0.0 ? 0 : err / budget;
-      if (ok && f.ratio > 1.0 && err <= rigorous) {
-        f.note = fmt::format("over the probabilistic budget of a black box (within the rigorous one, {:.3g}x it): "
-                             "a systematic error, not random rounding",
-                             err / rigorous);
+      double ratio = (ok && !std::isfinite(err)) || err == 0.0 ? 0 : err / budget;
+      if (ok && ratio > 1.0 && err <= rigorous) {
+        note = fmt::format("over the probabilistic budget of a black box (within the rigorous one, {:.3g}x it): "
+                           "a systematic error, not random rounding",
+                           err / rigorous);
         ++b.statistical_flags;
       }
-      ok = ok && f.ratio <= 1.0;
+      ok = ok && ratio <= 1.0;
       // Within the budget about the exact value, and about the run's own
       // center where one is given: the narrower bound measures power.
       double sharp_budget = budget;
@@ -125,13 +127,13 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
         const size_t at = size_t((k - row_begin) * ref.cols + c);
         const double mid = center[at], half = cbudget[at];
         if (std::isfinite(mid) && std::isfinite(half) && std::isfinite(got)) {
-          const double off = std::fabs(got - mid), ratio = off == 0.0 ? 0.0 : off / half;
+          const double off = std::fabs(got - mid), own = off == 0.0 ? 0.0 : off / half;
           sharp_budget = std::min(budget, half);
-          if (ratio > 1.0 && ok)
-            f.note = fmt::format("within its budget of the exact value, but {:.3g}x its budget off {} from {}", ratio,
-                                 hexFloat(mid), conditional->source(ref.name));
-          ok = ok && ratio <= 1.0;
-          f.ratio = std::max(f.ratio, ratio);
+          if (own > 1.0 && ok)
+            note = fmt::format("within its budget of the exact value, but {:.3g}x its budget off {} from {}", own,
+                               hexFloat(mid), conditional->source(ref.name));
+          ok = ok && own <= 1.0;
+          ratio = std::max(ratio, own);
         }
       }
       TensorStats& st = b.st;
@@ -139,15 +141,15 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
       // element's scale; where even its terms are zero, of the smallest normal.
       const double scale = ref.magnitudeAt(i);
       const double scale_unit = ulpOf(ref.dtype, scale > 0 ? scale : minNormal(ref.dtype));
-      st.errors.add(f.ratio, !std::isfinite(err) ? (ok ? 0.0 : INFINITY) : err / scale_unit, scale,
+      st.errors.add(ratio, !std::isfinite(err) ? (ok ? 0.0 : INFINITY) : err / scale_unit, scale,
                     double(r) / double(total_rows), double(c) / double(ref.cols));
       ++st.elements;
-      if (std::isfinite(f.ulp)) {
-        st.max_ulp = std::max(st.max_ulp, f.ulp);
-        b.sum_sq_ulp += f.ulp * f.ulp;
+      if (std::isfinite(ulp)) {
+        st.max_ulp = std::max(st.max_ulp, ulp);
+        b.sum_sq_ulp += ulp * ulp;
         ++b.finite_count;
       }
-      st.max_ratio = std::max(st.max_ratio, f.ratio);
+      st.max_ratio = std::max(st.max_ratio, ratio);
       b.nontrivial |= exact != 0.0;
       if (std::isfinite(exact) && exact != 0.0) {
         // Sharp: the budget is below 1/64 of the element's magnitude, or
@@ -155,14 +157,21 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
         // cannot carry 1/64 of itself; its budget is as sharp as the
         // format allows).
         ++st.nonzero;
-        st.sharp += sharp_budget <= std::max(tolerance::kPowerErrorFraction * ref.magnitudeAt(i), unit);
+        st.sharp += sharp_budget <= std::max(tolerance::kPowerErrorFraction * scale, unit);
       }
       // Only the worst few of each list are kept (an element is a finding
-      // only if it could be among them).
+      // only if it could be among them: worse() than the list's last, the
+      // list's tensor being this one).
       std::vector<Finding>& list = ok ? b.worst : b.failures;
       if (!ok) ++st.wrong;
-      if (list.size() < kReportedFindings || worse(f, list.back()) || !ok) {
-        list.push_back(std::move(f));
+      const auto beats_last = [&] {
+        const Finding& last = list.back();
+        if (ratio != last.ratio) return ratio > last.ratio;
+        return std::tie(ref.name, r, c) < std::tie(last.tensor, last.row, last.col);
+      };
+      if (list.size() < kReportedFindings || !ok || beats_last()) {
+        list.push_back(Finding{ref.name, r, c, got, exact, ref.correctlyRounded(int64_t(i)), ulp, budget / unit, ratio,
+                               std::move(note), ""});
         if (list.size() > 4 * kReportedFindings) trimFindings(list, kReportedFindings);
         if (ok) std::sort(list.begin(), list.end(), worse);
       }
