@@ -93,6 +93,29 @@ void* allocate(size_t bytes) {
 
 void release(void* p) noexcept { cudaFree(p); }
 
+void* allocateOnStream(size_t bytes) {
+  constexpr uint64_t kKeptBytes = uint64_t{256} << 20;
+  thread_local int configured = -1;  // the device whose pool this thread set
+  const int device = currentDevice();
+  if (configured != device) {
+    cudaMemPool_t pool;
+    ULPCHECK_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t kept = kKeptBytes;  // by default the pool gives back all it holds at every synchronisation
+    ULPCHECK_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &kept));
+    configured = device;
+  }
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocAsync(&p, std::max<size_t>(bytes, 1), cudaStreamPerThread);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: clear it
+    throw OutOfMemory(fmt::format("cannot allocate {:.3f} GiB of scratch on the GPU", bytes / 1073741824.0));
+  }
+  if (e != cudaSuccess) throwCudaError(e, "cudaMallocAsync", __FILE__, __LINE__);
+  return p;
+}
+
+void releaseOnStream(void* p) noexcept { cudaFreeAsync(p, cudaStreamPerThread); }
+
 void setBytes(void* p, uint8_t value, size_t bytes) { ULPCHECK_CUDA(cudaMemset(p, value, bytes)); }
 
 void fillPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes) {

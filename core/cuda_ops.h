@@ -14,6 +14,12 @@ void setBytes(void* p, uint8_t value, size_t bytes);
 void fillPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes);
 void copyToDevice(void* dst, const void* src, size_t bytes);
 void copyToHost(void* dst, const void* src, size_t bytes);
+/// Scratch on the calling thread's stream (cudaMallocAsync): releasing it
+/// does not synchronise the whole device as cudaFree does, which would
+/// stall every other case checked at once on it. The device's pool keeps
+/// up to 256 MiB of freed memory for the next use. Throws OutOfMemory.
+void* allocateOnStream(size_t bytes);
+void releaseOnStream(void* p) noexcept;
 /// One Buffer's block on the current device: `red_zone` bytes of canaries,
 /// the payload, `red_zone` more.
 struct BlockView {

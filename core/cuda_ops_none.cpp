@@ -22,6 +22,8 @@ void setBytes(void*, uint8_t, size_t) { noCuda("GPU memset"); }
 void fillPattern(void*, size_t, uint32_t, int) { noCuda("GPU fill"); }
 void copyToDevice(void*, const void*, size_t) { noCuda("GPU copy"); }
 void copyToHost(void*, const void*, size_t) { noCuda("GPU copy"); }
+void* allocateOnStream(size_t) { noCuda("GPU allocation"); }
+void releaseOnStream(void*) noexcept {}
 void inspectBlocks(const BlockView*, size_t, size_t, uint8_t, uint64_t*, uint64_t*) { noCuda("GPU inspection"); }
 std::string ipcHandle(void*) { noCuda("CUDA IPC"); }
 void* openIpcHandle(const std::string&) { noCuda("CUDA IPC"); }

@@ -1,6 +1,7 @@
 #include "core/datagen.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <numeric>
 
@@ -47,6 +48,18 @@ std::vector<int64_t> identityRows(int64_t rows) {
   return ids;
 }
 
+namespace {
+std::atomic<bool> generate_on_device{false};
+
+bool consecutive(const std::vector<int64_t>& ids) {
+  for (size_t r = 1; r < ids.size(); ++r)
+    if (ids[r] != ids[0] + int64_t(r)) return false;
+  return true;
+}
+}  // namespace
+
+void setGenerateOnDevice(bool on) { generate_on_device = on; }
+
 HostMatrix generateHost(const DistParams& dist, DType t, uint64_t seed, TensorStream stream,
                         const std::vector<int64_t>& row_ids, int64_t cols, int64_t ld, uint32_t pad_bits) {
   const PhaseScope phase(Phase::Inputs);
@@ -55,6 +68,14 @@ HostMatrix generateHost(const DistParams& dist, DType t, uint64_t seed, TensorSt
   m.rows = static_cast<int64_t>(row_ids.size());
   m.cols = cols;
   m.ld = ld;
+#if defined(ULPCHECK_HAVE_CUDA)
+  if (generate_on_device && m.rows * cols >= kDeviceGenerationElements && consecutive(row_ids)) {
+    std::vector<uint8_t> bytes(size_t(m.rows * ld) * size_t(storageBytes(t)));
+    generateDownloaded(bytes.data(), dist, t, seed, stream, row_ids[0], m.rows, cols, ld, pad_bits);
+    m.bits = unpackBits(std::move(bytes), t);
+    return m;
+  }
+#endif
   m.bits = PackedBits(storageBytes(t), size_t(m.rows * ld), pad_bits);
   auto fill = [&](unsigned, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)

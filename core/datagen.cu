@@ -1,4 +1,5 @@
 #include "core/cuda_check.h"
+#include "core/cuda_ops.h"
 #include "core/datagen.h"
 
 namespace ulpcheck {
@@ -27,6 +28,22 @@ void generateDevice(void* dst, const DistParams& dist, DType t, uint64_t seed, T
     generateKernel<uint16_t>
         <<<blocks, 256>>>(static_cast<uint16_t*>(dst), dist, t, seed, stream, first_row, rows, cols, ld);
   ULPCHECK_CUDA_LAUNCH("generateKernel");
+}
+
+void generateDownloaded(void* host_dst, const DistParams& dist, DType t, uint64_t seed, TensorStream stream,
+                        int64_t first_row, int64_t rows, int64_t cols, int64_t ld, uint32_t pad_bits) {
+  const size_t bytes = size_t(rows * ld) * size_t(storageBytes(t));
+  if (bytes == 0) return;
+  void* scratch = cudaops::allocateOnStream(bytes);
+  try {
+    if (ld > cols) cudaops::fillPattern(scratch, bytes, pad_bits, storageBytes(t));
+    generateDevice(scratch, dist, t, seed, stream, first_row, rows, cols, ld);
+    cudaops::copyToHost(host_dst, scratch, bytes);  // on the thread's stream: after the kernels
+  } catch (...) {
+    cudaops::releaseOnStream(scratch);
+    throw;
+  }
+  cudaops::releaseOnStream(scratch);
 }
 
 }  // namespace ulpcheck

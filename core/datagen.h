@@ -42,9 +42,21 @@ struct HostMatrix {
 };
 
 /// Generates a matrix whose row r has logical id row_ids[r] (so a row can be
-/// placed anywhere in a batch and keep its values).
+/// placed anywhere in a batch and keep its values). Where this process
+/// checks kernels on a GPU (setGenerateOnDevice), a matrix of
+/// kDeviceGenerationElements or more whose row ids are consecutive is
+/// generated there (generateDevice) and downloaded: the same bits, without
+/// the host's tens of nanoseconds an element (a case's inputs were a fifth
+/// of a default-tier run's host time).
 HostMatrix generateHost(const DistParams& dist, DType t, uint64_t seed, TensorStream stream,
                         const std::vector<int64_t>& row_ids, int64_t cols, int64_t ld, uint32_t pad_bits);
+
+/// Below this many elements the host generates faster than a launch and a
+/// download come back.
+inline constexpr int64_t kDeviceGenerationElements = int64_t{1} << 14;
+/// Whether generateHost may use the calling thread's current GPU (the cuda
+/// backend turns it on; off by default, and in builds without CUDA).
+void setGenerateOnDevice(bool on);
 
 /// Storage bytes (2 or 4 per element, little endian), taken over as bits.
 PackedBits unpackBits(std::vector<uint8_t> bytes, DType t);
@@ -58,5 +70,10 @@ std::vector<int64_t> identityRows(int64_t rows);
 /// width), rows with logical ids first_row .. first_row + rows - 1.
 void generateDevice(void* dst, const DistParams& dist, DType t, uint64_t seed, TensorStream stream, int64_t first_row,
                     int64_t rows, int64_t cols, int64_t ld);
+/// The same into host memory (storage width, rows x ld elements, padding
+/// columns set to pad_bits), generated on the current GPU in stream-ordered
+/// scratch and downloaded.
+void generateDownloaded(void* host_dst, const DistParams& dist, DType t, uint64_t seed, TensorStream stream,
+                        int64_t first_row, int64_t rows, int64_t cols, int64_t ld, uint32_t pad_bits);
 
 }  // namespace ulpcheck

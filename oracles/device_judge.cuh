@@ -16,6 +16,7 @@
 
 #include "core/accuracy.h"
 #include "core/cuda_check.h"
+#include "core/cuda_ops.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "oracles/device_judge.h"
@@ -190,21 +191,22 @@ __device__ inline RowFigures reduceFigures(const RowFigures& mine, RowFigures* s
   });
 }
 
-/// Device memory for a few arrays, freed on every path out.
+/// Device memory for a few arrays, freed on every path out (stream-ordered:
+/// cudaops::allocateOnStream).
 class DeviceArrays {
  public:
   DeviceArrays() = default;
   DeviceArrays(const DeviceArrays&) = delete;
   DeviceArrays& operator=(const DeviceArrays&) = delete;
   ~DeviceArrays() {
-    for (void* p : blocks_) cudaFree(p);
+    for (void* p : blocks_) cudaops::releaseOnStream(p);
   }
   template <typename T>
   T* make(size_t count) {
-    void* p = nullptr;
-    ULPCHECK_CUDA(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)));
+    const size_t bytes = std::max<size_t>(count, 1) * sizeof(T);
+    void* p = cudaops::allocateOnStream(bytes);
     blocks_.push_back(p);
-    ULPCHECK_CUDA(cudaMemset(p, 0, std::max<size_t>(count, 1) * sizeof(T)));
+    ULPCHECK_CUDA(cudaMemsetAsync(p, 0, bytes, cudaStreamPerThread));
     return static_cast<T*>(p);
   }
   template <typename T>

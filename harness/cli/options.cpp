@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "core/datagen.h"
 #include "core/device.h"
 #include "core/memory_limit.h"
 #include "core/parallel.h"
@@ -109,6 +110,7 @@ ExecContext execContext(const std::string& backend, bool perturb_schedule, const
     if (!dev.available) throw UsageError(fmt::format("the cuda backend needs a GPU: {}", dev.reason));
     ctx.backend = Backend::Cuda;
     ctx.sm_count = dev.sm_count;
+    setGenerateOnDevice(true);  // the same bits, made on the GPU for large inputs (core/datagen.h)
     if (!quiet)
       fmt::print("# backend: cuda — {} (sm_{}{}, {} SMs, {:.1f} GiB); oracle on {} host threads\n", dev.name,
                  dev.cc_major, dev.cc_minor, dev.sm_count, dev.total_bytes / 1073741824.0, ctx.pool->size());

@@ -47,6 +47,32 @@ TEST(GpuDataGen, DeviceBitsMatchTheHost) {
     }
 }
 
+TEST(GpuDataGen, HostMatricesMadeOnTheDeviceHoldTheHostsBits) {
+  // What the cuda backend does for large inputs (setGenerateOnDevice):
+  // generated on the GPU and downloaded, padding columns included; rows
+  // whose ids are not consecutive (a batch-invariance layout) stay on the host.
+  ULPCHECK_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { setGenerateOnDevice(false); }
+  } restore;
+  const int64_t rows = 70, cols = 301, ld = 304;
+  std::vector<int64_t> ids = identityRows(rows), shuffled = ids;
+  for (int64_t& id : ids) id += 500;
+  std::swap(shuffled[3], shuffled[40]);
+  ASSERT_GE(rows * cols, kDeviceGenerationElements);
+  for (DType t : kAllDTypes)
+    for (int k = 0; k < static_cast<int>(Dist::kCount); ++k)
+      for (const std::vector<int64_t>* rows_of : {&ids, &shuffled}) {
+        const DistParams d{static_cast<Dist>(k), 0.75, k == static_cast<int>(Dist::LargeMean) ? 1000.0 : 0.0};
+        setGenerateOnDevice(false);
+        const HostMatrix host = generateHost(d, t, 0xfeed, TensorStream::GradOut, *rows_of, cols, ld, poisonBits(t));
+        setGenerateOnDevice(true);
+        const HostMatrix made = generateHost(d, t, 0xfeed, TensorStream::GradOut, *rows_of, cols, ld, poisonBits(t));
+        ASSERT_EQ(made.bits, host.bits) << dtypeName(t) << " " << distName(d.kind);
+        ASSERT_EQ(made.bits.width(), host.bits.width());
+      }
+}
+
 #if defined(ULPCHECK_HAVE_CUDA)
 TEST(GpuBuffer, RedZonesCatchDeviceWrites) {
   ULPCHECK_REQUIRE_GPU();
