@@ -96,6 +96,24 @@ ULPCHECK_HD inline DW sqrt(DW x) {
 /// exact one; the argument holds up to 2^103 q.)
 inline constexpr double kExactSumQuanta = 0x1p100;
 
+/// The largest power of two a finite double is a multiple of (the place of
+/// its lowest set bit); infinity for 0. Sums of values that are multiples
+/// of q are exact below kExactSumQuanta q.
+ULPCHECK_HD inline double quantum(double v) {
+  if (v == 0.0) return INFINITY;
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  const int biased = int((b >> 52) & 0x7ff);
+  const uint64_t fraction = b & ((uint64_t{1} << 52) - 1);
+  const uint64_t significand = biased == 0 ? fraction : fraction | (uint64_t{1} << 52);
+#if defined(__CUDA_ARCH__)
+  const int zeros = __ffsll((long long)significand) - 1;
+#else
+  const int zeros = __builtin_ctzll(significand);
+#endif
+  return std::ldexp(1.0, (biased == 0 ? -1074 : biased - 1075) + zeros);
+}
+
 /// A bound computed in double, rounded up past its own rounding errors:
 /// the callers sum a handful of nonnegative terms, each product and sum
 /// rounding by at most 2^-53 relative, so 2^-48 of headroom covers them.

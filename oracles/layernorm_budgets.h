@@ -37,21 +37,12 @@ ULPCHECK_HD inline double exactWordBound(const dw::DW& v, double slack) {
 }
 
 /// A deviation's share of the exact-variance test (varianceWordsExact):
-/// where d is a double held exactly (b_d = 0, d.l = 0), its quantum, the
-/// lowest power of two it is a multiple of (its square is one of its
-/// square); 0, failing the test, where it is not; infinity for d = 0. The
-/// row's Q is the smallest of its elements'.
+/// where d is a double held exactly (b_d = 0, d.l = 0), its quantum (its
+/// square is a multiple of the quantum's square); 0, failing the test, where
+/// it is not; infinity for d = 0. The row's Q is the smallest of its
+/// elements'.
 ULPCHECK_HD inline double squareQuantum(const dw::DW& d, double b_d) {
-  if (b_d != 0.0 || d.l != 0.0) return 0.0;
-  if (d.h == 0.0) return INFINITY;
-  // The stored fraction's trailing zeros (a subnormal d fails the test anyway: Q < 2^-450).
-  const uint64_t mantissa = dw::bitsOf(d.h) & ((uint64_t{1} << 52) - 1);
-#if defined(__CUDA_ARCH__)
-  const int zeros = mantissa == 0 ? 52 : __ffsll((long long)mantissa) - 1;
-#else
-  const int zeros = mantissa == 0 ? 52 : __builtin_ctzll(mantissa);
-#endif
-  return ldexp(1.0, ilogb(d.h) - 52 + zeros);
+  return b_d != 0.0 || d.l != 0.0 ? 0.0 : dw::quantum(d.h);
 }
 
 /// Whether V = squares / n + eps, formed as dw::plus(dw::divide(squares,

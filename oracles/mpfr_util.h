@@ -80,11 +80,14 @@ struct RoundingPoint {
   double spec = 0, spread = 0;
 };
 
-inline RoundingPoint roundingPoint(DType T, mpfr_srcptr v, double e) {
-  const double odd = toDoubleRoundToOdd(v);
+/// The same from v's round-to-odd double (what the certified fast paths decide).
+inline RoundingPoint roundingPointOfOdd(DType T, double odd, double e) {
   // The interval is widened by 2^-50 |v| for the double arithmetic below.
   const double wide = e + 0x1p-50 * std::fabs(odd);
   return RoundingPoint{roundToFormat(T, odd), roundToFormat(T, odd + wide) - roundToFormat(T, odd - wide)};
+}
+inline RoundingPoint roundingPoint(DType T, mpfr_srcptr v, double e) {
+  return roundingPointOfOdd(T, toDoubleRoundToOdd(v), e);
 }
 
 }  // namespace ulpcheck::mp

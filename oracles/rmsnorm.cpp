@@ -143,6 +143,7 @@
 #include "oracles/rmsnorm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <stdexcept>
@@ -307,6 +308,17 @@ void setDx(const Setup& s, RmsNormReference& ref, int64_t e, double exact, doubl
 /// Element (i, j) of s.addend, or 0.
 double addendAt(const Setup& s, int64_t i, int64_t j) { return s.addend ? s.addend->value(i, j) : 0.0; }
 
+/// What the dW column sums need of every row beside the chunks.
+struct DwRows {
+  DwRows(const Setup& s, bool ordered)
+      : llama_leaf(s.llama && ordered ? size_t(s.M * s.N) : 0), rstd_backward(size_t(s.M)) {}
+  // Llama's dW leaves dy round_T(xhat) (rounded to T once more in 16 bits):
+  // from the rounded xhat of the exact rstd, exact in float, for the ordered
+  // column bound.
+  std::vector<float> llama_leaf;
+  std::vector<double> rstd_backward;  // as a double (a T value under stats=T), for the ordered bound
+};
+
 /// The magnitudes of a plain dw leaf dy (x rb).
 void addPlainDwMagnitudes(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, double xv, double rb, double spread_r) {
   const double xhat_b = xv * rb;
@@ -317,6 +329,40 @@ void addPlainDwMagnitudes(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, doub
 
 void addDwGain(mp::ColumnMagnitudes& dwc, int64_t j, double dyv, double rb) {
   dwc.gain[j] += 1.0 + std::fabs(dyv) + rb;
+}
+
+/// Llama's rounding point q = round_T(x r) from x r's round-to-odd double:
+/// the kernel's x r~ is within |x| rstd_budget + one fp32 rounding of x r.
+RoundingPoint llamaPoint(const Setup& s, double xr_odd, double xv, double r, double rstd_budget) {
+  return mp::roundingPointOfOdd(s.T, xr_odd, std::fabs(xv) * rstd_budget + s.u * std::fabs(xv) * (r + rstd_budget));
+}
+
+/// y = q (offset + w) under Llama rounding, its exact value given.
+void setLlamaY(const Setup& s, RmsNormReference& ref, int64_t e, int64_t j, double exact, const RoundingPoint& q,
+               double r) {
+  ref.y.exact[e] = exact;
+  // q (offset + w) in fp32: one rounding, one more for offset + w; the
+  // rounding point adds its spread times the weight.
+  const double err = tolerance::kBudgetSafety *
+                         (s.u * (1.0 + s.w_units) * std::fabs(q.spec * s.w[j]) +
+                          tolerance::kUnderflowHalfUlps * minSubnormal(s.acc) * (1.0 + std::fabs(s.w[j]) + r)) +
+                     q.spread * std::fabs(s.w[j]);
+  ref.y.budget[e] = budgetFromError(s.T, exact, err);
+}
+
+/// Llama's dW leaf dy q, a product in T in 16 bits (exact in a double),
+/// with its magnitudes; where q may be either neighbour its rounding may
+/// move by one more ulp of the term.
+double llamaDwLeaf(const Setup& s, mp::ColumnMagnitudes& dwc, DwRows& rows, int64_t e, int64_t j, double dyv,
+                   const RoundingPoint& q) {
+  const double term = s.llama_terms_in_T ? roundToFormat(s.T, dyv * q.spec) : dyv * q.spec;
+  if (!rows.llama_leaf.empty()) rows.llama_leaf[size_t(e)] = float(term);
+  dwc.abs_terms[j] += std::fabs(term);
+  dwc.sq_terms[j] += term * term;
+  if (q.spread > 0.0)
+    dwc.spread[j] += q.spread * std::fabs(dyv) +
+                     (s.llama_terms_in_T ? ulpOf(s.T, std::fabs(dyv) * (std::fabs(q.spec) + q.spread)) : 0.0);
+  return term;
 }
 
 /// sum_j |(offset + w_j) dy_j x_j| of row i, in the order the GPU oracle sums it.
@@ -335,17 +381,6 @@ void mpfrRstd(const Setup& s, int64_t i, RowScratch& sc) {
   mpfr_add_d(sc.s, sc.s, double(s.in.eps), MPFR_RNDN);
   mpfr_rec_sqrt(sc.r, sc.s, MPFR_RNDN);
 }
-
-/// What the dW column sums need of every row beside the chunks.
-struct DwRows {
-  DwRows(const Setup& s, bool ordered)
-      : llama_leaf(s.llama && ordered ? size_t(s.M * s.N) : 0), rstd_backward(size_t(s.M)) {}
-  // Llama's dW leaves dy round_T(xhat) (rounded to T once more in 16 bits):
-  // from the rounded xhat of the exact rstd, exact in float, for the ordered
-  // column bound.
-  std::vector<float> llama_leaf;
-  std::vector<double> rstd_backward;  // as a double (a T value under stats=T), for the ordered bound
-};
 
 /// Row i of y, rstd and dx at 160 bits, and its dW terms into `dwc` unless null.
 void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, mp::ColumnSumChunk* dwc, DwRows& rows) {
@@ -396,32 +431,11 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
 
     mpfr_mul_d(sc.t, sc.r, xv, MPFR_RNDN);  // xhat = x r
     if (s.llama) {
-      // y = round_T(x r) (offset + w): the kernel's x r~ is within
-      // |x| rstd_budget + one fp32 rounding of x r.
-      const RoundingPoint q = roundingPoint(T, sc.t,
-                                            std::fabs(xv) * rstd_budget + s.u * std::fabs(xv) * (r + rstd_budget));
-
+      // y = round_T(x r) (offset + w)
+      const RoundingPoint q = llamaPoint(s, toDoubleRoundToOdd(sc.t), xv, r, rstd_budget);
       mpfr_mul_d(sc.out, s.w_exact[j], q.spec, MPFR_RNDN);
-      ref.y.exact[e] = toDoubleRoundToOdd(sc.out);
-      // q (offset + w) in fp32: one rounding, one more for offset + w;
-      // the rounding point adds its spread times the weight.
-      const double err = tolerance::kBudgetSafety *
-                             (s.u * (1.0 + s.w_units) * std::fabs(q.spec * w[j]) +
-                              tolerance::kUnderflowHalfUlps * minSubnormal(s.acc) * (1.0 + std::fabs(w[j]) + r)) +
-                         q.spread * std::fabs(w[j]);
-      ref.y.budget[e] = budgetFromError(T, ref.y.exact[e], err);
-      if (dwc) {
-        // The leaf dy q, a product in T in 16 bits; where q may be either
-        // neighbour its rounding may move by one more ulp of the term.
-        const double term = s.llama_terms_in_T ? roundToFormat(T, dyv * q.spec) : dyv * q.spec;
-        if (!rows.llama_leaf.empty()) rows.llama_leaf[size_t(e)] = float(term);
-        dwc->abs_terms[j] += std::fabs(term);
-        dwc->sq_terms[j] += term * term;
-        if (q.spread > 0.0)
-          dwc->spread[j] += q.spread * std::fabs(dyv) +
-                            (s.llama_terms_in_T ? ulpOf(T, std::fabs(dyv) * (std::fabs(q.spec) + q.spread)) : 0.0);
-        mpfr_set_d(sc.acc_term, term, MPFR_RNDN);  // exact: 48 bits
-      }
+      setLlamaY(s, ref, e, j, toDoubleRoundToOdd(sc.out), q, r);
+      if (dwc) mpfr_set_d(sc.acc_term, llamaDwLeaf(s, *dwc, rows, e, j, dyv, q), MPFR_RNDN);  // exact: 48 bits
     } else {
       if (s.offset == 0.0) mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
       else mpfr_mul(sc.out, sc.t, s.w_exact[j], MPFR_RNDN);                 // y = (x r) (offset + w)
@@ -573,6 +587,15 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
 //     e_t = e_xr |c| + |xr| e_c + 4 u2 |t|; then e r + |a - t| e_r + 4 u2 |dx|
 //     (fused add's backward: + g, 2 u2 |dx + g| more)
 //   dw_j = sum_i r_i (dy x)_ij: (rel(r_i) + 2 u2) |term| + 3.01 u2 |partial|
+//   Llama: q = round_T(x r) from x r's round-to-odd double, decided within
+//     (rel(r) + 2 u2) |x r| + slack (mp::roundingPointOfOdd then gives the
+//     MPFR path's q and spread, from doubles); y = q (offset + w) exact
+//     (twoProd) where offset + w is a double, else DWTimesFP's 2 u2; dx
+//     as above (x-hat unrounded); dW's leaves dy q are exact doubles, summed
+//     exactly below dw::kExactSumQuanta times their quantum
+//     (mp::decideBiasColumns), else decided from the words' bound. A row or
+//     column neither decides sends the whole case to MPFR (its other rows'
+//     leaves would need MPFR's rounding points).
 // Second-order terms (products of two bounds, each below 2^-90 relative,
 // and |computed| for |exact|, 2^-52 apart) are covered by dw::up's 2^-48.
 // The double words stay in [2^-900, 2^900] for fp32 inputs (|x|, |w|, |dy|
@@ -588,7 +611,9 @@ using rmsnorm_budget::kMpfrSlack;
 /// double word and its relative error bound into r / rel_r. False where
 /// something is not decided (what was written is then overwritten).
 /// `widen` multiplies every interval (1; the audit's forced fallback sets more).
-bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw::DW& r, double& rel_r, double& r_near) {
+/// Under Llama rounding each element's rounding point goes to llama_q.
+bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw::DW& r, double& rel_r, double& r_near,
+             std::vector<RoundingPoint>& llama_q) {
   const HostMatrix& x = s.x;
   const int64_t N = s.N;
   dw::DW sq;
@@ -615,6 +640,8 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
     return false;
   ref.rstd.exact[i] = r_odd;
   ref.rstd.budget[i] = rmsnorm_budget::rstd(s.budget, ref.rstd.dtype, r_odd, r_near);
+  // The fp32 r~'s error bound (mpfrRow's), which Llama's rounding points read.
+  const double rstd_budget = s.llama ? elementBudget(DType::F32, s.acc, r_odd, s.delta_r * r_near, 0.0) : 0.0;
 
   // c = r / N sum_j (offset + w_j) dy_j x_j, and m as the MPFR path has it.
   dw::DW P;
@@ -644,30 +671,48 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
     const double xv = x.value(i, j), dyv = s.in.dy.value(i, j);
     const double a = s.w[j] * dyv, xhat = xv * r_near;
     const int64_t e = i * N + j;
-    // y
-    dw::DW y;
-    double e_y;
-    if (s.offset == 0.0) {
-      y = dw::times(r, xv * s.w[j]);  // x w exact
-      e_y = (rel_r + 2.0 * kU2) * std::fabs(y.h);
-    } else {
-      y = dw::times(dw::times(r, xv), s.w_words[j]);
-      e_y = (rel_r + 6.0 * kU2) * std::fabs(y.h);
-    }
-    double bias = 0.0, y_terms = std::fabs(y.h);
-    if (s.in.b) {
-      bias = s.in.b->value(0, j);
-      y_terms += std::fabs(bias);
-      y = dw::plus(y, bias);
-      e_y += 2.0 * kU2 * std::fabs(y.h);
-    }
-    double y_odd;
-    if (!dw::inRange(y) || !dw::roundToOdd(y, widen * dw::up(e_y + kMpfrSlack * y_terms), y_odd)) return false;
-    setPlainY(s, ref, e, j, y_odd, xhat, bias, r_near);
-
-    // dx = (a - (x r) c) r
     const dw::DW xr = dw::times(r, xv);
     const double e_xr = (rel_r + 2.0 * kU2) * std::fabs(xr.h);
+    if (s.llama) {
+      // y = q (offset + w), q = round_T(x r) from x r's round-to-odd double
+      // (MPFR's x r at 160 bits is within kMpfrSlack of it).
+      double xr_odd;
+      if (!dw::inRange(xr) || !dw::roundToOdd(xr, widen * dw::up(e_xr + kMpfrSlack * std::fabs(xr.h)), xr_odd))
+        return false;
+      const RoundingPoint q = llamaPoint(s, xr_odd, xv, r_near, rstd_budget);
+      llama_q[size_t(j)] = q;
+      // q (offset + w): exact in a double word where offset + w is a double
+      // (twoProd; MPFR's 160 bits hold it too), else DWTimesFP's 2 u2.
+      const bool exact = s.w_words[j].l == 0.0;
+      const dw::DW y = exact ? dw::twoProd(s.w_words[j].h, q.spec) : dw::times(s.w_words[j], q.spec);
+      double y_odd;
+      if (!dw::roundToOdd(y, exact ? 0.0 : widen * dw::up((2.0 * kU2 + kMpfrSlack) * std::fabs(y.h)), y_odd))
+        return false;
+      setLlamaY(s, ref, e, j, y_odd, q, r_near);
+    } else {
+      // y
+      dw::DW y;
+      double e_y;
+      if (s.offset == 0.0) {
+        y = dw::times(r, xv * s.w[j]);  // x w exact
+        e_y = (rel_r + 2.0 * kU2) * std::fabs(y.h);
+      } else {
+        y = dw::times(dw::times(r, xv), s.w_words[j]);
+        e_y = (rel_r + 6.0 * kU2) * std::fabs(y.h);
+      }
+      double bias = 0.0, y_terms = std::fabs(y.h);
+      if (s.in.b) {
+        bias = s.in.b->value(0, j);
+        y_terms += std::fabs(bias);
+        y = dw::plus(y, bias);
+        e_y += 2.0 * kU2 * std::fabs(y.h);
+      }
+      double y_odd;
+      if (!dw::inRange(y) || !dw::roundToOdd(y, widen * dw::up(e_y + kMpfrSlack * y_terms), y_odd)) return false;
+      setPlainY(s, ref, e, j, y_odd, xhat, bias, r_near);
+    }
+
+    // dx = (a - (x r) c) r (Llama's too: x-hat unrounded)
     const dw::DW t = dw::times(xr, c);
     double e_diff = e_xr * std::fabs(c.h) + std::fabs(xr.h) * e_c + 4.0 * kU2 * std::fabs(t.h);
     dw::DW diff;
@@ -707,6 +752,21 @@ void addFastDwRow(const Setup& s, int64_t i, const dw::DW& r, double rel_r, doub
   }
 }
 
+/// Row i's Llama dW leaves (exact doubles) into the chunk's double words,
+/// with the magnitudes; `quantum` keeps, per column, the largest power of
+/// two every leaf so far is a multiple of.
+void addFastLlamaDwRow(const Setup& s, int64_t i, double r_near, const std::vector<RoundingPoint>& q,
+                       mp::WordColumnChunk& chunk, std::vector<double>& quantum, DwRows& rows) {
+  for (int64_t j = 0; j < s.N; ++j) {
+    const double dyv = s.in.dy.value(i, j);
+    const double term = llamaDwLeaf(s, chunk, rows, i * s.N + j, j, dyv, q[size_t(j)]);
+    chunk.sum[j] = dw::plus(chunk.sum[j], term);
+    chunk.err[j] += 3.01 * kU2 * std::fabs(chunk.sum[j].h);
+    quantum[size_t(j)] = std::min(quantum[size_t(j)], dw::quantum(term));
+    addDwGain(chunk, j, dyv, r_near);
+  }
+}
+
 /// dW from the fast path's chunk sums: the columns in chunk order, those the
 /// double words do not decide summed by MPFR over `whole()`'s inputs; then
 /// the budgets. Returns the undecided columns.
@@ -736,8 +796,7 @@ std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contra
 }  // namespace
 
 bool rmsnormFastPathApplies(const RmsNormInputs& in) {
-  return kRounding(in.spec) == Rounding::Plain &&
-         !(statsInActivationDtype(in.spec) && in.y_dtype.value_or(in.x.dtype) != DType::F32);
+  return !(statsInActivationDtype(in.spec) && in.y_dtype.value_or(in.x.dtype) != DType::F32);
 }
 
 RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
@@ -753,14 +812,25 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
   mp::WordColumnChunks dw_chunks(chunks);
   DwRows rows(s, orderedDw(contract));
   std::vector<int64_t> fallback_rows(size_t(chunks), 0);
+  // Llama: each chunk's per-column quantum of its leaves (exact doubles);
+  // a row the words do not decide sends the whole case to MPFR (rare: its
+  // leaves would need MPFR's rounding points).
+  std::vector<std::vector<double>> quanta(s.llama ? size_t(chunks) : 0);
+  std::atomic<bool> llama_fell_back{false};
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     std::unique_ptr<RowScratch> sc;  // only for rows the double words do not decide
+    std::vector<RoundingPoint> llama_q(s.llama ? size_t(s.N) : 0);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       auto dwc = std::make_unique<mp::WordColumnChunk>(s.N);
-      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
+      std::vector<double> quantum(s.llama ? size_t(s.N) : 0, INFINITY);
+      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks && !llama_fell_back; ++i) {
         dw::DW r;
         double rel_r = 0, r_near = 0;
-        if (!fastRow(s, ref, i, widen, r, rel_r, r_near)) {
+        if (!fastRow(s, ref, i, widen, r, rel_r, r_near, llama_q)) {
+          if (s.llama) {
+            llama_fell_back = true;
+            break;
+          }
           if (!sc) sc = std::make_unique<RowScratch>(s.N, s.offset != 0.0);
           mpfrRow(s, ref, i, *sc, nullptr, rows);
           // r from its 160-bit value: the double word within 2^-105 of the exact r.
@@ -771,12 +841,31 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
           ++fallback_rows[size_t(chunk)];
         }
         rows.rstd_backward[size_t(i)] = ref.rstd.exact[size_t(i)];
-        addFastDwRow(s, i, r, rel_r, r_near, *dwc);
+        if (s.llama) addFastLlamaDwRow(s, i, r_near, llama_q, *dwc, quantum, rows);
+        else addFastDwRow(s, i, r, rel_r, r_near, *dwc);
       }
       dw_chunks[chunk] = std::move(dwc);
+      if (s.llama) quanta[size_t(chunk)] = std::move(quantum);
     }
   });
 
+  if (s.llama) {
+    // The leaves are exact doubles: a column whose sum of magnitudes stays
+    // below dw::kExactSumQuanta times its quantum is summed exactly
+    // (mp::decideBiasColumns, as a bias gradient's), else decided from the
+    // words' bound; a column neither decides sends the case to MPFR.
+    std::vector<mp::ColumnTotal> totals(size_t(s.N));
+    std::vector<double> q(size_t(s.N), INFINITY);
+    for (const std::vector<double>& chunk_q : quanta)
+      for (size_t j = 0; j < chunk_q.size(); ++j) q[j] = std::min(q[j], chunk_q[j]);
+    if (llama_fell_back || !mp::decideBiasColumns(dw_chunks, q, widen, totals).empty()) {
+      if (counts) counts->fell_back += elements;
+      return rmsnormReferenceMpfr(in, contract, pool);
+    }
+    finishDw(s, contract, totals, orderedBounds(s, contract, rows, pool), ref);
+    if (counts) counts->fast += elements;
+    return ref;
+  }
   const std::vector<int64_t> undecided = finishFastDw(
       s, contract, dw_chunks, orderedBounds(s, contract, rows, pool), widen, [&] { return &s; }, ref);
   if (counts) {

@@ -66,8 +66,9 @@ std::vector<const ReferenceTensor*> tensors(const RmsNormReference& r) { return 
 TEST(OracleAudit, FastPathIsBitwiseTheMpfrOracleOnGeneratedCases) {
   ThreadPool pool(2);
   FastOracleCounts counts;
-  int64_t plain = 0, bias = 0, offset = 0, mixed = 0;
+  int64_t plain = 0, bias = 0, offset = 0, mixed = 0, llama = 0, llama_fast = 0;
   for (const Audited& a : generatedCases(0xa0d17, 400)) {
+    const int64_t fast_before = counts.fast.load();
     const RmsNormReference exact = rmsnormReferenceMpfr(a.inputs(), contractOf(a.c), pool);
     const RmsNormReference fast = rmsnormReferenceFast(a.inputs(), contractOf(a.c), pool, &counts);
     EXPECT_NO_THROW(auditReferences("rmsnorm", tensors(exact), tensors(fast))) << toCaseString(a.c);
@@ -76,9 +77,13 @@ TEST(OracleAudit, FastPathIsBitwiseTheMpfrOracleOnGeneratedCases) {
     bias += kRmsBias(a.c.spec);
     offset += kWeightOffset(a.c.spec) != 0.f;
     mixed += kWeightDtype(a.c.spec).has_value();
+    if (kRounding(a.c.spec) == Rounding::Llama) ++llama, llama_fast += counts.fast.load() > fast_before;
   }
-  // The fast path carried the generated cases of its specs; the others (Llama, stats=T) went to MPFR whole.
+  // The fast path carried the generated cases of its specs, Llama's
+  // rounding points included; stats=T in 16 bits went to MPFR whole.
   EXPECT_GT(plain, 50);
+  EXPECT_GT(llama, 30);
+  EXPECT_GT(llama_fast, llama * 9 / 10) << "of " << llama << " Llama cases";
   EXPECT_GT(bias, 30);
   EXPECT_GT(offset, 30);
   EXPECT_GT(mixed, 30);
