@@ -814,6 +814,23 @@ TEST(LayerNormOracleFastPath, AFewRowsAloneAreThoseRowsOfTheWholeReference) {
   EXPECT_GT(rows_compared, 100);
 }
 
+/// The elements the fast path left to MPFR on a case with ulpcheck's own
+/// contract (declared depths, exact-quotient mean, two-pass statistics),
+/// its references checked bitwise against the MPFR path's. A row whose
+/// statistics came from MPFR counts 2 (mean and rstd), a row computed by
+/// MPFR 2 N + 2, a column of dgamma 1.
+int64_t fastPathFallbacks(const CaseSpec& c, const Inputs& in) {
+  const LayerNormInputs inputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec};
+  AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}, false};
+  contract.depths.mean_is_rounded_quotient = contract.depths.two_pass_statistics = true;
+  ThreadPool pool(2);
+  FastOracleCounts counts;
+  const LayerNormReference fast = layernormReferenceFast(inputs, contract, pool, &counts);
+  const LayerNormReference exact = layernormReferenceMpfr(inputs, contract, pool);
+  EXPECT_NO_THROW(auditReferences("layernorm", layernormTensors(exact), layernormTensors(fast))) << toCaseString(c);
+  return counts.fell_back.load();
+}
+
 TEST(LayerNormOracleFastPath, SumsHeldExactlyAreDecidedInDoubleWords) {
   // fp32 rows of 8192 normal values whose mean and deviations the double
   // words hold exactly: a tiny value (2^-30) in every other row makes q
@@ -829,17 +846,7 @@ TEST(LayerNormOracleFastPath, SumsHeldExactlyAreDecidedInDoubleWords) {
   Inputs in = makeInputs(c);
   for (int64_t i = 0; i < c.M; i += 2) in.x.bits[size_t(i * c.ld + 7)] = doubleToBits(DType::F32, 0x1p-30);
   for (int64_t j = 0; j < c.N; ++j) in.dy.bits[size_t(j)] = doubleToBits(DType::F32, 0x1p-40);
-  const LayerNormInputs inputs{in.x, in.gamma, in.beta, in.dy, c.eps, c.spec};
-  AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}, false};
-  contract.depths.mean_is_rounded_quotient = contract.depths.two_pass_statistics = true;
-  ThreadPool pool(2);
-  FastOracleCounts counts;
-  const LayerNormReference fast = layernormReferenceFast(inputs, contract, pool, &counts);
-  const LayerNormReference exact = layernormReferenceMpfr(inputs, contract, pool);
-  EXPECT_NO_THROW(auditReferences("layernorm", layernormTensors(exact), layernormTensors(fast)));
-  // A row whose statistics came from MPFR counts 2 elements fallen back
-  // (mean and rstd), a row computed by MPFR 2 N + 2, a column of dgamma 1.
-  EXPECT_EQ(counts.fell_back.load(), 0) << "fast " << counts.fast.load();
+  EXPECT_EQ(fastPathFallbacks(c, in), 0);
 }
 
 TEST(LayerNormOracleFastPath, AVarianceHeldExactlyOnAMidpointIsDecidedInDoubleWords) {
@@ -858,17 +865,8 @@ TEST(LayerNormOracleFastPath, AVarianceHeldExactlyOnAMidpointIsDecidedInDoubleWo
     for (int64_t j = 0; j < tie.N; ++j)
       in.x.bits[size_t(i * tie.ld + j)] = doubleToBits(DType::BF16, j % 2 ? -as[i] : as[i]);
   CaseSpec wide = parseCaseString("op=layernorm kernel=host_twopass dtype=bf16 M=512 N=8192 seed=0x5eed");
-  for (const auto& [c, inputs_of] : {std::pair{tie, in}, std::pair{wide, makeInputs(wide)}}) {
-    const LayerNormInputs inputs{inputs_of.x, inputs_of.gamma, inputs_of.beta, inputs_of.dy, c.eps, c.spec};
-    AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}, false};
-    contract.depths.mean_is_rounded_quotient = contract.depths.two_pass_statistics = true;
-    ThreadPool pool(2);
-    FastOracleCounts counts;
-    const LayerNormReference fast = layernormReferenceFast(inputs, contract, pool, &counts);
-    const LayerNormReference exact = layernormReferenceMpfr(inputs, contract, pool);
-    EXPECT_NO_THROW(auditReferences("layernorm", layernormTensors(exact), layernormTensors(fast))) << toCaseString(c);
-    EXPECT_EQ(counts.fell_back.load(), 0) << toCaseString(c) << ": fast " << counts.fast.load();
-  }
+  EXPECT_EQ(fastPathFallbacks(tie, in), 0);
+  EXPECT_EQ(fastPathFallbacks(wide, makeInputs(wide)), 0);
 }
 
 // ---------------------------------------------------------------------------
