@@ -337,6 +337,12 @@ RoundingPoint llamaPoint(const Setup& s, double xr_odd, double xv, double r, dou
   return mp::roundingPointOfOdd(s.T, xr_odd, std::fabs(xv) * rstd_budget + s.u * std::fabs(xv) * (r + rstd_budget));
 }
 
+/// stats=T: the saved rstd round_T(r) as a rounding point, from r's
+/// round-to-odd and nearest doubles (the fp32 r~ is within its budget).
+RoundingPoint savedRstd(const Setup& s, double r_odd, double r_near) {
+  return mp::roundingPointOfOdd(s.T, r_odd, elementBudget(DType::F32, s.acc, r_odd, s.delta_r * r_near, 0.0));
+}
+
 /// y = q (offset + w) under Llama rounding, its exact value given.
 void setLlamaY(const Setup& s, RmsNormReference& ref, int64_t e, int64_t j, double exact, const RoundingPoint& q,
                double r) {
@@ -386,7 +392,6 @@ void mpfrRstd(const Setup& s, int64_t i, RowScratch& sc) {
 void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, mp::ColumnSumChunk* dwc, DwRows& rows) {
   const HostMatrix& x = s.x;
   const int64_t N = s.N;
-  const DType T = s.T;
   const std::vector<double>& w = s.w;
   mpfrRstd(s, i, sc);
   const double r = mpfr_get_d(sc.r, MPFR_RNDN);
@@ -397,7 +402,7 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
   // The rstd the backward consumes: r, or the saved round_T(r) with its spread.
   double rb = r, spread_r = 0.0;
   if (s.stats_in_T) {
-    const RoundingPoint saved = roundingPoint(T, sc.r, rstd_budget);
+    const RoundingPoint saved = savedRstd(s, ref.rstd.exact[i], r);
     rb = saved.spec;
     spread_r = saved.spread;
     mpfr_set_d(sc.rb, rb, MPFR_RNDN);
@@ -596,6 +601,13 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
 //     (mp::decideBiasColumns), else decided from the words' bound. A row or
 //     column neither decides sends the whole case to MPFR (its other rows'
 //     leaves would need MPFR's rounding points).
+//   stats=T: the backward takes rb = round_T(r), decided as MPFR's
+//     roundingPoint from r's round-to-odd and nearest doubles (savedRstd):
+//     an exact double, so c = P rb / N, x rb (one exact twoProd), dx and
+//     dW's leaves rb dy x carry no error of rb's own (rel 0), its spread
+//     entering the budgets as in the MPFR path. A dx that is itself a
+//     double (exact arithmetic: tiny rows, large means) is not decided by a
+//     nonzero bound: such a row goes to MPFR.
 // Second-order terms (products of two bounds, each below 2^-90 relative,
 // and |computed| for |exact|, 2^-52 apart) are covered by dw::up's 2^-48.
 // The double words stay in [2^-900, 2^900] for fp32 inputs (|x|, |w|, |dy|
@@ -607,12 +619,20 @@ namespace {
 using dw::kU2;
 using rmsnorm_budget::kMpfrSlack;
 
-/// Row i's rstd, y and dx certified from double words into `ref`; r as a
-/// double word and its relative error bound into r / rel_r. False where
-/// something is not decided (what was written is then overwritten).
-/// `widen` multiplies every interval (1; the audit's forced fallback sets more).
-/// Under Llama rounding each element's rounding point goes to llama_q.
-bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw::DW& r, double& rel_r, double& r_near,
+/// The rstd a row's backward consumes, for its dW leaves: r as a double word
+/// with its relative error bound and nearest double, or under stats=T the
+/// saved round_T(r) (exact) with its spread.
+struct BackwardRstd {
+  dw::DW words;
+  double rel = 0, near = 0, spread = 0;
+};
+
+/// Row i's rstd, y and dx certified from double words into `ref`; the rstd
+/// its backward consumes into `b`. False where something is not decided
+/// (what was written is then overwritten). `widen` multiplies every
+/// interval (1; the audit's forced fallback sets more). Under Llama
+/// rounding each element's rounding point goes to llama_q.
+bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, BackwardRstd& b,
              std::vector<RoundingPoint>& llama_q) {
   const HostMatrix& x = s.x;
   const int64_t N = s.N;
@@ -631,10 +651,10 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
   ms = dw::plus(ms, double(s.in.eps));
   e_ms = dw::up(e_ms + 2.0 * kU2 * ms.h);
   if (!(ms.h > 0.0) || !dw::inRange(ms)) return false;
-  r = dw::divide(dw::DW{1.0, 0.0}, dw::sqrt(ms));
-  rel_r = dw::up(0.5 * e_ms / ms.h + (3.125 + 9.8) * kU2);
+  const dw::DW r = dw::divide(dw::DW{1.0, 0.0}, dw::sqrt(ms));
+  const double rel_r = dw::up(0.5 * e_ms / ms.h + (3.125 + 9.8) * kU2);
   const double e_r = rel_r * r.h;
-  double r_odd;
+  double r_odd, r_near;
   if (!dw::inRange(r) || !dw::roundToNearest(r, widen * (e_r + kMpfrSlack * r.h), r_near) ||
       !dw::roundToOdd(r, widen * (e_r + kMpfrSlack * r.h), r_odd))
     return false;
@@ -642,6 +662,13 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
   ref.rstd.budget[i] = rmsnorm_budget::rstd(s.budget, ref.rstd.dtype, r_odd, r_near);
   // The fp32 r~'s error bound (mpfrRow's), which Llama's rounding points read.
   const double rstd_budget = s.llama ? elementBudget(DType::F32, s.acc, r_odd, s.delta_r * r_near, 0.0) : 0.0;
+  // The backward's rstd: r, or the saved T value (exact: no error of its own).
+  b = BackwardRstd{r, rel_r, r_near, 0.0};
+  if (s.stats_in_T) {
+    const RoundingPoint saved = savedRstd(s, r_odd, r_near);
+    b = BackwardRstd{dw::DW{saved.spec, 0.0}, 0.0, saved.spec, saved.spread};
+  }
+  const double e_b = b.rel * b.words.h, rb = b.near;
 
   // c = r / N sum_j (offset + w_j) dy_j x_j, and m as the MPFR path has it.
   dw::DW P;
@@ -659,11 +686,11 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
     e_P += 3.01 * kU2 * std::fabs(P.h);
   }
   const double abs_sum = rowAbsSum(s, i);
-  const dw::DW Pr = dw::times(P, r);
+  const dw::DW Pr = dw::times(P, b.words);
   const dw::DW c = dw::divide(Pr, n);
-  const double e_c =
-      dw::up((e_P * r.h + std::fabs(P.h) * e_r + 4.0 * kU2 * std::fabs(Pr.h)) / double(N) + 9.8 * kU2 * std::fabs(c.h));
-  const double m = abs_sum * r_near / double(N);
+  const double e_c = dw::up((e_P * b.words.h + std::fabs(P.h) * e_b + 4.0 * kU2 * std::fabs(Pr.h)) / double(N) +
+                            9.8 * kU2 * std::fabs(c.h));
+  const double m = abs_sum * rb / double(N);
   double c_near;
   if (!dw::roundToNearest(c, widen * (e_c + kMpfrSlack * m), c_near)) return false;
 
@@ -712,9 +739,12 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
       setPlainY(s, ref, e, j, y_odd, xhat, bias, r_near);
     }
 
-    // dx = (a - (x r) c) r (Llama's too: x-hat unrounded)
-    const dw::DW t = dw::times(xr, c);
-    double e_diff = e_xr * std::fabs(c.h) + std::fabs(xr.h) * e_c + 4.0 * kU2 * std::fabs(t.h);
+    // dx = (a - (x rb) c) rb, rb the backward's rstd (Llama's too: x-hat
+    // unrounded; under stats=T x rb is one exact twoProd of a T value).
+    const dw::DW xb = s.stats_in_T ? dw::twoProd(rb, xv) : xr;
+    const double e_xb = s.stats_in_T ? 0.0 : e_xr, xhat_b = xv * rb;
+    const dw::DW t = dw::times(xb, c);
+    double e_diff = e_xb * std::fabs(c.h) + std::fabs(xb.h) * e_c + 4.0 * kU2 * std::fabs(t.h);
     dw::DW diff;
     if (s.offset == 0.0) {
       diff = dw::plus(dw::DW{-t.h, -t.l}, a);  // a = w dy exact
@@ -724,9 +754,9 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
       diff = dw::plus(dw::DW{-t.h, -t.l}, a_words);
       e_diff += 2.0 * kU2 * std::fabs(a_words.h) + 3.01 * kU2 * std::fabs(diff.h);
     }
-    dw::DW dx = dw::times(diff, r);
-    double e_dx = e_diff * r.h + std::fabs(diff.h) * e_r + 4.0 * kU2 * std::fabs(dx.h);
-    double dx_terms = r_near * (std::fabs(a) + std::fabs(xhat * c_near) + std::fabs(xhat) * m);
+    dw::DW dx = dw::times(diff, b.words);
+    double e_dx = e_diff * b.words.h + std::fabs(diff.h) * e_b + 4.0 * kU2 * std::fabs(dx.h);
+    double dx_terms = rb * (std::fabs(a) + std::fabs(xhat_b * c_near) + std::fabs(xhat_b) * m);
     const double g = addendAt(s, i, j);
     if (s.addend) {  // + g: DWPlusFP, 2 u2
       dx = dw::plus(dx, g);
@@ -735,20 +765,20 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, dw:
     }
     double dx_odd;
     if (!dw::inRange(dx) || !dw::roundToOdd(dx, widen * dw::up(e_dx + kMpfrSlack * dx_terms), dx_odd)) return false;
-    setDx(s, ref, e, dx_odd, a, xv, c_near, m, r_near, 0.0, g);
+    setDx(s, ref, e, dx_odd, a, xv, c_near, m, rb, b.spread, g);
   }
   return true;
 }
 
-/// Row i's dW terms r (dy x) into the chunk's double words, and the magnitudes.
-void addFastDwRow(const Setup& s, int64_t i, const dw::DW& r, double rel_r, double r_near, mp::WordColumnChunk& chunk) {
+/// Row i's dW terms rb (dy x) into the chunk's double words, and the magnitudes.
+void addFastDwRow(const Setup& s, int64_t i, const BackwardRstd& b, mp::WordColumnChunk& chunk) {
   for (int64_t j = 0; j < s.N; ++j) {
     const double xv = s.x.value(i, j), dyv = s.in.dy.value(i, j);
-    const dw::DW term = dw::times(r, dyv * xv);  // dy x exact: 48 bits
+    const dw::DW term = dw::times(b.words, dyv * xv);  // dy x exact: 48 bits
     chunk.sum[j] = dw::plus(chunk.sum[j], term);
-    chunk.err[j] += (rel_r + 2.0 * kU2) * std::fabs(term.h) + 3.01 * kU2 * std::fabs(chunk.sum[j].h);
-    addPlainDwMagnitudes(chunk, j, dyv, xv, r_near, 0.0);
-    addDwGain(chunk, j, dyv, r_near);
+    chunk.err[j] += (b.rel + 2.0 * kU2) * std::fabs(term.h) + 3.01 * kU2 * std::fabs(chunk.sum[j].h);
+    addPlainDwMagnitudes(chunk, j, dyv, xv, b.near, b.spread);
+    addDwGain(chunk, j, dyv, b.near);
   }
 }
 
@@ -783,7 +813,12 @@ std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contra
     const Setup& w = *whole();
     RowScratch sc(w.N, false);
     const std::vector<double> exact = mp::mpfrColumnSums(
-        w.M, int64_t(dw_chunks.size()), undecided, [&](int64_t i) { mpfrRstd(w, i, sc); },
+        w.M, int64_t(dw_chunks.size()), undecided,
+        [&](int64_t i) {
+          mpfrRstd(w, i, sc);
+          if (w.stats_in_T)  // the saved round_T(r), as mpfrRow's backward takes it
+            mpfr_set_d(sc.r, savedRstd(w, toDoubleRoundToOdd(sc.r), mpfr_get_d(sc.r, MPFR_RNDN)).spec, MPFR_RNDN);
+        },
         [&](mpfr_ptr out, int64_t i, int64_t j) {
           mpfr_mul_d(out, sc.r, w.in.dy.value(i, j) * w.x.value(i, j), MPFR_RNDN);  // as mpfrRow's dW terms
         });
@@ -795,18 +830,10 @@ std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contra
 
 }  // namespace
 
-bool rmsnormFastPathApplies(const RmsNormInputs& in) {
-  return !(statsInActivationDtype(in.spec) && in.y_dtype.value_or(in.x.dtype) != DType::F32);
-}
-
 RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
                                       FastOracleCounts* counts, double widen) {
   const Setup s(in, contract);
   const int64_t elements = s.M * (2 * s.N + 1) + s.N;
-  if (!rmsnormFastPathApplies(in)) {
-    if (counts) counts->mpfr_only += elements;
-    return rmsnormReferenceMpfr(in, contract, pool);
-  }
   RmsNormReference ref = emptyReference(s, contract, pool, true, counts, widen);
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
   mp::WordColumnChunks dw_chunks(chunks);
@@ -824,9 +851,8 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
       auto dwc = std::make_unique<mp::WordColumnChunk>(s.N);
       std::vector<double> quantum(s.llama ? size_t(s.N) : 0, INFINITY);
       for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks && !llama_fell_back; ++i) {
-        dw::DW r;
-        double rel_r = 0, r_near = 0;
-        if (!fastRow(s, ref, i, widen, r, rel_r, r_near, llama_q)) {
+        BackwardRstd b;
+        if (!fastRow(s, ref, i, widen, b, llama_q)) {
           if (s.llama) {
             llama_fell_back = true;
             break;
@@ -834,15 +860,18 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
           if (!sc) sc = std::make_unique<RowScratch>(s.N, s.offset != 0.0);
           mpfrRow(s, ref, i, *sc, nullptr, rows);
           // r from its 160-bit value: the double word within 2^-105 of the exact r.
-          r_near = mpfr_get_d(sc->r, MPFR_RNDN);
+          const double r_near = mpfr_get_d(sc->r, MPFR_RNDN);
           mpfr_sub_d(sc->t, sc->r, r_near, MPFR_RNDN);
-          r = dw::DW{r_near, mpfr_get_d(sc->t, MPFR_RNDN)};
-          rel_r = 0x1p-104;
+          b = BackwardRstd{dw::DW{r_near, mpfr_get_d(sc->t, MPFR_RNDN)}, 0x1p-104, r_near, 0.0};
+          if (s.stats_in_T) {
+            const RoundingPoint saved = savedRstd(s, ref.rstd.exact[size_t(i)], r_near);
+            b = BackwardRstd{dw::DW{saved.spec, 0.0}, 0.0, saved.spec, saved.spread};
+          }
           ++fallback_rows[size_t(chunk)];
         }
-        rows.rstd_backward[size_t(i)] = ref.rstd.exact[size_t(i)];
-        if (s.llama) addFastLlamaDwRow(s, i, r_near, llama_q, *dwc, quantum, rows);
-        else addFastDwRow(s, i, r, rel_r, r_near, *dwc);
+        rows.rstd_backward[size_t(i)] = s.stats_in_T ? b.near : ref.rstd.exact[size_t(i)];
+        if (s.llama) addFastLlamaDwRow(s, i, b.near, llama_q, *dwc, quantum, rows);
+        else addFastDwRow(s, i, b, *dwc);
       }
       dw_chunks[chunk] = std::move(dwc);
       if (s.llama) quanta[size_t(chunk)] = std::move(quantum);

@@ -63,10 +63,6 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
 RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
                                       FastOracleCounts* counts = nullptr, double widen = 1.0);
 
-/// Whether the fast path models the spec (plain rounding, rstd saved in
-/// fp32); otherwise rmsnormReferenceFast is the MPFR path.
-bool rmsnormFastPathApplies(const RmsNormInputs& in);
-
 // ---------------------------------------------------------------------------
 // Pieces of the fast path for the GPU oracle (oracles/rmsnorm_device.h),
 // which makes the pass over all rows on the device and hands the host what
