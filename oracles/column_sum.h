@@ -255,16 +255,17 @@ OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& o
   return b;
 }
 
-// The distance of MPFR's 256-bit column sums from the exact ones, relative
-// to sum |v| (biasGradientReference).
-inline constexpr double kBiasSumSlack = 0x1p-200;  // M <= 2^40 adds of 2^-256 relative each
+// The distance of MPFR's 256-bit column sums of exact leaves from the exact
+// ones, relative to sum |v| (decideExactLeafColumns).
+inline constexpr double kLeafSumSlack = 0x1p-200;  // M <= 2^40 adds of 2^-256 relative each
 
-/// biasGradientReference's fast exact sums from its chunk words and each
-/// column's smallest ulp q (over every chunk): totals[j] with its
-/// magnitudes, and its exact value where decided; the columns it leaves to
-/// MPFR are returned.
-inline std::vector<int64_t> decideBiasColumns(const WordColumnChunks& words, const std::vector<double>& q, double widen,
-                                              std::vector<ColumnTotal>& totals) {
+/// The fast exact sums of columns whose leaves are exact doubles (a bias
+/// gradient's dy, RMSNorm's Llama dW leaves dy q), from their chunk words
+/// and each column's q, a power of two every leaf is a multiple of (over
+/// every chunk): totals[j] with its magnitudes, and its exact value where
+/// decided; the columns it leaves to MPFR are returned.
+inline std::vector<int64_t> decideExactLeafColumns(const WordColumnChunks& words, const std::vector<double>& q,
+                                                   double widen, std::vector<ColumnTotal>& totals) {
   std::vector<int64_t> undecided;
   for (int64_t j = 0; j < int64_t(totals.size()); ++j) {
     ColumnTotal& t = totals[size_t(j)];
@@ -277,7 +278,7 @@ inline std::vector<int64_t> decideBiasColumns(const WordColumnChunks& words, con
       for (const auto& w : words) sum = dw::plus(sum, w->sum[size_t(j)]);
       if (dw::roundToOdd(sum, 0.0, t.exact)) continue;
     }
-    if (!decideWordColumn(words, j, kBiasSumSlack, widen, t)) undecided.push_back(j);
+    if (!decideWordColumn(words, j, kLeafSumSlack, widen, t)) undecided.push_back(j);
   }
   return undecided;
 }
@@ -349,7 +350,7 @@ inline ReferenceTensor biasGradientBudgets(std::string name, DType out, int64_t 
 /// double, was otherwise left to MPFR);
 /// any other is summed in double words (DWPlusFP, 2 u2 |partial| each,
 /// chunks combined by decideWordColumn; MPFR's 256-bit adds are within
-/// kBiasSumSlack sum |v|), and summed by MPFR where that does not decide it.
+/// kLeafSumSlack sum |v|), and summed by MPFR where that does not decide it.
 inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix& v, DType out,
                                              const AccuracyContract& contract, ThreadPool& pool, bool fast = false,
                                              FastOracleCounts* counts = nullptr, double widen = 1.0) {
@@ -405,7 +406,7 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
     std::vector<double> q(size_t(N), INFINITY);
     for (const std::vector<double>& chunk_q : smallest_ulp)
       for (int64_t j = 0; j < N; ++j) q[size_t(j)] = std::min(q[size_t(j)], chunk_q[size_t(j)]);
-    undecided = decideBiasColumns(words, q, widen, totals);
+    undecided = decideExactLeafColumns(words, q, widen, totals);
   } else {
     Real total(tolerance::kOracleAccumulatorBits);
     for (int64_t j = 0; j < N; ++j) totals[size_t(j)] = combineColumn(sums, j, total);

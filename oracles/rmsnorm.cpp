@@ -598,7 +598,7 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
 //     (twoProd) where offset + w is a double, else DWTimesFP's 2 u2; dx
 //     as above (x-hat unrounded); dW's leaves dy q are exact doubles, summed
 //     exactly below dw::kExactSumQuanta times their quantum
-//     (mp::decideBiasColumns), else decided from the words' bound. A row or
+//     (mp::decideExactLeafColumns), else decided from the words' bound. A row or
 //     column neither decides sends the whole case to MPFR (its other rows'
 //     leaves would need MPFR's rounding points).
 //   stats=T: the backward takes rb = round_T(r), decided as MPFR's
@@ -881,13 +881,13 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
   if (s.llama) {
     // The leaves are exact doubles: a column whose sum of magnitudes stays
     // below dw::kExactSumQuanta times its quantum is summed exactly
-    // (mp::decideBiasColumns, as a bias gradient's), else decided from the
+    // (mp::decideExactLeafColumns, as a bias gradient's), else decided from the
     // words' bound; a column neither decides sends the case to MPFR.
     std::vector<mp::ColumnTotal> totals(size_t(s.N));
     std::vector<double> q(size_t(s.N), INFINITY);
     for (const std::vector<double>& chunk_q : quanta)
       for (size_t j = 0; j < chunk_q.size(); ++j) q[j] = std::min(q[j], chunk_q[j]);
-    if (llama_fell_back || !mp::decideBiasColumns(dw_chunks, q, widen, totals).empty()) {
+    if (llama_fell_back || !mp::decideExactLeafColumns(dw_chunks, q, widen, totals).empty()) {
       if (counts) counts->fell_back += elements;
       return rmsnormReferenceMpfr(in, contract, pool);
     }

@@ -193,7 +193,7 @@ Outcome layernormAccuracyOnGpu(const CaseSpec& c, const LayerNormKernel& k, cons
     {
       const PhaseScope oracle_phase(Phase::Oracle);
       const gpu_oracle::ColumnChunkSums sums = gpu_oracle::dbetaChunkSums(dc, chunks);
-      undecided = mp::decideBiasColumns(wordChunks(sums, N), sums.smallest_ulp, widen, totals);
+      undecided = mp::decideExactLeafColumns(wordChunks(sums, N), sums.smallest_ulp, widen, totals);
       for (const ColumnOrder& order : orders) {
         mp::OrderedColumnBound b = mp::orderedColumnShape(M, order);
         b.partial_abs = gpu_oracle::dbetaOrderedPartialAbs(dc, order, b.depth);

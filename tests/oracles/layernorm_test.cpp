@@ -838,7 +838,7 @@ TEST(LayerNormOracleFastPath, SumsHeldExactlyAreDecidedInDoubleWords) {
   // (dw::kExactSumQuanta), and some deviations x - mean land on an exact
   // tie between doubles (exactWordBound; ties to even). And dbeta's
   // columns, each with one dy of 2^-40: the sum is a double, exact in the
-  // words though not below 2^53 q (mp::decideBiasColumns). With the old
+  // words though not below 2^53 q (mp::decideExactLeafColumns). With the old
   // tests about one such row in eight took MPFR's statistics (on the GPU
   // judge: went to the host whole) and every dbeta column was summed by
   // MPFR; now nothing is, and every value is still MPFR's.
