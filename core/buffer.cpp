@@ -45,6 +45,14 @@ class BlockPool {
     return (bytes + step - 1) / step * step;
   }
 
+  // A larger host block goes back to the system at once: held in the pool it
+  // would stay in the process's memory beside the next buffers of its case
+  // (a 4096 x 8192 fp32 case held its inputs' and outputs' blocks, freed,
+  // beside its downloaded outputs), and mapping it afresh costs little next
+  // to a case of that size. (A device block stays: cudaFree would
+  // synchronise the whole device, stalling the cases checked beside it.)
+  static constexpr size_t kMaxPooledHostBlock = size_t{64} << 20;
+
   void* acquire(Backend where, int device, size_t capacity, const std::string& name) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -67,7 +75,8 @@ class BlockPool {
   void give(Backend where, int device, size_t capacity, void* base) noexcept {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_bytes_[size_t(where)] + capacity <= kMaxCachedBytes) {
+      if (cached_bytes_[size_t(where)] + capacity <= kMaxCachedBytes &&
+          (where != Backend::Host || capacity <= kMaxPooledHostBlock)) {
         free_[{where, device, capacity}].push_back(base);
         cached_bytes_[size_t(where)] += capacity;
         return;
@@ -128,6 +137,10 @@ class BlockPool {
   size_t cached_bytes_[2] = {0, 0};
 };
 }  // namespace
+
+bool Buffer::pooledWhenFreed(size_t bytes) {
+  return BlockPool::sizeClass(bytes + 2 * kRedZoneBytes) <= BlockPool::kMaxPooledHostBlock;
+}
 
 Buffer::Buffer(Backend where, size_t bytes, std::string name) : where_(where), bytes_(bytes), name_(std::move(name)) {
   // A size past any machine's memory (a kernel's workspace query that

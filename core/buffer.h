@@ -37,6 +37,11 @@ uint64_t bytesDigest(const void* p, size_t bytes);
 class Buffer {
  public:
   static constexpr size_t kRedZoneBytes = 256;  // keeps the payload 256-byte aligned
+  /// Whether a host buffer of `bytes` stays in the process's memory once
+  /// freed (the pool keeps it for the next buffer of its size class), as
+  /// every device buffer does: a host one larger than 64 MiB goes back to
+  /// the system. What a case's memory estimate counts (OpAdapter::peakHostBytes).
+  static bool pooledWhenFreed(size_t bytes);
 
   Buffer(Backend where, size_t bytes, std::string name);
   ~Buffer();

@@ -154,93 +154,218 @@ bool fastRankOrderSumInT(const std::vector<HostMatrix>& x, int64_t i, int64_t j,
   return true;
 }
 
-}  // namespace
+/// The case's constants.
+struct ResidualSetup {
+  explicit ResidualSetup(const AllreduceRmsNormInputs& in)
+      : M(in.x.at(0).rows),
+        N(in.x.at(0).cols),
+        T(in.x.at(0).dtype),
+        Rd(in.residual.dtype),
+        // What the norm reads: the spec's residual_out, or round_fp32(s + residual).
+        Vd(in.norm_of_fp32_sum ? DType::F32 : Rd),
+        R(static_cast<int>(in.x.size())),
+        // acc=T differs from one rounding of the exact sum from three ranks on.
+        rank_order_in_t(in.sum_in_activation_dtype && R > 2) {}
+  const int64_t M, N;
+  const DType T;
+  const DType Rd;  // residual and residual_out: T, or fp32 (res=fp32)
+  const DType Vd;
+  const int R;
+  const bool rank_order_in_t;
+  bool vIsResidualOut() const { return Vd == Rd; }
+};
 
-AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs& in, const AccuracyContract& contract,
-                                                    ThreadPool& pool, OracleMode mode) {
-  const HostMatrix& r0 = in.x.at(0);
-  const int64_t M = r0.rows, N = r0.cols;
-  const DType T = r0.dtype;
-  const DType Rd = in.residual.dtype;  // residual and residual_out: T, or fp32 (res=fp32)
-  const int R = static_cast<int>(in.x.size());
-  const double K = tolerance::kBudgetSafety;
-  // acc=T differs from one rounding of the exact sum from three ranks on.
-  const bool rank_order_in_t = in.sum_in_activation_dtype && R > 2;
+/// One element of residual_out and of what the norm reads (v), exact, with budgets.
+struct ResidualElement {
+  double out = 0, out_budget = 0, v = 0, v_budget = 0;
+  bool by_mpfr = false;  // the double words did not decide it
+};
 
-  AllreduceRmsNormReference ref{ReferenceTensor::zeros("residual_out", Rd, M, N, true),
-                                ReferenceTensor::zeros("y", T, M, N, true)};
-  // What the norm reads, as a matrix of its dtype for the RMSNorm oracle:
-  // the spec's residual_out, or round_fp32(s + residual); and its budgets.
-  const DType Vd = in.norm_of_fp32_sum ? DType::F32 : Rd;
-  const bool v_is_residual_out = Vd == Rd;
-  HostMatrix v{Vd, M, N, N, PackedBits(storageBytes(Vd), size_t(M * N))};
-  std::vector<double> v_budget(size_t(M * N));
+/// Element (i, j): the fast path where it decides, MPFR where not (and both,
+/// compared, under the audit). `sum` is the caller's MPFR scratch.
+ResidualElement residualElement(const ResidualSetup& k, const AllreduceRmsNormInputs& in, int64_t i, int64_t j,
+                                OracleMode mode, mp::Real& sum) {
+  const DType T = k.T, Rd = k.Rd, Vd = k.Vd;
+  const int R = k.R;
+  const bool rank_order_in_t = k.rank_order_in_t;
+  double abs_sum = 0.0, q = INFINITY;
+  for (int r = 0; r < R; ++r) {
+    const double v = in.x[size_t(r)].value(i, j);
+    abs_sum += std::fabs(v);
+    if (v != 0.0) q = std::min(q, ulpOf(T, std::fabs(v)));
+  }
+  ResidualElement e;
+  double s = 0.0, fast_out = 0.0, fast_v = 0.0;
+  const bool fast = mode != OracleMode::Mpfr &&
+                    (rank_order_in_t ? fastRankOrderSumInT(in.x, i, j, T, s) : fastRankSum(in.x, i, j, T, s));
+  if (fast) {
+    fast_out = std::isinf(s) ? s : fastRoundedAdd(s, in.residual.value(i, j), Rd);
+    fast_v = k.vIsResidualOut() || std::isinf(s) ? fast_out : fastRoundedAdd(s, in.residual.value(i, j), Vd);
+  }
+  if (!fast || mode == OracleMode::Audit) {
+    for (int r = 0; r < R; ++r) {
+      const double v = in.x[size_t(r)].value(i, j);
+      // Exact. Starting from x_0 keeps IEEE's sign of a zero sum (-0 only
+      // when every partial is -0), which a start from +0 would lose.
+      if (r == 0) mpfr_set_d(sum, v, MPFR_RNDN);
+      else mpfr_add_d(sum, sum, v, MPFR_RNDN);
+      // acc=T: each add rounded to T (exact in T, so set back exactly).
+      if (rank_order_in_t && r > 0) mpfr_set_d(sum, roundToT(T, sum), MPFR_RNDN);
+    }
+    const double exact_s = roundToT(T, sum);
+    mpfr_set_d(sum, exact_s, MPFR_RNDN);
+    mpfr_add_d(sum, sum, in.residual.value(i, j), MPFR_RNDN);  // exact
+    const double exact_out = std::isinf(exact_s) ? exact_s : roundToT(Rd, sum);
+    const double exact_v = k.vIsResidualOut() || std::isinf(exact_s) ? exact_out : roundToT(Vd, sum);
+    if (fast && !(dw::bitsOf(exact_s) == dw::bitsOf(s) && dw::bitsOf(exact_out) == dw::bitsOf(fast_out) &&
+                  dw::bitsOf(exact_v) == dw::bitsOf(fast_v)))
+      throw OracleDisagreement(fmt::format(
+          "oracle audit, allreduce_rmsnorm: residual_out[{},{}]: MPFR s {:a} out {:a} normed {:a}, fast s {:a} "
+          "out {:a} normed {:a}",
+          i, j, exact_s, exact_out, exact_v, s, fast_out, fast_v));
+    e.by_mpfr = !fast;
+    s = exact_s, fast_out = exact_out, fast_v = exact_v;
+  }
+  // Every partial sum exact in every order, in fp32 (in T under acc=T):
+  // A / q < 2^24 (2^p_T), with a margin for abs_sum's own rounding in
+  // double (and no partial sum that could overflow in some order).
+  const DType acc = rank_order_in_t ? T : DType::F32;
+  const bool exact_any_order = abs_sum == 0.0 ||
+                               (abs_sum * (1.0 + 0x1p-40) / q < 1.0 / unitRoundoff(acc) && abs_sum <= maxFinite(acc));
+  // A serial order's error; under acc=T, between two orders' (rank order's s and another).
+  const double e_s = exact_any_order ? 0.0 : tolerance::kBudgetSafety * double(R - 1) * unitRoundoff(acc) * abs_sum;
+  const double d_s = exact_any_order   ? 0.0
+                     : rank_order_in_t ? 2.0 * e_s + ulpOf(T, std::fabs(s) + 2.0 * e_s)
+                                       : e_s + ulpOf(T, std::fabs(s) + e_s);
+  // acc=T's rank order overflowed T: the spec's own result is infinite.
+  const bool spec_overflowed = rank_order_in_t && std::isinf(s);
+  e.out = fast_out;
+  e.out_budget = spec_overflowed ? INFINITY : d_s == 0.0 ? 0.0 : d_s + ulpOf(Rd, std::fabs(fast_out) + d_s);
+  e.v = fast_v;
+  e.v_budget = spec_overflowed ? INFINITY : d_s == 0.0 ? 0.0 : d_s + ulpOf(Vd, std::fabs(fast_v) + d_s);
+  return e;
+}
 
-  std::vector<int64_t> fell_back(size_t(M), 0);  // per row: elements the double words did not decide
-  pool.forChunks(M, [&](unsigned, int64_t row_begin, int64_t row_end) {
-    mp::Real sum(kExactSumBits);
-    for (int64_t i = row_begin; i < row_end; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        double abs_sum = 0.0, q = INFINITY;
-        for (int r = 0; r < R; ++r) {
-          const double v = in.x[size_t(r)].value(i, j);
-          abs_sum += std::fabs(v);
-          if (v != 0.0) q = std::min(q, ulpOf(T, std::fabs(v)));
-        }
-        double s = 0.0, fast_out = 0.0, fast_v = 0.0;
-        const bool fast = mode != OracleMode::Mpfr &&
-                          (rank_order_in_t ? fastRankOrderSumInT(in.x, i, j, T, s) : fastRankSum(in.x, i, j, T, s));
-        if (fast) {
-          fast_out = std::isinf(s) ? s : fastRoundedAdd(s, in.residual.value(i, j), Rd);
-          fast_v = v_is_residual_out || std::isinf(s) ? fast_out : fastRoundedAdd(s, in.residual.value(i, j), Vd);
-        }
-        if (!fast || mode == OracleMode::Audit) {
-          for (int r = 0; r < R; ++r) {
-            const double v = in.x[size_t(r)].value(i, j);
-            // Exact. Starting from x_0 keeps IEEE's sign of a zero sum (-0 only
-            // when every partial is -0), which a start from +0 would lose.
-            if (r == 0) mpfr_set_d(sum, v, MPFR_RNDN);
-            else mpfr_add_d(sum, sum, v, MPFR_RNDN);
-            // acc=T: each add rounded to T (exact in T, so set back exactly).
-            if (rank_order_in_t && r > 0) mpfr_set_d(sum, roundToT(T, sum), MPFR_RNDN);
-          }
-          const double exact_s = roundToT(T, sum);
-          mpfr_set_d(sum, exact_s, MPFR_RNDN);
-          mpfr_add_d(sum, sum, in.residual.value(i, j), MPFR_RNDN);  // exact
-          const double exact_out = std::isinf(exact_s) ? exact_s : roundToT(Rd, sum);
-          const double exact_v = v_is_residual_out || std::isinf(exact_s) ? exact_out : roundToT(Vd, sum);
-          if (fast && !(dw::bitsOf(exact_s) == dw::bitsOf(s) && dw::bitsOf(exact_out) == dw::bitsOf(fast_out) &&
-                        dw::bitsOf(exact_v) == dw::bitsOf(fast_v)))
-            throw OracleDisagreement(fmt::format(
-                "oracle audit, allreduce_rmsnorm: residual_out[{},{}]: MPFR s {:a} out {:a} normed {:a}, fast s {:a} "
-                "out {:a} normed {:a}",
-                i, j, exact_s, exact_out, exact_v, s, fast_out, fast_v));
-          if (!fast) ++fell_back[size_t(i)];
-          s = exact_s, fast_out = exact_out, fast_v = exact_v;
-        }
-        // Every partial sum exact in every order, in fp32 (in T under acc=T):
-        // A / q < 2^24 (2^p_T), with a margin for abs_sum's own rounding in
-        // double (and no partial sum that could overflow in some order).
-        const DType acc = rank_order_in_t ? T : DType::F32;
-        const bool exact_any_order = abs_sum == 0.0 || (abs_sum * (1.0 + 0x1p-40) / q < 1.0 / unitRoundoff(acc) &&
-                                                        abs_sum <= maxFinite(acc));
-        // A serial order's error; under acc=T, between two orders' (rank order's s and another).
-        const double e_s = exact_any_order ? 0.0 : K * double(R - 1) * unitRoundoff(acc) * abs_sum;
-        const double d_s = exact_any_order   ? 0.0
-                           : rank_order_in_t ? 2.0 * e_s + ulpOf(T, std::fabs(s) + 2.0 * e_s)
-                                             : e_s + ulpOf(T, std::fabs(s) + e_s);
-        // acc=T's rank order overflowed T: the spec's own result is infinite.
-        const bool spec_overflowed = rank_order_in_t && std::isinf(s);
-        const double out = fast_out;
-        const int64_t e = i * N + j;
-        ref.residual_out.exact[size_t(e)] = out;
-        ref.residual_out.budget[size_t(e)] = spec_overflowed ? INFINITY
-                                             : d_s == 0.0    ? 0.0
-                                                             : d_s + ulpOf(Rd, std::fabs(out) + d_s);
-        v.bits.set(size_t(e), doubleToBits(Vd, fast_v));
-        v_budget[size_t(e)] = spec_overflowed ? INFINITY : d_s == 0.0 ? 0.0 : d_s + ulpOf(Vd, std::fabs(fast_v) + d_s);
+/// Rows [begin, end) of residual_out into `out` (a tensor or a block that
+/// holds them) and of v's budget into `v_budget` (row-major from `begin`),
+/// v's values into `v` and residual_out's into `out_values` unless null;
+/// counts the elements MPFR computed.
+int64_t residualRows(const ResidualSetup& k, const AllreduceRmsNormInputs& in, int64_t begin, int64_t end,
+                     OracleMode mode, ReferenceTensor* out, double* v_budget, HostMatrix* v,
+                     HostMatrix* out_values = nullptr) {
+  mp::Real sum(kExactSumBits);
+  int64_t by_mpfr = 0;
+  for (int64_t i = begin; i < end; ++i)
+    for (int64_t j = 0; j < k.N; ++j) {
+      const ResidualElement e = residualElement(k, in, i, j, mode, sum);
+      by_mpfr += e.by_mpfr;
+      if (out && !out->exact.empty()) {
+        out->exact[out->index(i, j)] = e.out;
+        out->budget[out->index(i, j)] = e.out_budget;
       }
+      v_budget[size_t((i - begin) * k.N + j)] = e.v_budget;
+      if (v) v->bits.set(size_t(i * k.N + j), doubleToBits(k.Vd, e.v));
+      if (out_values) out_values->bits.set(size_t(i * k.N + j), doubleToBits(k.Rd, e.out));
+    }
+  return by_mpfr;
+}
+
+/// What an error d_v in what the norm reads can move y by (see the
+/// derivation), added to the budgets of y's rows [begin, end) in `y`; r the
+/// rows' rstd (whole), v_budget the rows' d_v from `begin`.
+void addNormInputError(const ResidualSetup& k, const AllreduceRmsNormInputs& in, const HostMatrix& v,
+                       const std::vector<double>& rstd, int64_t begin, int64_t end, const double* v_budget,
+                       ReferenceTensor& y) {
+  const double K = tolerance::kBudgetSafety;
+  const int64_t N = k.N;
+  for (int64_t i = begin; i < end; ++i) {
+    const double r = rstd[size_t(i)];
+    const double* d_v = v_budget + (i - begin) * N;
+    double coupled = 0.0, largest = 0.0;  // mean_k |xhat_k| d_v_k, max_k d_v_k
+    for (int64_t c = 0; c < N; ++c) {
+      coupled += std::fabs(v.value(i, c) * r) * d_v[c];
+      largest = std::max(largest, d_v[c]);
+    }
+    coupled /= double(N);
+    if (largest == 0.0) continue;  // the row's v is exact: RMSNorm's own budget
+    // A row whose residual_out overflowed (r = 0) has y = NaN or 0 exactly:
+    // nothing to propagate.
+    if (!std::isfinite(coupled) || !std::isfinite(r) || r == 0.0) continue;
+    for (int64_t j = 0; j < N; ++j) {
+      const double xhat = std::fabs(v.value(i, j) * r);
+      const double g = double(kWeightOffset(in.spec)) + in.w.value(0, j);
+      y.budget[y.index(i, j)] += K * std::fabs(g) * r * (d_v[j] + xhat * coupled);
+    }
+  }
+}
+
+/// residual_out's and y's rows made again, a block at a time, for the
+/// judge: residual_out by residualRows, y by the RMSNorm oracle's rows
+/// (RmsNormRows, on the v it kept) plus addNormInputError, as held.
+class AllreduceRows final : public ReferenceRows {
+ public:
+  AllreduceRows(const AllreduceRmsNormInputs& in, std::shared_ptr<const std::vector<HostMatrix>> owned_partials,
+                OracleMode mode, std::shared_ptr<const HostMatrix> v, std::shared_ptr<const ReferenceRows> norm_rows,
+                std::vector<double> rstd)
+      : owned_partials_(std::move(owned_partials)),
+        in_(in),
+        k_(in_),
+        mode_(mode),
+        v_(std::move(v)),
+        norm_rows_(std::move(norm_rows)),
+        rstd_(std::move(rstd)) {}
+
+  std::vector<ReferenceTensor> rows(int64_t begin, int64_t end) const override {
+    ReferenceTensor residual_out = ReferenceTensor::zeros("residual_out", k_.Rd, end - begin, k_.N, true);
+    residual_out.first_row = begin;
+    std::vector<double> v_budget(size_t((end - begin) * k_.N));
+    residualRows(k_, in_, begin, end, mode_, &residual_out, v_budget.data(), nullptr);
+    ReferenceTensor y = std::move(norm_rows_->rows(begin, end).at(0));  // the norm's y (its dx is not this op's)
+    addNormInputError(k_, in_, *v_, rstd_, begin, end, v_budget.data(), y);
+    return movedTensors(residual_out, y);
+  }
+
+ private:
+  const std::shared_ptr<const std::vector<HostMatrix>> owned_partials_;  // in_.x, where the caller made it
+  const AllreduceRmsNormInputs in_;
+  const ResidualSetup k_;
+  const OracleMode mode_;
+  const std::shared_ptr<const HostMatrix> v_;
+  const std::shared_ptr<const ReferenceRows> norm_rows_;
+  const std::vector<double> rstd_;
+};
+
+/// The oracle, its per-row tensors held whole or (`stream`) made again for the judge.
+AllreduceRmsNormReference allreduceReference(const AllreduceRmsNormInputs& in, const AccuracyContract& contract,
+                                             ThreadPool& pool, OracleMode mode, bool stream,
+                                             std::shared_ptr<const std::vector<HostMatrix>> owned_partials = nullptr) {
+  const ResidualSetup k(in);
+  const int64_t M = k.M, N = k.N;
+  AllreduceRmsNormReference ref{ReferenceTensor::zeros("residual_out", k.Rd, stream ? 0 : M, N, true),
+                                ReferenceTensor::zeros("y", k.T, stream ? 0 : M, N, true)};
+  ref.residual_out.rows = ref.y.rows = M;
+  // What the norm reads, as a matrix of its dtype for the RMSNorm oracle:
+  // the spec's residual_out, or round_fp32(s + residual); and its budgets
+  // (held unless streamed, where each block's rows make them again).
+  auto v = std::make_shared<HostMatrix>(HostMatrix{k.Vd, M, N, N, PackedBits(storageBytes(k.Vd), size_t(M * N))});
+  // residual_out's values, where they are not v's (fused add's backward reads them).
+  auto out_values = k.vIsResidualOut() ? v
+                                       : std::make_shared<HostMatrix>(
+                                             HostMatrix{k.Rd, M, N, N, PackedBits(storageBytes(k.Rd), size_t(M * N))});
+  std::vector<double> v_budget(stream ? 0 : size_t(M * N));
+  std::vector<int64_t> fell_back(size_t(M), 0);  // per row: elements the double words did not decide
+  std::vector<char> v_inexact(size_t(M), 0);     // per row: some element of v has a budget
+  pool.forChunks(M, [&](unsigned, int64_t row_begin, int64_t row_end) {
+    std::vector<double> row_budget(stream ? size_t(N) : 0);
+    for (int64_t i = row_begin; i < row_end; ++i) {
+      double* d_v = stream ? row_budget.data() : v_budget.data() + i * N;
+      fell_back[size_t(i)] = residualRows(k, in, i, i + 1, mode, &ref.residual_out, d_v, v.get(),
+                                          k.vIsResidualOut() ? nullptr : out_values.get());
+      v_inexact[size_t(i)] = std::any_of(d_v, d_v + N, [](double b) { return b != 0.0; });
+    }
   });
+  // v's budget is 0 exactly where residual_out's is (both d_s = 0).
+  ref.residual_out_exact = std::none_of(v_inexact.begin(), v_inexact.end(), [](char c) { return c != 0; });
 
   int64_t undecided = 0;
   for (int64_t n : fell_back) undecided += n;
@@ -251,38 +376,43 @@ AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs
     oracleCounts().fell_back += undecided;
   }
   if (kRounding(in.spec) != Rounding::Plain &&
-      (Vd != T || std::any_of(v_budget.begin(), v_budget.end(), [](double b) { return b != 0.0; })))
+      (k.Vd != k.T || std::any_of(v_inexact.begin(), v_inexact.end(), [](char c) { return c != 0; })))
     throw std::invalid_argument(
         "the allreduce_rmsnorm oracle models rounding=llama only where the norm reads an exact value of T");
-  const HostMatrix no_grad{T, M, N, N, PackedBits(storageBytes(T), size_t(M * N))};
+  auto no_grad =
+      std::make_shared<const HostMatrix>(HostMatrix{k.T, M, N, N, PackedBits(storageBytes(k.T), size_t(M * N))});
   // The RMSNorm's spec (it reads its own fields); its x is v, whatever its dtype.
   // Named members: the RMSNorm oracle's inputs of its own fields (a bias) stay its business.
-  const RmsNormInputs norm_inputs{.x = v, .w = in.w, .dy = no_grad, .eps = in.eps, .spec = in.spec, .y_dtype = T};
-  RmsNormReference norm = rmsnormReference(norm_inputs, contract, pool, mode);
-  ref.y.exact = std::move(norm.y.exact);
-  ref.y.budget = std::move(norm.y.budget);
-
-  // What the budget of the norm's input can move y by.
-  for (int64_t i = 0; i < M; ++i) {
-    const double r = norm.rstd.exact[size_t(i)];
-    double coupled = 0.0, largest = 0.0;  // mean_k |xhat_k| d_v_k, max_k d_v_k
-    for (int64_t k = 0; k < N; ++k) {
-      const double d_v = v_budget[size_t(i * N + k)];
-      coupled += std::fabs(v.value(i, k) * r) * d_v;
-      largest = std::max(largest, d_v);
-    }
-    coupled /= double(N);
-    if (largest == 0.0) continue;  // the row's v is exact: RMSNorm's own budget
-    // A row whose residual_out overflowed (r = 0) has y = NaN or 0 exactly:
-    // nothing to propagate.
-    if (!std::isfinite(coupled) || !std::isfinite(r) || r == 0.0) continue;
-    for (int64_t j = 0; j < N; ++j) {
-      const int64_t e = i * N + j;
-      const double xhat = std::fabs(v.value(i, j) * r);
-      const double g = double(kWeightOffset(in.spec)) + in.w.value(0, j);
-      ref.y.budget[size_t(e)] += K * std::fabs(g) * r * (v_budget[size_t(e)] + xhat * coupled);
-    }
+  const RmsNormInputs norm_inputs{.x = *v, .w = in.w, .dy = *no_grad, .eps = in.eps, .spec = in.spec, .y_dtype = k.T};
+  if (stream) {
+    RmsNormReference norm = rmsnormReferenceStreamed(norm_inputs, contract, pool, mode, {v, no_grad});
+    ref.y.rows_from = ref.residual_out.rows_from = std::make_shared<const AllreduceRows>(
+        in, std::move(owned_partials), mode, v, norm.y.rows_from, std::move(norm.rstd.exact));
+  } else {
+    RmsNormReference norm = rmsnormReference(norm_inputs, contract, pool, mode);
+    ref.y.exact = std::move(norm.y.exact);
+    ref.y.budget = std::move(norm.y.budget);
+    addNormInputError(k, in, *v, norm.rstd.exact, 0, M, v_budget.data(), ref.y);
   }
+  ref.normed = std::move(v);
+  ref.residual_out_values = std::move(out_values);
+  return ref;
+}
+
+}  // namespace
+
+AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs& in, const AccuracyContract& contract,
+                                                    ThreadPool& pool, OracleMode mode) {
+  return allreduceReference(in, contract, pool, mode, /*stream=*/false);
+}
+
+AllreduceRmsNormReference allreduceRmsNormReferenceStreamed(
+    const AllreduceRmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool, OracleMode mode,
+    std::shared_ptr<const std::vector<HostMatrix>> owned_partials) {
+  if (mode == OracleMode::Audit) return allreduceRmsNormReference(in, contract, pool, mode);
+  AllreduceRmsNormReference ref = allreduceReference(in, contract, pool, mode, /*stream=*/true,
+                                                     std::move(owned_partials));
+  oracleCounts().streamed += 2 * ref.y.rows * ref.y.cols;
   return ref;
 }
 

@@ -3,6 +3,7 @@
 // in allreduce_rmsnorm.cpp.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/accuracy.h"
@@ -32,6 +33,12 @@ struct AllreduceRmsNormInputs {
 
 struct AllreduceRmsNormReference {
   ReferenceTensor residual_out, y;
+  // The spec's residual_out as values of its dtype, and what the norm read
+  // (v: residual_out, or round_fp32(s + residual) under norm_of_fp32_sum;
+  // the same matrix where they are equal), M x N: fused add's backward
+  // takes its norm of them.
+  std::shared_ptr<const HostMatrix> residual_out_values, normed;
+  bool residual_out_exact = false;  // every residual_out budget is 0 (so its values are what a kernel must store)
 };
 
 /// Exact residual_out and y of the spec (every intermediate rounded to T as
@@ -39,5 +46,14 @@ struct AllreduceRmsNormReference {
 /// any order and normalises as `contract` declares.
 AllreduceRmsNormReference allreduceRmsNormReference(const AllreduceRmsNormInputs& in, const AccuracyContract& contract,
                                                     ThreadPool& pool, OracleMode mode);
+
+/// The same, with residual_out and y streamed (ReferenceTensor::rows_from):
+/// made again a block of rows at a time when judged, for a case whose
+/// reference would not fit held whole. The matrices `in` refers to must
+/// outlive the reference (an op's cached inputs), or in.x be
+/// `*owned_partials`, which the rows keep. Held under OracleMode::Audit.
+AllreduceRmsNormReference allreduceRmsNormReferenceStreamed(
+    const AllreduceRmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool, OracleMode mode,
+    std::shared_ptr<const std::vector<HostMatrix>> owned_partials = nullptr);
 
 }  // namespace ulpcheck

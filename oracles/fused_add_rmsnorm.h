@@ -21,9 +21,10 @@ struct FusedAddRmsNormInputs {
   bool fp32_sum = false;  // the spec's sum=fp32: y normalises the fp32 sum, not residual_out
 };
 
-/// Exact residual_out and y of the spec, with their budgets.
+/// Exact residual_out and y of the spec, with their budgets; `stream`: made
+/// again a block of rows at a time when judged (allreduceRmsNormReferenceStreamed).
 AllreduceRmsNormReference fusedAddRmsNormReference(const FusedAddRmsNormInputs& in, const AccuracyContract& contract,
-                                                   ThreadPool& pool, OracleMode mode);
+                                                   ThreadPool& pool, OracleMode mode, bool stream = false);
 
 struct FusedAddRmsNormBackwardReference {
   ReferenceTensor dx, dresidual, dw;
@@ -32,11 +33,13 @@ struct FusedAddRmsNormBackwardReference {
 /// Exact dx, dresidual and dw of the backward's spec
 /// (kernels/fused_add_rmsnorm/fused_add_rmsnorm.h), with their budgets:
 /// rmsnorm's oracle at the spec's residual_out (`forward`'s, exact at one
-/// rank) with dresidual_out added to its dx.
+/// rank) with dresidual_out added to its dx; `stream`: dx and dresidual
+/// made again a block of rows at a time when judged (rmsnormReferenceStreamed;
+/// dy and dresidual_out must outlive them, as an op's cached inputs do).
 FusedAddRmsNormBackwardReference fusedAddRmsNormBackwardReference(const FusedAddRmsNormInputs& in, const HostMatrix& dy,
                                                                   const HostMatrix& dresidual_out,
                                                                   const AllreduceRmsNormReference& forward,
                                                                   const AccuracyContract& contract, ThreadPool& pool,
-                                                                  OracleMode mode);
+                                                                  OracleMode mode, bool stream = false);
 
 }  // namespace ulpcheck

@@ -216,6 +216,11 @@ struct Setup {
         stats_in_T(statsInActivationDtype(inputs.spec) && T != DType::F32),
         // rstd's relative error in the backward, in units of u: none where it consumes a saved T value exactly.
         delta_b(stats_in_T ? 0.0 : delta_r),
+        // Where the spec's backward itself may not be finite: under stats=T in
+        // fp16 a saved rstd past 65504 is inf; in fused add's backward a
+        // residual_out that overflowed (fp16 x + residual past 65504) gives an
+        // x-hat of inf. There any non-finite result is its value.
+        backward_may_overflow(stats_in_T || inputs.dx_addend),
         budget{T, acc, d_row, delta_r, delta_b, w_units, inputs.b != nullptr},
         w(size_t(N)),
         w_exact(size_t(N), kWeightPrec),
@@ -249,31 +254,57 @@ struct Setup {
   const double w_units, u;
   const bool stats_in_T;
   const double delta_b;
+  const bool backward_may_overflow;
   const rmsnorm_budget::Constants budget;  // what the element budgets read
   std::vector<double> w;
   RealArray w_exact;
   std::vector<dw::DW> w_words;
 };
 
-/// The reference's tensors, zero; db made already (by MPFR, or certified where
-/// `fast`, counted in `counts`, its intervals times `widen`).
-RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract, ThreadPool& pool, bool fast,
-                                FastOracleCounts* counts = nullptr, double widen = 1.0) {
-  RmsNormReference ref{ReferenceTensor::zeros("y", s.T, s.M, s.N, true),
-                       ReferenceTensor::zeros("rstd", statsDtype(s.T, s.in.spec), s.M, 1, true),
-                       ReferenceTensor::zeros("dx", s.T, s.M, s.N, true),
-                       ReferenceTensor::zeros("dw", s.W, 1, s.N, false)};
-  ref.dx.withMagnitudes();  // r (|a| + |xhat c|): dx = r (a - xhat c) cancels
+/// The per-row tensors' window `window` holds from row `first` on.
+void setFirstRow(RmsNormReference& window, int64_t first) {
+  for (ReferenceTensor* t : {&window.y, &window.rstd, &window.dx, &window.dresidual}) t->first_row = first;
+}
+
+/// Rows [first, first + rows) of the per-row tensors (y, rstd, dx and, with
+/// dresidual_dtype, dresidual), zero; unless `with_elements`, y, dx and
+/// dresidual are only their names and shapes (streamed: RmsNormRows makes
+/// their rows again for the judge). Magnitudes (the sizes of the terms; see
+/// ReferenceTensor::magnitude): dx = r (a - xhat c): r (|a| + |xhat c|);
+/// under a bias y = xhat w + b: |xhat (offset + w)| + |b|.
+RmsNormReference rowTensors(const Setup& s, int64_t first, int64_t rows, bool with_elements = true) {
+  const int64_t element_rows = with_elements ? rows : 0;
+  RmsNormReference ref{ReferenceTensor::zeros("y", s.T, element_rows, s.N, true),
+                       ReferenceTensor::zeros("rstd", statsDtype(s.T, s.in.spec), rows, 1, true),
+                       ReferenceTensor::zeros("dx", s.T, element_rows, s.N, true)};
+  ref.dx.withMagnitudes();
+  if (s.in.b) ref.y.withMagnitudes();
   if (s.in.dresidual_dtype) {
-    ref.dresidual = ReferenceTensor::zeros("dresidual", *s.in.dresidual_dtype, s.M, s.N, true);
+    ref.dresidual = ReferenceTensor::zeros("dresidual", *s.in.dresidual_dtype, element_rows, s.N, true);
     ref.dresidual.withMagnitudes();
+    ref.dresidual.rows = rows;
   }
-  ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
-  if (s.in.b) {
-    ref.y.withMagnitudes();  // |xhat (offset + w)| + |b|: y = xhat w + b cancels
-    ref.db = mp::biasGradientReference("db", s.in.dy, s.W, contract, pool, fast, counts, widen);
-  }
+  ref.y.rows = ref.dx.rows = rows;
+  setFirstRow(ref, first);
   return ref;
+}
+
+/// The reference's tensors, zero; db made already (by MPFR, or certified where
+/// `fast`, counted in `counts`, its intervals times `widen`). Unless
+/// `hold_rows`, y, dx and dresidual are only their names and shapes.
+RmsNormReference emptyReference(const Setup& s, const AccuracyContract& contract, ThreadPool& pool, bool fast,
+                                bool hold_rows, FastOracleCounts* counts = nullptr, double widen = 1.0) {
+  RmsNormReference ref = rowTensors(s, 0, s.M, hold_rows);
+  ref.dw = ReferenceTensor::zeros("dw", s.W, 1, s.N, false);
+  ref.dw.withMagnitudes();  // sqrt(sum_i (dy xhat)^2)
+  if (s.in.b) ref.db = mp::biasGradientReference("db", s.in.dy, s.W, contract, pool, fast, counts, widen);
+  return ref;
+}
+
+/// Row i's rstd from a window that holds it into the whole tensor.
+void keepStatistics(const RmsNormReference& window, int64_t i, RmsNormReference& whole) {
+  whole.rstd.exact[size_t(i)] = window.rstd.exact[window.rstd.index(i, 0)];
+  whole.rstd.budget[size_t(i)] = window.rstd.budget[window.rstd.index(i, 0)];
 }
 
 // The budgets, one function each so that both paths compute the same doubles.
@@ -388,28 +419,30 @@ void mpfrRstd(const Setup& s, int64_t i, RowScratch& sc) {
   mpfr_rec_sqrt(sc.r, sc.s, MPFR_RNDN);
 }
 
-/// Row i of y, rstd and dx at 160 bits, and its dW terms into `dwc` unless null.
-void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, mp::ColumnSumChunk* dwc, DwRows& rows) {
+/// Row i of y, rstd and dx at 160 bits into `ref` (the whole tensors or a
+/// window that holds row i), and its dW terms into `dwc` and `rows` unless
+/// null (the judge's rows made again need neither).
+void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, mp::ColumnSumChunk* dwc, DwRows* rows) {
   const HostMatrix& x = s.x;
   const int64_t N = s.N;
   const std::vector<double>& w = s.w;
   mpfrRstd(s, i, sc);
-  const double r = mpfr_get_d(sc.r, MPFR_RNDN);
-  ref.rstd.exact[i] = toDoubleRoundToOdd(sc.r);
+  const double r = mpfr_get_d(sc.r, MPFR_RNDN), r_odd = toDoubleRoundToOdd(sc.r);
+  ref.rstd.exact[ref.rstd.index(i, 0)] = r_odd;
   // The fp32 r~'s error bound, then saved in fp32 or rounded to T.
-  const double rstd_budget = elementBudget(DType::F32, s.acc, ref.rstd.exact[i], s.delta_r * r, 0.0);
-  ref.rstd.budget[i] = rmsnorm_budget::rstd(s.budget, ref.rstd.dtype, ref.rstd.exact[i], r);
+  const double rstd_budget = elementBudget(DType::F32, s.acc, r_odd, s.delta_r * r, 0.0);
+  ref.rstd.budget[ref.rstd.index(i, 0)] = rmsnorm_budget::rstd(s.budget, ref.rstd.dtype, r_odd, r);
   // The rstd the backward consumes: r, or the saved round_T(r) with its spread.
   double rb = r, spread_r = 0.0;
   if (s.stats_in_T) {
-    const RoundingPoint saved = savedRstd(s, ref.rstd.exact[i], r);
+    const RoundingPoint saved = savedRstd(s, r_odd, r);
     rb = saved.spec;
     spread_r = saved.spread;
     mpfr_set_d(sc.rb, rb, MPFR_RNDN);
   } else {
     mpfr_set(sc.rb, sc.r, MPFR_RNDN);
   }
-  rows.rstd_backward[size_t(i)] = s.stats_in_T ? rb : ref.rstd.exact[size_t(i)];
+  if (rows) rows->rstd_backward[size_t(i)] = s.stats_in_T ? rb : r_odd;
 
   // c = r / N * sum_j (w_j dy_j) x_j, and m = r / N * sum_j |w_j dy_j x_j|
   for (int64_t j = 0; j < N; ++j) {
@@ -432,7 +465,7 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
     const double xv = x.value(i, j), dyv = s.in.dy.value(i, j);
     // xhat: the forward's x r
     const double a = w[j] * dyv, xhat = xv * r;
-    const int64_t e = i * N + j;
+    const int64_t e = int64_t(ref.y.index(i, j));
 
     mpfr_mul_d(sc.t, sc.r, xv, MPFR_RNDN);  // xhat = x r
     if (s.llama) {
@@ -440,7 +473,7 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
       const RoundingPoint q = llamaPoint(s, toDoubleRoundToOdd(sc.t), xv, r, rstd_budget);
       mpfr_mul_d(sc.out, s.w_exact[j], q.spec, MPFR_RNDN);
       setLlamaY(s, ref, e, j, toDoubleRoundToOdd(sc.out), q, r);
-      if (dwc) mpfr_set_d(sc.acc_term, llamaDwLeaf(s, *dwc, rows, e, j, dyv, q), MPFR_RNDN);  // exact: 48 bits
+      if (dwc) mpfr_set_d(sc.acc_term, llamaDwLeaf(s, *dwc, *rows, i * N + j, j, dyv, q), MPFR_RNDN);  // exact
     } else {
       if (s.offset == 0.0) mpfr_mul_d(sc.out, sc.r, xv * w[j], MPFR_RNDN);  // y = (x w) r, x w exact
       else mpfr_mul(sc.out, sc.t, s.w_exact[j], MPFR_RNDN);                 // y = (x r) (offset + w)
@@ -529,15 +562,15 @@ void finishDw(const Setup& s, const AccuracyContract& contract, const std::vecto
     ref.dw.budget[j] = elementBudget(s.W, s.acc, t.exact, scale, gain);
     ref.dw.magnitude[j] = t.magnitude();
   }
-  if (s.stats_in_T)
-    for (ReferenceTensor* t : {&ref.dx, &ref.dw}) anyNonFiniteWhereNotFinite(*t);
+  if (s.backward_may_overflow)
+    for (ReferenceTensor* t : {&ref.dx, &ref.dresidual, &ref.dw}) anyNonFiniteWhereNotFinite(*t);
 }
 
-}  // namespace
-
-RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
-  const Setup s(in, contract);
-  RmsNormReference ref = emptyReference(s, contract, pool, false);
+/// The MPFR path over every row: the whole reference, or, unless
+/// `hold_rows`, all of it but y's, dx's and dresidual's rows (each row made
+/// in a worker's one-row window, its rstd kept).
+RmsNormReference mpfrSweep(const Setup& s, const AccuracyContract& contract, ThreadPool& pool, bool hold_rows) {
+  RmsNormReference ref = emptyReference(s, contract, pool, false, hold_rows);
   // Fixed chunking of rows for dW (sum |dy xhat| and sum (1 + |dy|) beside
   // the exact sum), so the 256-bit sums are reproducible.
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
@@ -545,10 +578,14 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
   DwRows rows(s, orderedDw(contract));
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     RowScratch sc(s.N, s.offset != 0.0);
+    RmsNormReference window = hold_rows ? RmsNormReference{} : rowTensors(s, 0, 1);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       auto dwc = std::make_unique<mp::ColumnSumChunk>(s.N);
-      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i)
-        mpfrRow(s, ref, i, sc, dwc.get(), rows);
+      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
+        if (!hold_rows) setFirstRow(window, i);
+        mpfrRow(s, hold_rows ? ref : window, i, sc, dwc.get(), &rows);
+        if (!hold_rows) keepStatistics(window, i, ref);
+      }
       dw_chunks[chunk] = std::move(dwc);
     }
   });
@@ -558,6 +595,13 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
   for (int64_t j = 0; j < s.N; ++j) totals[size_t(j)] = mp::combineColumn(dw_chunks, j, total);
   finishDw(s, contract, totals, orderedBounds(s, contract, rows, pool), ref);
   return ref;
+}
+
+}  // namespace
+
+RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool) {
+  const Setup s(in, contract);
+  return mpfrSweep(s, contract, pool, /*hold_rows=*/true);
 }
 
 // ---------------------------------------------------------------------------
@@ -627,7 +671,8 @@ struct BackwardRstd {
   double rel = 0, near = 0, spread = 0;
 };
 
-/// Row i's rstd, y and dx certified from double words into `ref`; the rstd
+/// Row i's rstd, y and dx certified from double words into `ref` (the whole
+/// tensors or a window that holds row i); the rstd
 /// its backward consumes into `b`. False where something is not decided
 /// (what was written is then overwritten). `widen` multiplies every
 /// interval (1; the audit's forced fallback sets more). Under Llama
@@ -658,8 +703,8 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, Bac
   if (!dw::inRange(r) || !dw::roundToNearest(r, widen * (e_r + kMpfrSlack * r.h), r_near) ||
       !dw::roundToOdd(r, widen * (e_r + kMpfrSlack * r.h), r_odd))
     return false;
-  ref.rstd.exact[i] = r_odd;
-  ref.rstd.budget[i] = rmsnorm_budget::rstd(s.budget, ref.rstd.dtype, r_odd, r_near);
+  ref.rstd.exact[ref.rstd.index(i, 0)] = r_odd;
+  ref.rstd.budget[ref.rstd.index(i, 0)] = rmsnorm_budget::rstd(s.budget, ref.rstd.dtype, r_odd, r_near);
   // The fp32 r~'s error bound (mpfrRow's), which Llama's rounding points read.
   const double rstd_budget = s.llama ? elementBudget(DType::F32, s.acc, r_odd, s.delta_r * r_near, 0.0) : 0.0;
   // The backward's rstd: r, or the saved T value (exact: no error of its own).
@@ -697,7 +742,7 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, Bac
   for (int64_t j = 0; j < N; ++j) {
     const double xv = x.value(i, j), dyv = s.in.dy.value(i, j);
     const double a = s.w[j] * dyv, xhat = xv * r_near;
-    const int64_t e = i * N + j;
+    const int64_t e = int64_t(ref.y.index(i, j));
     const dw::DW xr = dw::times(r, xv);
     const double e_xr = (rel_r + 2.0 * kU2) * std::fabs(xr.h);
     if (s.llama) {
@@ -828,13 +873,34 @@ std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contra
   return undecided;
 }
 
-}  // namespace
+/// Row i by the fast path, or by MPFR where the double words do not decide
+/// it (`fell_back`); `b` is the rstd its backward consumes (for dW's
+/// leaves). `sc` is made on the first fallback.
+void fastOrMpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, BackwardRstd& b,
+                   std::vector<RoundingPoint>& llama_q, std::unique_ptr<RowScratch>& sc, DwRows* rows,
+                   bool& fell_back) {
+  fell_back = !fastRow(s, ref, i, widen, b, llama_q);
+  if (!fell_back) return;
+  if (!sc) sc = std::make_unique<RowScratch>(s.N, s.offset != 0.0);
+  mpfrRow(s, ref, i, *sc, nullptr, rows);
+  // r from its 160-bit value: the double word within 2^-105 of the exact r.
+  const double r_near = mpfr_get_d(sc->r, MPFR_RNDN);
+  mpfr_sub_d(sc->t, sc->r, r_near, MPFR_RNDN);
+  b = BackwardRstd{dw::DW{r_near, mpfr_get_d(sc->t, MPFR_RNDN)}, 0x1p-104, r_near, 0.0};
+  if (s.stats_in_T) {
+    const RoundingPoint saved = savedRstd(s, ref.rstd.exact[ref.rstd.index(i, 0)], r_near);
+    b = BackwardRstd{dw::DW{saved.spec, 0.0}, 0.0, saved.spec, saved.spread};
+  }
+}
 
-RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
-                                      FastOracleCounts* counts, double widen) {
-  const Setup s(in, contract);
+/// The fast path over every row: the whole reference, or, unless
+/// `hold_rows`, all of it but y's, dx's and dresidual's rows (as
+/// mpfrSweep). Under Llama rounding a row or dW column the double words do
+/// not decide sends the whole case to mpfrSweep (`*by_mpfr` says so).
+RmsNormReference fastSweep(const Setup& s, const AccuracyContract& contract, ThreadPool& pool, FastOracleCounts* counts,
+                           double widen, bool hold_rows, bool* by_mpfr = nullptr) {
   const int64_t elements = s.M * (2 * s.N + 1) + s.N;
-  RmsNormReference ref = emptyReference(s, contract, pool, true, counts, widen);
+  RmsNormReference ref = emptyReference(s, contract, pool, true, hold_rows, counts, widen);
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
   mp::WordColumnChunks dw_chunks(chunks);
   DwRows rows(s, orderedDw(contract));
@@ -847,28 +913,24 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
   pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
     std::unique_ptr<RowScratch> sc;  // only for rows the double words do not decide
     std::vector<RoundingPoint> llama_q(s.llama ? size_t(s.N) : 0);
+    RmsNormReference window = hold_rows ? RmsNormReference{} : rowTensors(s, 0, 1);
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       auto dwc = std::make_unique<mp::WordColumnChunk>(s.N);
       std::vector<double> quantum(s.llama ? size_t(s.N) : 0, INFINITY);
       for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks && !llama_fell_back; ++i) {
+        if (!hold_rows) setFirstRow(window, i);
         BackwardRstd b;
-        if (!fastRow(s, ref, i, widen, b, llama_q)) {
-          if (s.llama) {
+        bool fell_back = false;
+        if (s.llama) {
+          if (!fastRow(s, hold_rows ? ref : window, i, widen, b, llama_q)) {
             llama_fell_back = true;
             break;
           }
-          if (!sc) sc = std::make_unique<RowScratch>(s.N, s.offset != 0.0);
-          mpfrRow(s, ref, i, *sc, nullptr, rows);
-          // r from its 160-bit value: the double word within 2^-105 of the exact r.
-          const double r_near = mpfr_get_d(sc->r, MPFR_RNDN);
-          mpfr_sub_d(sc->t, sc->r, r_near, MPFR_RNDN);
-          b = BackwardRstd{dw::DW{r_near, mpfr_get_d(sc->t, MPFR_RNDN)}, 0x1p-104, r_near, 0.0};
-          if (s.stats_in_T) {
-            const RoundingPoint saved = savedRstd(s, ref.rstd.exact[size_t(i)], r_near);
-            b = BackwardRstd{dw::DW{saved.spec, 0.0}, 0.0, saved.spec, saved.spread};
-          }
-          ++fallback_rows[size_t(chunk)];
+        } else {
+          fastOrMpfrRow(s, hold_rows ? ref : window, i, widen, b, llama_q, sc, &rows, fell_back);
         }
+        if (!hold_rows) keepStatistics(window, i, ref);
+        fallback_rows[size_t(chunk)] += fell_back;
         rows.rstd_backward[size_t(i)] = s.stats_in_T ? b.near : ref.rstd.exact[size_t(i)];
         if (s.llama) addFastLlamaDwRow(s, i, b.near, llama_q, *dwc, quantum, rows);
         else addFastDwRow(s, i, b, *dwc);
@@ -889,7 +951,8 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
       for (size_t j = 0; j < chunk_q.size(); ++j) q[j] = std::min(q[j], chunk_q[j]);
     if (llama_fell_back || !mp::decideExactLeafColumns(dw_chunks, q, widen, totals).empty()) {
       if (counts) counts->fell_back += elements;
-      return rmsnormReferenceMpfr(in, contract, pool);
+      if (by_mpfr) *by_mpfr = true;
+      return mpfrSweep(s, contract, pool, hold_rows);
     }
     finishDw(s, contract, totals, orderedBounds(s, contract, rows, pool), ref);
     if (counts) counts->fast += elements;
@@ -904,6 +967,74 @@ RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyCon
     counts->fast += elements - fell_back;
     counts->fell_back += fell_back;
   }
+  return ref;
+}
+
+/// y's, dx's and dresidual's rows made again, a block at a time, for the
+/// judge: each row by the very arithmetic of the sweep that made the rest
+/// (fastSweep's row, with its fallback, or mpfrSweep's), so the same
+/// doubles as a held reference's. The inputs are the case's, kept by the op
+/// (ExecContext::inputs) for as long as the reference lives; `owned` keeps
+/// matrices an oracle derived from them (fused add's residual_out).
+class RmsNormRows final : public ReferenceRows {
+ public:
+  RmsNormRows(const RmsNormInputs& in, const AccuracyContract& contract, bool fast,
+              std::vector<std::shared_ptr<const HostMatrix>> owned)
+      : owned_(std::move(owned)), in_(in), contract_(contract), s_(in_, contract_), fast_(fast) {}
+
+  std::vector<ReferenceTensor> rows(int64_t begin, int64_t end) const override {
+    RmsNormReference block = rowTensors(s_, begin, end - begin);
+    std::unique_ptr<RowScratch> sc;
+    std::vector<RoundingPoint> llama_q(s_.llama ? size_t(s_.N) : 0);
+    for (int64_t i = begin; i < end; ++i) {
+      if (fast_) {
+        BackwardRstd b;
+        bool fell_back = false;
+        fastOrMpfrRow(s_, block, i, 1.0, b, llama_q, sc, nullptr, fell_back);
+      } else {
+        if (!sc) sc = std::make_unique<RowScratch>(s_.N, s_.offset != 0.0);
+        mpfrRow(s_, block, i, *sc, nullptr, nullptr);
+      }
+    }
+    if (s_.backward_may_overflow)  // as finishDw does for a held dx
+      for (ReferenceTensor* t : {&block.dx, &block.dresidual}) anyNonFiniteWhereNotFinite(*t);
+    if (in_.dresidual_dtype) return movedTensors(block.y, block.dx, block.dresidual);
+    return movedTensors(block.y, block.dx);
+  }
+
+ private:
+  const std::vector<std::shared_ptr<const HostMatrix>> owned_;
+  const RmsNormInputs in_;
+  const AccuracyContract contract_;
+  const Setup s_;
+  const bool fast_;
+};
+
+}  // namespace
+
+RmsNormReference rmsnormReferenceFast(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                      FastOracleCounts* counts, double widen) {
+  const Setup s(in, contract);
+  return fastSweep(s, contract, pool, counts, widen, /*hold_rows=*/true);
+}
+
+RmsNormReference rmsnormReferenceStreamed(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                          OracleMode mode, std::vector<std::shared_ptr<const HostMatrix>> owned) {
+  if (mode == OracleMode::Audit) return rmsnormReference(in, contract, pool, mode);
+  const Setup s(in, contract);
+  const int64_t per_row_elements = s.M * s.N * (in.dresidual_dtype ? 3 : 2);
+  bool by_mpfr = mode != OracleMode::Fast;
+  RmsNormReference ref;
+  if (by_mpfr) {
+    oracleCounts().mpfr_only += s.M * (2 * s.N + 1) + s.N;
+    ref = mpfrSweep(s, contract, pool, /*hold_rows=*/false);
+  } else {
+    ref = fastSweep(s, contract, pool, &oracleCounts(), 1.0, /*hold_rows=*/false, &by_mpfr);
+  }
+  auto rows = std::make_shared<const RmsNormRows>(in, contract, !by_mpfr, std::move(owned));
+  for (ReferenceTensor* t : {&ref.y, &ref.dx, &ref.dresidual})
+    if (!t->name.empty()) t->rows_from = rows;
+  oracleCounts().streamed += per_row_elements;
   return ref;
 }
 

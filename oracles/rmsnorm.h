@@ -53,6 +53,17 @@ struct RmsNormReference {
 RmsNormReference rmsnormReference(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
                                   OracleMode mode);
 
+/// As rmsnormReference, but y, dx and dresidual streamed
+/// (ReferenceTensor::rows_from, oracles/reference.h): a sweep over the rows
+/// keeps rstd and the column sums only, and the judge asks for y's, dx's and
+/// dresidual's rows a block at a time, made again by the same arithmetic.
+/// For a case whose reference would not fit in memory held whole: the
+/// matrices `in` refers to must outlive the reference (an op's cached
+/// inputs), or be among `owned`, which the rows keep. Under
+/// OracleMode::Audit the reference is held (the audit compares whole tensors).
+RmsNormReference rmsnormReferenceStreamed(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
+                                          OracleMode mode, std::vector<std::shared_ptr<const HostMatrix>> owned = {});
+
 /// Every value at 160 bits (256 for dW) in MPFR.
 RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyContract& contract, ThreadPool& pool);
 

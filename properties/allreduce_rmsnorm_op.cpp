@@ -28,12 +28,26 @@ namespace ulpcheck {
 namespace {
 
 // peakHostBytes: the most resident memory measured for one repro on the
-// host backend (/usr/bin/time -v, --oracle mpfr, fp32, 2026-11-26), plus 25%:
-// 52 bytes per element and 43 more per element per rank (2048 x 4096 at 1,
-// 4 and 8 ranks), 60 more per row at 2^20 x 1, 380 more per column at
-// 1 x 2^22.
-constexpr double kPeakBytesPerElement = 65, kPeakBytesPerRankElement = 55, kPeakBytesPerRow = 75;
-constexpr double kPeakBytesPerColumn = 480, kPeakBaseBytes = 64 << 20;
+// host backend (max RSS, host_fused_oneshot, --property accuracy, the fast
+// oracle; 2026-11-28, each buffer released once collected), plus 25%: with
+// residual_out and y streamed and buffers too large to pool, 4 bytes per
+// element and 24 more per rank in fp32 (4096 x 4096 at 1, 2 and 4 ranks:
+// 469,864, 862,804 and 1,649,288 KB), half that in 16 bits (bf16 8192 x
+// 4096 at 2 ranks: 862,624 KB); held whole they add 80 (2048 x 2048 at 2
+// ranks: 663,412 KB held, 335,512 KB streamed: residual_out, y, v's
+// budgets, and the norm's y and dx while it runs), pooled buffers up to
+// 3.75 of their elements per rank (1024 x 2048 at 2 ranks: 343,888 KB);
+// little more per row (2^20 x 1 at 2 ranks: 222,100 KB, below the elements'
+// estimate), 380 more per column (1 x 2^22 at 2 ranks: 1,756,644 KB).
+constexpr double kPeakBytesPerElement = 5, kPeakBytesPerRankElement32 = 30, kPeakBytesPerRankElement16 = 15;
+constexpr double kHeldReferenceBytesPerElement = 80, kPooledTensorsPerRank = 4.7;
+constexpr double kPeakBytesPerRow = 8, kPeakBytesPerColumn = 480, kPeakBaseBytes = 64 << 20;
+
+/// Whether residual_out and y are held whole: past the context's
+/// max_held_reference_bytes they are streamed.
+bool referenceHeldWhole(const CaseSpec& c, const ExecContext& ctx) {
+  return referenceFitsHeld(c, ctx, kHeldReferenceBytesPerElement);
+}
 
 const AllreduceRmsNormKernel& kernelOf(const CaseSpec& c) {
   if (c.ranks < 1 || c.ranks > kMaxRanks)
@@ -126,9 +140,12 @@ class AllreduceRmsNormOp final : public OpAdapter {
   // Allreduce fusions: TensorRT-LLM's and FlashInfer's tests.
   std::vector<std::string> baselineSuites() const override { return {"trtllm_check_accuracy", "flashinfer_ar_fusion"}; }
 
-  uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& /*held whole at every size*/) const override {
-    return linearHostBytes(c, kPeakBytesPerElement + kPeakBytesPerRankElement * c.ranks, kPeakBytesPerRow,
-                           kPeakBytesPerColumn, kPeakBaseBytes);
+  uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& ctx) const override {
+    const double per_rank = c.dtype == DType::F32 ? kPeakBytesPerRankElement32 : kPeakBytesPerRankElement16;
+    const double held = referenceHeldWhole(c, ctx) ? 1.25 * kHeldReferenceBytesPerElement : 0.0;
+    return linearHostBytes(
+        c, kPeakBytesPerElement + per_rank * c.ranks + held + pooledBytesPerElement(c, kPooledTensorsPerRank * c.ranks),
+        kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
   }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<AllreduceRmsNormRegistry>(); }
@@ -208,14 +225,17 @@ class AllreduceRmsNormOp final : public OpAdapter {
                                                      [&] { return generateAllreduceRmsNormInputs(c, rows); });
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)), false};
-    AllreduceRmsNormReference ref = allreduceRmsNormReference(
-        AllreduceRmsNormInputs{.x = in.x,
-                               .residual = in.residual,
-                               .w = in.w,
-                               .eps = c.eps,
-                               .spec = c.spec,
-                               .sum_in_activation_dtype = kRankSum(c.spec) == RankSum::Activation},
-        contract, ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
+    const AllreduceRmsNormInputs inputs{.x = in.x,
+                                        .residual = in.residual,
+                                        .w = in.w,
+                                        .eps = c.eps,
+                                        .spec = c.spec,
+                                        .sum_in_activation_dtype = kRankSum(c.spec) == RankSum::Activation};
+    ThreadPool& pool = ctx.pool ? *ctx.pool : ThreadPool::shared();
+    // Streamed rows are made again from the case's cached inputs (ctx.inputs).
+    AllreduceRmsNormReference ref = ctx.inputs && !referenceHeldWhole(c, ctx)
+                                        ? allreduceRmsNormReferenceStreamed(inputs, contract, pool, ctx.oracle)
+                                        : allreduceRmsNormReference(inputs, contract, pool, ctx.oracle);
     return movedTensors(ref.residual_out, ref.y);
   }
 

@@ -24,21 +24,24 @@ namespace ulpcheck {
 namespace {
 
 // peakHostBytes: the most resident memory measured for one repro on the
-// host backend (/usr/bin/time, host_twopass, --property accuracy, the fast
-// oracle; 2026-11-27), plus 25%. Apart from the reference's y and dx, 38.4
-// bytes per element in fp32 (4096 x 4096 streamed: 641,028 KB), 20.4 in
-// bf16 (345,848 KB); y and dx held whole add 48 (2048 x 2048 held: fp32
-// 375,196 KB, bf16 306,640 KB), streamed nothing but a block per thread;
-// 104 more per row at 2^20 x 1 (206,360 KB), 668 more per column at
-// 1 x 2^22 (3,100,004 KB: the oracle's row scratch, MPFR's included, is per
-// column), 12 MB for the process.
-constexpr double kPeakBytesPerElement32 = 48, kPeakBytesPerElement16 = 26, kHeldReferenceBytesPerElement = 48;
+// host backend (max RSS, host_twopass, --property accuracy, the fast
+// oracle; 2026-11-28, each buffer released once collected), plus 25%.
+// With y and dx streamed and buffers too large to pool, 28 bytes per
+// element in fp32 (8192 x 4096: 938,796 KB; 4096 x 4096: 479,816 KB), 14
+// in 16 bits (bf16 8192 x 8192: 948,996 KB); y and dx held whole add 48
+// (fp32 2048 x 2048: 375,388 KB; bf16 305,644 KB), pooled buffers up to 3
+// of their elements (bf16 4096 x 4096 streamed: 344,068 KB); 104 more per
+// row at 2^20 x 1 (206,460 KB), 668 more per column at 1 x 2^22
+// (3,100,076 KB: the oracle's row scratch, MPFR's included, is per
+// column), 14 MB for the process.
+constexpr double kPeakBytesPerElement32 = 35, kPeakBytesPerElement16 = 18, kPooledTensors = 3.75;
+constexpr double kHeldReferenceBytesPerElement = 48;
 constexpr double kPeakBytesPerRow = 131, kPeakBytesPerColumn = 845, kPeakBaseBytes = 32 << 20;
 
-/// What the case's y and dx take held whole (exact value, budget, magnitude):
-/// past the context's max_held_reference_bytes they are streamed.
+/// Whether the case's y and dx (exact value, budget, magnitude) are held
+/// whole: past the context's max_held_reference_bytes they are streamed.
 bool referenceHeldWhole(const CaseSpec& c, const ExecContext& ctx) {
-  return kHeldReferenceBytesPerElement * double(c.M) * double(c.N) <= double(ctx.max_held_reference_bytes);
+  return referenceFitsHeld(c, ctx, kHeldReferenceBytesPerElement);
 }
 
 const LayerNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<LayerNormRegistry>(c); }
@@ -66,8 +69,10 @@ class LayerNormOp final : public OpAdapter {
   uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& ctx) const override {
     const double held = referenceHeldWhole(c, ctx) ? 1.25 * kHeldReferenceBytesPerElement * double(c.M) * double(c.N)
                                                    : 0.0;
-    return linearHostBytes(c, c.dtype == DType::F32 ? kPeakBytesPerElement32 : kPeakBytesPerElement16, kPeakBytesPerRow,
-                           kPeakBytesPerColumn, kPeakBaseBytes + held);
+    return linearHostBytes(c,
+                           (c.dtype == DType::F32 ? kPeakBytesPerElement32 : kPeakBytesPerElement16) +
+                               pooledBytesPerElement(c, kPooledTensors),
+                           kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes + held);
   }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<LayerNormRegistry>(); }

@@ -221,6 +221,23 @@ inline uint64_t linearHostBytes(const CaseSpec& c, double per_element, double pe
   return bytes >= 1.8e19 ? UINT64_MAX : uint64_t(bytes);
 }
 
+/// Whether a case's per-row reference tensors, `bytes_per_element` of them
+/// held whole (exact values, budgets, magnitudes), fit the context's
+/// max_held_reference_bytes; past it the op streams them (they are made
+/// again a block of rows at a time from the case's cached inputs, ctx.inputs).
+inline bool referenceFitsHeld(const CaseSpec& c, const ExecContext& ctx, double bytes_per_element) {
+  return bytes_per_element * double(c.M) * double(c.N) <= double(ctx.max_held_reference_bytes);
+}
+
+/// What a case's M x ld buffers in its dtype add to its peak per element,
+/// `tensors` of them, where the block pool keeps them once freed
+/// (Buffer::pooledWhenFreed): beside the oracle and the judge. None where
+/// each is too large to be pooled.
+inline double pooledBytesPerElement(const CaseSpec& c, double tensors) {
+  const double bytes = double(storageBytes(c.dtype)) * double(c.M) * double(c.ld);
+  return bytes < 0x1p40 && Buffer::pooledWhenFreed(size_t(bytes)) ? tensors * storageBytes(c.dtype) : 0.0;
+}
+
 std::vector<const OpAdapter*>& opRegistry();
 const OpAdapter* findOp(const std::string& name);
 bool registerOp(std::unique_ptr<OpAdapter> op);

@@ -23,15 +23,28 @@ namespace ulpcheck {
 namespace {
 
 // peakHostBytes: the most resident memory measured for one repro on the
-// host backend (/usr/bin/time, host_separate, --property accuracy), plus
-// 25%: 77.8 bytes per element in fp32 at 4096 x 4096 (1,286,976 KB on
-// 2026-11-27; 99 on 2026-11-26, before the references stopped being copied
-// once and 16-bit tensors were held in 2 bytes an element), 58.4 in bf16
-// (992,332 KB); 47 more per row at 2^20 x 1 (139,544 KB), 362 more per
-// column at 1 x 2^22 (1,813,592 KB), 12 MB for the process.
-constexpr double kPeakBytesPerElement32 = 97, kPeakBytesPerElement16 = 73, kPeakBytesPerRow = 59;
-constexpr double kPeakBytesPerColumn = 453;
+// host backend (max RSS, host_separate, --property accuracy, the fast
+// oracle; 2026-11-28, each buffer released once collected), plus 25%:
+// with y and dx streamed and buffers too large to pool, 28 bytes per
+// element in fp32 (8192 x 4096: 933,520 KB; 4096 x 4096: 474,488 KB), 14
+// in 16 bits (bf16 8192 x 8192: 938,108 KB) -- the case's inputs, their
+// buffers and its outputs'; y and dx held whole add their 40 bytes (48
+// under a bias), pooled buffers up to 3 of their elements (fp32 4096 x
+// 2048 streamed: 322,056 KB; 2048 x 2048 held: 338,356 KB; bf16 held:
+// 267,072 KB); 47 more per row at 2^20 x 1 (139,732 KB), 362 more per
+// column at 1 x 2^22 (1,813,800 KB: the oracle's column sums and MPFR
+// weights are per column), 14 MB for the process.
+constexpr double kPeakBytesPerElement32 = 35, kPeakBytesPerElement16 = 18, kPooledTensors = 3.75;
+constexpr double kPeakBytesPerRow = 59, kPeakBytesPerColumn = 453;
 constexpr double kPeakBaseBytes = 32 << 20;
+
+/// What the case's y and dx take held whole, per element (exact value and
+/// budget each, dx's magnitude, and y's under a bias): past the context's
+/// max_held_reference_bytes they are streamed.
+double heldReferenceBytes(const CaseSpec& c) { return kRmsBias(c.spec) ? 48.0 : 40.0; }
+bool referenceHeldWhole(const CaseSpec& c, const ExecContext& ctx) {
+  return referenceFitsHeld(c, ctx, heldReferenceBytes(c));
+}
 
 const RmsNormKernel& kernelOf(const CaseSpec& c) { return registeredKernel<RmsNormRegistry>(c); }
 
@@ -52,9 +65,12 @@ class RmsNormOp final : public OpAdapter {
     return {"torch_assert_close", "quack_atol", "trtllm_check_accuracy"};
   }
 
-  uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& /*held whole at every size*/) const override {
-    return linearHostBytes(c, c.dtype == DType::F32 ? kPeakBytesPerElement32 : kPeakBytesPerElement16, kPeakBytesPerRow,
-                           kPeakBytesPerColumn, kPeakBaseBytes);
+  uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& ctx) const override {
+    const double held = referenceHeldWhole(c, ctx) ? 1.25 * heldReferenceBytes(c) : 0.0;
+    return linearHostBytes(c,
+                           (c.dtype == DType::F32 ? kPeakBytesPerElement32 : kPeakBytesPerElement16) + held +
+                               pooledBytesPerElement(c, kPooledTensors),
+                           kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
   }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<RmsNormRegistry>(); }
@@ -103,9 +119,13 @@ class RmsNormOp final : public OpAdapter {
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
                                     k.info.contracts.column_reduction_ftz};
+    // Streamed rows are made again from the case's cached inputs (ctx.inputs).
+    const bool stream = ctx.inputs && !referenceHeldWhole(c, ctx);
     return referenceWithStatisticalBudgets(c, k.info, contract, [&](const AccuracyContract& at) {
-      RmsNormReference ref = rmsnormReference(RmsNormInputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr},
-                                              at, ctx.pool ? *ctx.pool : ThreadPool::shared(), ctx.oracle);
+      const RmsNormInputs inputs{in.x, in.w, in.dy, c.eps, c.spec, in.b ? &*in.b : nullptr};
+      ThreadPool& pool = ctx.pool ? *ctx.pool : ThreadPool::shared();
+      RmsNormReference ref = stream ? rmsnormReferenceStreamed(inputs, at, pool, ctx.oracle)
+                                    : rmsnormReference(inputs, at, pool, ctx.oracle);
       std::vector<ReferenceTensor> out = movedTensors(ref.y, ref.rstd, ref.dx, ref.dw);
       if (kRmsBias(c.spec)) out.push_back(std::move(ref.db));
       return out;

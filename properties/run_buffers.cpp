@@ -49,7 +49,7 @@ void* RunBuffers::generated(const std::string& name, const DistParams& dist, DTy
 
 Buffer* RunBuffers::find(const std::string& name) const {
   for (const Entry& e : entries_)
-    if (e.buffer->name() == name) return e.buffer.get();
+    if (e.buffer && e.buffer->name() == name) return e.buffer.get();
   return nullptr;
 }
 
@@ -73,7 +73,7 @@ void* RunBuffers::scratch(const std::string& name, size_t bytes) {
   return entries_.back().buffer->data();
 }
 
-RunResult RunBuffers::collect(const RunResult* expected) const {
+RunResult RunBuffers::collect(const RunResult* expected) {
   const PhaseScope phase(Phase::Collect);
   RunResult r;
   MemoryReport& mem = r.memory;
@@ -102,22 +102,33 @@ RunResult RunBuffers::collect(const RunResult* expected) const {
     for (size_t n = 0; n < ks.size(); ++n) digests[ks[n]] = d[n], damaged[ks[n]] = c[n];
   }
   for (size_t k = 0; k < entries_.size(); ++k) {
-    const Entry& e = entries_[k];
+    Entry& e = entries_[k];
+    // Each buffer goes once checked (downloaded, where an output): a case's
+    // peak holds its inputs, its buffers and its downloaded outputs, not all
+    // of them at once.
+    const auto release = [&e] { e.buffer.reset(); };
     if (const size_t bad = damaged[k]) {
       mem.canary_bytes_damaged += bad;
       note(mem, fmt::format("{} canary bytes around '{}' overwritten (out-of-bounds write)", bad, e.buffer->name()));
     }
-    if (e.kind == Entry::kScratch) continue;
+    if (e.kind == Entry::kScratch) {
+      release();
+      continue;
+    }
     const OutputTensor& g = e.shape;
     // Inputs: their digest where they live says whether they changed; only
     // then are they downloaded to find where.
     if (e.kind == Entry::kInput && !e.uploaded) {  // generated in place: only its digest is known
       if (digests[k] != e.generated_digest && mem.inputs_modified++ == 0)
         note(mem, fmt::format("input '{}' modified", g.name));
+      release();
       continue;
     }
     if (e.kind == Entry::kInput) {
-      if (digests[k] == e.uploaded->packedDigest()) continue;
+      if (digests[k] == e.uploaded->packedDigest()) {
+        release();
+        continue;
+      }
       const std::vector<uint8_t> bytes = e.buffer->downloadAll();
       const std::vector<uint8_t>& uploaded = e.uploaded->packedOnce();
       const int w = storageBytes(g.dtype);
@@ -127,6 +138,7 @@ RunResult RunBuffers::collect(const RunResult* expected) const {
             note(mem,
                  fmt::format("input '{}' modified at row {} col {}", g.name, int64_t(i) / g.ld, int64_t(i) % g.ld));
         }
+      release();
       continue;
     }
     const uint64_t digest = digests[k];
@@ -137,10 +149,12 @@ RunResult RunBuffers::collect(const RunResult* expected) const {
         out.digest = digest;
         out.downloaded = false;
         r.outputs.push_back(std::move(out));
+        release();
         continue;
       }
     }
     PackedBits bits = unpackBits(e.buffer->downloadAll(), g.dtype);  // kept as downloaded: no copy
+    release();
     const uint32_t poison = poisonBits(g.dtype);
     for (int64_t row = 0; row < g.rows; ++row)
       for (int64_t col = 0; col < g.ld; ++col) {

@@ -38,8 +38,9 @@ class RunBuffers {
   /// earlier run of the same case and layout: determinism's repeats), an
   /// output whose digest equals the expected one's is not downloaded: it is
   /// those bits (OutputTensor::downloaded false), and its memory checks are
-  /// the earlier run's.
-  RunResult collect(const RunResult* expected = nullptr) const;
+  /// the earlier run's. Each buffer is released once checked: call it once,
+  /// after the run, when no kernel reads the buffers any more.
+  RunResult collect(const RunResult* expected = nullptr);
 
  private:
   struct Entry {

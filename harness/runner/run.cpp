@@ -176,7 +176,7 @@ std::string formatOracleCounts(const std::array<int64_t, 5>& counts, const ExecC
       "(undecided there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: stats=T){}{}",
       oracleModeName(exec.oracle), judgeWhereName(exec.judge), counts[0], counts[1], counts[2],
       exec.oracle == OracleMode::Audit ? fmt::format("; {} cases judged on the host and the GPU alike", counts[3]) : "",
-      counts[4] ? fmt::format("; {} of them streamed (the y and dx of cases whose reference held whole "
+      counts[4] ? fmt::format("; {} of them streamed (the per-row tensors of cases whose reference held whole "
                               "would pass {}, $ULPCHECK_MAX_HELD_REFERENCE: made again a block of rows "
                               "at a time when judged)",
                               counts[4], formatBytes(exec.max_held_reference_bytes))

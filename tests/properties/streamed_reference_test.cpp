@@ -1,5 +1,6 @@
 // A case whose reference would not fit in memory held whole is judged on a
-// streamed one (oracles/reference.h, ReferenceRows): LayerNorm's y and dx
+// streamed one (oracles/reference.h, ReferenceRows): the per-row tensors
+// of LayerNorm, RMSNorm and the fused ops (y, dx, residual_out, dresidual)
 // made again, a block of rows at a time, when the judge reads them. It must
 // judge exactly as the held reference does: the same JSON lines, case for
 // case, failures, shrinking and findings included. $ULPCHECK_MAX_HELD_REFERENCE=0
@@ -82,13 +83,54 @@ TEST(StreamedReference, AHostCampaignIsJudgedAsWithItsReferenceHeldWhole) {
       exit_code::kOk);
 }
 
+TEST(StreamedReference, AnRmsNormCampaignIsJudgedAsWithItsReferenceHeldWhole) {
+  // RMSNorm's y and dx streamed as LayerNorm's: the correct host kernel and
+  // mutants of the forward (rstd saved in bf16; Llama's unrounded x-hat:
+  // rows of the fast path's Llama rounding points) and of the backward (a
+  // bf16 row sum), every spec the generator draws (Llama, stats=T, a bias,
+  // an offset), on the fast oracle and on MPFR alone.
+  expectStreamedJudgesAsHeld(
+      "run --backend host --op rmsnorm --kernel host_separate host_bug_rstd_bf16 host_bug_llama_xhat_unrounded "
+      "host_bug_bf16_rowsum --property accuracy --cases 90 --seed 0x5158 --no-save --no-corpus",
+      exit_code::kPropertyFailed);
+  expectStreamedJudgesAsHeld(
+      "run --backend host --op rmsnorm --kernel host_separate --cases 30 --seed 0x78 --oracle mpfr --no-save "
+      "--no-corpus",
+      exit_code::kOk);
+}
+
+TEST(StreamedReference, TheFusedOpsAreJudgedAsWithTheirReferencesHeldWhole) {
+  // Fused add + RMSNorm (residual_out and y streamed; its backward's dx and
+  // dresidual, the norm of the residual_out the forward kept) and allreduce
+  // + RMSNorm at several ranks, with a mutant of each the accuracy check
+  // must still catch, every spec the generators draw (sum=fp32 and res=fp32
+  // among them), on the fast oracle and on MPFR alone.
+  expectStreamedJudgesAsHeld(
+      "run --backend host --op fused_add_rmsnorm --kernel host_fused_add host_bug_residual_grad_through_norm "
+      "--property accuracy --cases 60 --seed 0x515a --no-save --no-corpus",
+      exit_code::kPropertyFailed);
+  expectStreamedJudgesAsHeld(
+      "run --backend host --op allreduce_rmsnorm --kernel host_fused_oneshot host_fused_twostage "
+      "host_bug_no_round_trip --property accuracy --cases 60 --seed 0x515b --no-save --no-corpus",
+      exit_code::kPropertyFailed);
+  for (const char* op : {"fused_add_rmsnorm", "allreduce_rmsnorm"})
+    expectStreamedJudgesAsHeld(
+        std::string("run --backend host --op ") + op + " --cases 20 --seed 0x79 --oracle mpfr --no-save --no-corpus",
+        exit_code::kOk);
+}
+
 TEST(StreamedReference, ABlackBoxsProbabilisticBudgetsAreStreamedWithItsRows) {
-  // PyTorch's CPU LayerNorm, a black box: on normal data each element also
+  // PyTorch's CPU LayerNorm and RMSNorm, black boxes: on normal data each element also
   // has its probabilistic budget, the oracle at the effective depths
   // (RowsWithStatisticalBudgets makes both for each block).
   ULPCHECK_REQUIRE_PYTHON_WITH_TORCH();
   expectStreamedJudgesAsHeld(std::string("run --backend host --kernel torch_layer_norm_cpu --dtype fp32 --property "
                                          "accuracy --cases 60 --seed 0x99 --no-save --no-corpus --python ") +
+                                 ULPCHECK_SOURCE_DIR + "/python/ulpcheck/adapters/torch_ops.py",
+                             exit_code::kOk);
+  // And its RMSNorm.
+  expectStreamedJudgesAsHeld(std::string("run --backend host --kernel torch_rms_norm_cpu --dtype fp32 --property "
+                                         "accuracy --cases 40 --seed 0x9a --no-save --no-corpus --python ") +
                                  ULPCHECK_SOURCE_DIR + "/python/ulpcheck/adapters/torch_ops.py",
                              exit_code::kOk);
 }
