@@ -721,7 +721,8 @@ LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const Accur
 //     one row in ~250 had V on one and went to MPFR).
 //   r = 1 / sqrt(V): relative b_V / 2V + (25/8 + 9.8) u2 + slack.
 //   x-hat_j = d_j r: b_d r + |d_j| b_r + (4 u2 + slack) |xhat_j|.
-//   y_j = xhat_j g_j + b_j: |g_j| b_xhat + (2 u2 + slack)(|xhat_j g_j| + |y_j|);
+//   y_j = xhat_j g_j + b_j: |g_j| b_xhat + 2 u2 |xhat_j g_j| + the add's own
+//     error, known exactly (dw::plus's `dropped`) + slack (|xhat_j g_j| + |y_j|);
 //     exactly b_j where xhat_j g_j is exactly 0 (g_j = 0, or an exact zero d_j).
 //   c1 = sum_j a_j / N, a_j = g_j dy_j exact: 2 u2 sum |partial| / N +
 //     (9.8 u2 + slack) |c1| + slack sum |a| / N.
@@ -733,6 +734,15 @@ LayerNormReference layernormReferenceMpfr(const LayerNormInputs& in, const Accur
 //   dgamma_j = sum_i xhat_ij dy_ij: each term (DWTimesFP) |dy| b_xhat +
 //     2 u2 |term| (MPFR's is exact at 256 bits), summed per chunk
 //     (3.01 u2 |partial|), the chunks combined in order (mp::decideWordColumn).
+//   stats=T: y as above (the fp32 statistics); then the backward at
+//     mean_b = round_T(mean), r_b = round_T(r), taken with their spreads by
+//     mp::roundingPointOfOdd from the decided round-to-odd doubles and the
+//     statistics' bounds Dm, Dr (mpfrRow's roundingPoint gives the same):
+//     d_j = x_j - mean_b by twoSum, exact (two T values; b = 0 but where
+//     its bits span more than MPFR's 160, exactWordBound), x-hat_j = d_j r_b
+//     by twoProd where d_j is a double (exact), else DWTimesFP (2 u2), and
+//     everything after with r_b exact (b_r = 0); dgamma's undecided columns
+//     rebase their MPFR rows alike.
 // Second-order terms are covered by dw::up's 2^-48, as in RMSNorm. The
 // double words stay in [2^-900, 2^900] for fp32 inputs (|values| >= 2^-149,
 // r <= 2^75 since eps >= 2^-149); a word outside, or a non-finite input,
@@ -754,10 +764,34 @@ struct FastScratch {
   bool mpfr_statistics = false;      // the last row's statistics came from MPFR
 };
 
+/// stats=T: row i's backward d_j = x_j - mean_b and x-hat_j = d_j r_b, at
+/// the saved statistics, as double words with bounds into fs (d, b_d, xh,
+/// b_xh): exact where MPFR's 160 bits hold them too (exactWordBound); the
+/// bounds infinite where a word leaves the range the bounds hold in.
+void savedStatisticsWords(const Setup& s, int64_t i, double mean_b, double r_b, FastScratch& fs) {
+  for (int64_t j = 0; j < s.N; ++j) {
+    dw::DW& d = fs.d[size_t(j)];
+    dw::DW& xh = fs.xh[size_t(j)];
+    double& b_d = fs.b_d[size_t(j)];
+    double& b_xh = fs.b_xh[size_t(j)];
+    d = dw::twoSum(s.x.value(i, j), -mean_b);  // exact: two T values
+    b_d = layernorm_budget::exactWordBound(d, kMpfrSlack);
+    if (d.l == 0.0) {
+      xh = dw::twoProd(d.h, r_b);
+      b_xh = layernorm_budget::exactWordBound(xh, kMpfrSlack);
+    } else {
+      xh = dw::times(d, r_b);
+      b_xh = dw::up(b_d * r_b + (2.0 * kU2 + kMpfrSlack) * std::fabs(xh.h));
+    }
+    if (!std::isfinite(mean_b) || !std::isfinite(r_b) || !dw::inRange(d) || !dw::inRange(xh)) b_d = b_xh = INFINITY;
+  }
+}
+
 /// Row i in double words: true where every value is decided (ref's row and
 /// fs.rd written), false where the row must go to MPFR. Either way fs.xh and
 /// fs.b_xh hold x-hat_j with bounds (infinite where the words cannot be
-/// trusted), which dgamma's sums take.
+/// trusted), which dgamma's sums take: under stats=T the backward's, once
+/// the row got that far (fastOrMpfrRow makes them after MPFR otherwise).
 bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, FastScratch& fs) {
   const int64_t N = s.N;
   const double n = double(N);
@@ -864,13 +898,40 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
     double b_y = 0;
     if (!(g == 0.0 || (xh.h == 0.0 && xh.l == 0.0 && fs.b_xh[size_t(j)] == 0.0))) {
       const dw::DW xg = dw::times(xh, g);
-      y = dw::plus(xg, bias);
-      b_y = std::fabs(g) * fs.b_xh[size_t(j)] + (2.0 * kU2 + kMpfrSlack) * (std::fabs(xg.h) + std::fabs(y.h));
+      double dropped = 0.0;  // the add's own error, exactly (tight where beta dominates a tiny x-hat g)
+      y = dw::plus(xg, bias, dropped);
+      b_y = std::fabs(g) * fs.b_xh[size_t(j)] + 2.0 * kU2 * std::fabs(xg.h) + dropped +
+            kMpfrSlack * (std::fabs(xg.h) + std::fabs(y.h));
     }
     double y_odd = 0;
     decide(odd, y, b_y, y_odd);
     if (!decided) return false;
     setY(s, ref, i, j, y_odd, rd);
+  }
+
+  // stats=T: the backward at the saved round_T(mean) and round_T(rstd),
+  // their spreads from the statistics' bounds (mpfrRow's rebase, from the
+  // same round-to-odd doubles): x - mean_b of two T values is an exact
+  // double word, r_b an exact double, so x-hat_b = d r_b carries only the
+  // product's rounding (none where d is a double: twoProd).
+  dw::DW rb = r;
+  double b_rb = b_r;
+  if (s.stats_in_T) {
+    const RoundingPoint mean_b = mp::roundingPointOfOdd(s.T, ref.mean.exact[ref.mean.index(i, 0)], rd.Dm);
+    const RoundingPoint rstd_b = mp::roundingPointOfOdd(s.T, ref.rstd.exact[ref.rstd.index(i, 0)], rd.Dr);
+    rd.r = rstd_b.spec;
+    rd.Dr = rstd_b.spread;
+    rd.r_hi = rd.r + rd.Dr;
+    rb = dw::DW{rstd_b.spec, 0.0};
+    b_rb = 0.0;
+    savedStatisticsWords(s, i, mean_b.spec, rstd_b.spec, fs);
+    for (int64_t j = 0; j < N; ++j) {
+      decide(nearest, fs.d[size_t(j)], fs.b_d[size_t(j)], rd.d[size_t(j)]);
+      rd.dd[size_t(j)] = mean_b.spread + s.K * s.u * (std::fabs(rd.d[size_t(j)]) + mean_b.spread);
+      decide(nearest, fs.xh[size_t(j)], fs.b_xh[size_t(j)], rd.xhat[size_t(j)]);
+    }
+    if (!decided) return false;
+    for (int64_t j = 0; j < N; ++j) rd.dxh[size_t(j)] = xhatBound(s, rd, j);
   }
 
   // The backward's row sums.
@@ -908,8 +969,8 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
                                   (3.01 * kU2 + kMpfrSlack) * std::fabs(inner.h));
     double inner_near = 0, dx_odd = 0;
     decide(nearest, inner, b_inner, inner_near);
-    const dw::DW dx = dw::times(inner, r);
-    decide(odd, dx, b_inner * r.h + std::fabs(inner.h) * b_r + (4.0 * kU2 + kMpfrSlack) * std::fabs(dx.h), dx_odd);
+    const dw::DW dx = dw::times(inner, rb);
+    decide(odd, dx, b_inner * rb.h + std::fabs(inner.h) * b_rb + (4.0 * kU2 + kMpfrSlack) * std::fabs(dx.h), dx_odd);
     if (!decided) return false;
     setDx(s, ref, i, j, dx_odd, inner_near, rd);
   }
@@ -931,8 +992,6 @@ int64_t referenceElements(const LayerNormInputs& in) { return in.x.rows * (2 * i
 
 }  // namespace
 
-bool layernormFastPathApplies(const LayerNormInputs& in) { return statsDtype(in.x.dtype, in.spec) == DType::F32; }
-
 namespace {
 
 /// dgamma's exact column sums from the fast path's chunk words: decided by
@@ -948,7 +1007,15 @@ std::vector<int64_t> decideDgammaColumns(const Setup& s, const mp::WordColumnChu
     const Setup& w = whole();
     RowScratch sc(w.N);
     const std::vector<double> exact = mp::mpfrColumnSums(
-        w.M, int64_t(chunks.size()), undecided, [&](int64_t i) { mpfrStats(w, i, sc); },
+        w.M, int64_t(chunks.size()), undecided,
+        [&](int64_t i) {
+          mpfrStats(w, i, sc);
+          if (!w.stats_in_T) return;
+          // The backward's saved round_T(mean) and round_T(rstd), as mpfrRow rebases the row.
+          mpfr_set_d(sc.mean, roundToFormat(w.T, toDoubleRoundToOdd(sc.mean)), MPFR_RNDN);
+          mpfr_set_d(sc.r, roundToFormat(w.T, toDoubleRoundToOdd(sc.r)), MPFR_RNDN);
+          for (int64_t j = 0; j < w.N; ++j) mpfr_d_sub(sc.dev[j], w.x.value(i, j), sc.mean, MPFR_RNDN);
+        },
         [&](mpfr_ptr out, int64_t i, int64_t j) {  // as mpfrRow's dgamma terms
           mpfr_mul(sc.t, sc.dev[j], sc.r, MPFR_RNDN);
           mpfr_mul_d(out, sc.t, w.in.dy.value(i, j), MPFR_RNDN);
@@ -966,6 +1033,11 @@ const RowDoubles& fastOrMpfrRow(const Setup& s, LayerNormReference& out, int64_t
   if (!fell_back) return fs.rd;
   if (!fs.mpfr) fs.mpfr = std::make_unique<RowScratch>(s.N);
   mpfrRow(s, out, i, *fs.mpfr, nullptr, nullptr);
+  // dgamma's words of the row at the statistics its backward took (fastRow
+  // may have stopped before it rebased them).
+  if (s.stats_in_T)
+    savedStatisticsWords(s, i, roundToFormat(s.T, out.mean.exact[out.mean.index(i, 0)]),
+                         roundToFormat(s.T, out.rstd.exact[out.rstd.index(i, 0)]), fs);
   return fs.mpfr->rd;
 }
 
@@ -989,8 +1061,11 @@ LayerNormReference fastSweep(const Setup& s, ThreadPool& pool, FastOracleCounts*
         if (!hold_rows) keepStatistics(window, i, ref);
         if (fell_back) ++fallback_rows[size_t(chunk)];
         else statistics_rows[size_t(chunk)] += fs.mpfr_statistics;
-        stats.mean[size_t(i)] = ref.mean.exact[size_t(i)];
-        stats.rstd[size_t(i)] = ref.rstd.exact[size_t(i)];
+        // The statistics the backward took (mpfrRow's): under stats=T the saved T values.
+        stats.mean[size_t(i)] = s.stats_in_T ? roundToFormat(s.T, ref.mean.exact[size_t(i)])
+                                             : ref.mean.exact[size_t(i)];
+        stats.rstd[size_t(i)] = s.stats_in_T ? roundToFormat(s.T, ref.rstd.exact[size_t(i)])
+                                             : ref.rstd.exact[size_t(i)];
         addFastDgammaRow(s, i, fs, *dgc);
         for (int64_t j = 0; j < s.N; ++j) addDgammaMagnitudes(s, *dgc, i, j, rd);
       }
@@ -1018,16 +1093,13 @@ LayerNormReference fastSweep(const Setup& s, ThreadPool& pool, FastOracleCounts*
 LayerNormReference layernormReferenceFast(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
                                           FastOracleCounts* counts, double widen) {
   const Setup s(in, contract);
-  if (!layernormFastPathApplies(in)) {
-    if (counts) counts->mpfr_only += referenceElements(in);
-    return mpfrSweep(s, pool, /*hold_rows=*/true);
-  }
   return fastSweep(s, pool, counts, widen, /*hold_rows=*/true);
 }
 
 LayerNormFastRows layernormRowsFast(const LayerNormInputs& in, const AccuracyContract& contract, ThreadPool& pool,
                                     FastOracleCounts* counts) {
-  if (!layernormFastPathApplies(in)) throw std::invalid_argument("layernormRowsFast: statistics saved in fp32 only");
+  if (statsDtype(in.x.dtype, in.spec) != DType::F32)
+    throw std::invalid_argument("layernormRowsFast: statistics saved in fp32 only");
   const Setup s(in, contract);
   LayerNormFastRows out{rowTensors(s, 0, s.M), std::vector<double>(size_t(s.M * s.N)),
                         std::vector<double>(size_t(s.M * s.N)), std::vector<double>(size_t(s.M))};
@@ -1207,7 +1279,7 @@ LayerNormReference layernormReferenceStreamed(const LayerNormInputs& in, const A
                                               ThreadPool& pool, OracleMode mode) {
   if (mode == OracleMode::Audit) return layernormReference(in, contract, pool, mode);
   const Setup s(in, contract);
-  const bool fast = mode == OracleMode::Fast && layernormFastPathApplies(in);
+  const bool fast = mode == OracleMode::Fast;
   if (!fast) oracleCounts().mpfr_only += referenceElements(in);
   LayerNormReference ref = fast ? fastSweep(s, pool, &oracleCounts(), 1.0, /*hold_rows=*/false)
                                 : mpfrSweep(s, pool, /*hold_rows=*/false);

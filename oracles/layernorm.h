@@ -80,10 +80,6 @@ ReferenceTensor layernormDgammaFromChunks(const LayerNormInputs& shape, const Ac
                                           const std::function<const LayerNormInputs&()>& whole,
                                           FastOracleCounts* counts);
 
-/// Whether the fast path models the spec (statistics saved in fp32);
-/// otherwise layernormReferenceFast is the MPFR path.
-bool layernormFastPathApplies(const LayerNormInputs& in);
-
 /// y, rstd (two-pass statistics only) and dx bounded about what a run's
 /// saved statistics give, for a variant that declares it forms them from
 /// those (ReductionDepths::uses_saved_statistics; derivation in

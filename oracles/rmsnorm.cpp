@@ -630,11 +630,12 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
 //     with an offset, (offset + w_j) dy_j x_j with 4 u2 each; AccurateDWPlusDW
 //     each: e_P = sum_k (4 u2 |p_k| +) 3.01 u2 |P_k|
 //   c = P r / N:        e_c = (e_P r + |P| e_r + 4 u2 |P r|) / N + 9.8 u2 |c|
-//   y = r (x w) [+ b]:  e_y = (rel(r) + 2 u2) |y| [+ 2 u2 |y + b|]
+//   y = r (x w) [+ b]:  e_y = (rel(r) + 2 u2) |y| [+ the add's own error,
+//     known exactly (dw::plus's `dropped`); an exact b where x w = 0]
 //     (with an offset: (r x)(offset + w): rel(r) + 6 u2)
 //   dx = (a - (r x) c) r: e = e_t + (2 u2 | 3.01 u2 with an offset's a) |a - t|,
 //     e_t = e_xr |c| + |xr| e_c + 4 u2 |t|; then e r + |a - t| e_r + 4 u2 |dx|
-//     (fused add's backward: + g, 2 u2 |dx + g| more)
+//     (fused add's backward: + g, the add's own error, known exactly)
 //   dw_j = sum_i r_i (dy x)_ij: (rel(r_i) + 2 u2) |term| + 3.01 u2 |partial|
 //   Llama: q = round_T(x r) from x r's round-to-odd double, decided within
 //     (rel(r) + 2 u2) |x r| + slack (mp::roundingPointOfOdd then gives the
@@ -651,7 +652,8 @@ RmsNormReference rmsnormReferenceMpfr(const RmsNormInputs& in, const AccuracyCon
 //     dW's leaves rb dy x carry no error of rb's own (rel 0), its spread
 //     entering the budgets as in the MPFR path. A dx that is itself a
 //     double (exact arithmetic: tiny rows, large means) is not decided by a
-//     nonzero bound: such a row goes to MPFR.
+//     nonzero bound: such a row goes to MPFR, unless x = 0 there (then t is
+//     an exact zero and dx = a rb one exact product, in MPFR too: bound 0).
 // Second-order terms (products of two bounds, each below 2^-90 relative,
 // and |computed| for |exact|, 2^-52 apart) are covered by dw::up's 2^-48.
 // The double words stay in [2^-900, 2^900] for fp32 inputs (|x|, |w|, |dy|
@@ -775,9 +777,17 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, Bac
       double bias = 0.0, y_terms = std::fabs(y.h);
       if (s.in.b) {
         bias = s.in.b->value(0, j);
-        y_terms += std::fabs(bias);
-        y = dw::plus(y, bias);
-        e_y += 2.0 * kU2 * std::fabs(y.h);
+        if (xv * s.w[j] == 0.0) {
+          // y = (+-0) + b: exact here and in MPFR (its r (x w) is an exact zero).
+          y = dw::DW{y.h + bias, 0.0};
+          e_y = y_terms = 0.0;
+        } else {
+          // The add's own error, exactly (tight where b dominates a tiny x r w).
+          double dropped = 0.0;
+          y_terms += std::fabs(bias);
+          y = dw::plus(y, bias, dropped);
+          e_y += dropped;
+        }
       }
       double y_odd;
       if (!dw::inRange(y) || !dw::roundToOdd(y, widen * dw::up(e_y + kMpfrSlack * y_terms), y_odd)) return false;
@@ -802,10 +812,19 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, Bac
     dw::DW dx = dw::times(diff, b.words);
     double e_dx = e_diff * b.words.h + std::fabs(diff.h) * e_b + 4.0 * kU2 * std::fabs(dx.h);
     double dx_terms = rb * (std::fabs(a) + std::fabs(xhat_b * c_near) + std::fabs(xhat_b) * m);
+    if (s.stats_in_T && xv == 0.0 && a != 0.0 && s.offset == 0.0) {
+      // t = (x rb) c is an exact zero, so dx = a rb: one product of an
+      // exact double and a T value, exact here (twoProd) and in MPFR's 160
+      // bits. (Such rows, zero rows above all, had dx on a double, which no
+      // nonzero bound decides: they went to MPFR whole.)
+      dx = dw::twoProd(a, rb);
+      e_dx = dx_terms = 0.0;
+    }
     const double g = addendAt(s, i, j);
-    if (s.addend) {  // + g: DWPlusFP, 2 u2
-      dx = dw::plus(dx, g);
-      e_dx += 2.0 * kU2 * std::fabs(dx.h);
+    if (s.addend) {  // + g: DWPlusFP, its own error known exactly
+      double dropped = 0.0;
+      dx = dw::plus(dx, g, dropped);
+      e_dx += dropped;
       dx_terms += std::fabs(g);
     }
     double dx_odd;

@@ -173,7 +173,7 @@ int runOpOnWorkers(const RunRequest& run, const CampaignOptions& o, const ExecCo
 std::string formatOracleCounts(const std::array<int64_t, 5>& counts, const ExecContext& exec) {
   return fmt::format(
       "oracle {}, judge {}: {} reference elements by the certified fast path, {} recomputed by MPFR "
-      "(undecided there), {} by MPFR only (--oracle mpfr, or not in the fast path yet: stats=T){}{}",
+      "(undecided there), {} by MPFR only (--oracle mpfr){}{}",
       oracleModeName(exec.oracle), judgeWhereName(exec.judge), counts[0], counts[1], counts[2],
       exec.oracle == OracleMode::Audit ? fmt::format("; {} cases judged on the host and the GPU alike", counts[3]) : "",
       counts[4] ? fmt::format("; {} of them streamed (the per-row tensors of cases whose reference held whole "
