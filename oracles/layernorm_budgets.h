@@ -33,7 +33,11 @@ ULPCHECK_HD inline double larger(double a, double b) { return a < b ? b : a; }
 /// v.h's first to v.l's last: at most ilogb(v.h) - ilogb(v.l) + 53); there
 /// it is within `slack` |v| of it.
 ULPCHECK_HD inline double exactWordBound(const dw::DW& v, double slack) {
-  return v.l == 0.0 || ilogb(v.h) - ilogb(v.l) <= 100 ? 0.0 : slack * fabs(v.h);
+  if (v.l == 0.0) return 0.0;
+  // A word that is not finite holds nothing exactly (and ilogb of it, an
+  // extreme int, would overflow the difference: UBSan's find).
+  if (!std::isfinite(v.h) || !std::isfinite(v.l)) return INFINITY;
+  return ilogb(v.h) - ilogb(v.l) <= 100 ? 0.0 : slack * fabs(v.h);
 }
 
 /// A deviation's share of the exact-variance test (varianceWordsExact):

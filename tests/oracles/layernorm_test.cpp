@@ -43,6 +43,7 @@
 #include "core/datagen.h"
 #include "core/parallel.h"
 #include "oracles/layernorm.h"
+#include "oracles/layernorm_budgets.h"
 #include "oracles/mpfr_util.h"
 #include "oracles/tolerances.h"
 #include "properties/generators.h"
@@ -847,6 +848,18 @@ TEST(LayerNormOracleFastPath, SumsHeldExactlyAreDecidedInDoubleWords) {
   for (int64_t i = 0; i < c.M; i += 2) in.x.bits[size_t(i * c.ld + 7)] = doubleToBits(DType::F32, 0x1p-30);
   for (int64_t j = 0; j < c.N; ++j) in.dy.bits[size_t(j)] = doubleToBits(DType::F32, 0x1p-40);
   EXPECT_EQ(fastPathFallbacks(c, in), 0);
+}
+
+TEST(LayerNormOracleFastPath, AWordThatIsNotFiniteHoldsNothingExactly) {
+  // A saved mean of inf (fp16 statistics past 65504) makes x - mean_b
+  // inf or NaN: its bound must say "not exact" and stay defined (ilogb of
+  // inf minus ilogb of NaN overflowed an int: UBSan, the asan preset).
+  const double slack = 0x1p-140;
+  EXPECT_EQ(layernorm_budget::exactWordBound(dw::DW{INFINITY, NAN}, slack), INFINITY);
+  EXPECT_EQ(layernorm_budget::exactWordBound(dw::DW{NAN, NAN}, slack), INFINITY);
+  EXPECT_EQ(layernorm_budget::exactWordBound(dw::DW{INFINITY, 0.0}, slack), 0.0);  // a word with no low part
+  EXPECT_EQ(layernorm_budget::exactWordBound(dw::twoSum(1.0, 0x1p-60), slack), 0.0);
+  EXPECT_EQ(layernorm_budget::exactWordBound(dw::DW{1.0, 0x1p-120}, slack), slack);  // past MPFR's 160 bits
 }
 
 TEST(LayerNormOracleFastPath, AVarianceHeldExactlyOnAMidpointIsDecidedInDoubleWords) {
