@@ -67,12 +67,11 @@ class LayerNormOp final : public OpAdapter {
   }
 
   uint64_t peakHostBytes(const CaseSpec& c, const ExecContext& ctx) const override {
-    const double held = referenceHeldWhole(c, ctx) ? 1.25 * kHeldReferenceBytesPerElement * double(c.M) * double(c.N)
-                                                   : 0.0;
+    const double held = referenceHeldWhole(c, ctx) ? 1.25 * kHeldReferenceBytesPerElement : 0.0;
     return linearHostBytes(c,
-                           (c.dtype == DType::F32 ? kPeakBytesPerElement32 : kPeakBytesPerElement16) +
+                           (c.dtype == DType::F32 ? kPeakBytesPerElement32 : kPeakBytesPerElement16) + held +
                                pooledBytesPerElement(c, kPooledTensors),
-                           kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes + held);
+                           kPeakBytesPerRow, kPeakBytesPerColumn, kPeakBaseBytes);
   }
 
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<LayerNormRegistry>(); }
