@@ -101,8 +101,6 @@ WorkerLayout runLayout(const RunArgs& a, const ExecContext& exec) {
   LayoutRequest r;
   if (a.workers != kAutoWorkers) r.workers = a.workers;
   if (a.gpus != "all") r.gpus = parseCount("--gpus", a.gpus);
-  r.smoke_tier = a.tier == tierName(Tier::Smoke);
-  r.in_process = a.in_process;
   return workerLayout(r, exec.backend);
 }
 
@@ -233,11 +231,12 @@ CLI::App* addRunCommand(CLI::App& app, RunArgs& ra, KernelSources& k) {
   run->add_option("--gpus", ra.gpus, "GPUs to use, one worker process each (cuda backend): a count, or all")
       ->capture_default_str();
   run->add_option("--workers", ra.workers,
-                  "worker processes sharing the campaign (default on the GPU: up to 2 per GPU used, one per 8 host "
-                  "cores, 1 per GPU for the smoke tier or --in-process; on the host 1, where N splits the CPU)");
+                  "worker processes sharing the campaign (default on the GPU: one per GPU used; on the host 1, where N "
+                  "splits the CPU)");
   run->add_option("--concurrent-cases", ra.concurrent_cases,
-                  "cases each process checks at once, each on its own thread and CUDA stream (results are those of "
-                  "one at a time); auto: one per core of the process's share, at most 8")
+                  fmt::format("cases each process checks at once, each on its own thread and CUDA stream (results "
+                              "are those of one at a time); auto: one per core of the process's share, at most {}",
+                              kMaxConcurrentCases))
       ->capture_default_str();
   run->add_flag("--report-to-coordinator", ra.report_to_coordinator,
                 "be a worker of a coordinated run: report on stdout in tagged lines (internal)")

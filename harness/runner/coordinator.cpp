@@ -15,20 +15,17 @@
 
 namespace ulpcheck {
 
-namespace {
-// By default up to kMaxWorkersPerGpu workers per GPU, one per
-// kCoresPerWorker host cores, each checking cases at once on its cores
-// (--concurrent-cases). Processes time-slice a GPU, threads of one process
-// share it, so the cases at once do most of the work; a second process still
-// helps the default tier's larger cases (H100, 16 cores, the default
-// campaign: 31.3 s with 4 workers one case at a time, 19.2 s with 4 workers
-// of 4 cases at once, 16.7 s with 2 of 8). Not for the smoke tier's small
-// cases, whose many short synchronising calls wait for the GPU's time slices
-// when processes share it (65 cases/s with 4 workers one at a time, 130 in
-// one). One with --in-process (a debugger wants one process).
-constexpr int kCoresPerWorker = 8;
-constexpr int kMaxWorkersPerGpu = 2;
-}  // namespace
+// By default one worker process per GPU, checking up to kMaxConcurrentCases
+// cases at once on its share of the cores (--concurrent-cases): threads of
+// one process share a GPU's context, while processes time-slice it, and
+// each op's campaign starts its workers and their CUDA contexts again. H100,
+// 16 cores, 2026-11-28, the main job (`run --seed 0x2a11`), alternating in
+// one call: 12.7, 12.2 s with 2 processes of 8 cases at once (the former
+// default), 12.5, 11.7 s with 2 of 16, 8.9, 8.9 s with one of 16. The default
+// tier (`--cases 1200 --gpus 1`), one run each, 2 x 8 -> 1 x 16: rmsnorm
+// 9.0 -> 7.4 s, layernorm 10.5 -> 9.1, fused_add_rmsnorm 6.7 -> 6.1;
+// allreduce_rmsnorm, whose ranks' inputs make it the most host-bound,
+// 10.9 -> 12.1 (2 x 16: 9.5). --workers N sets any other count.
 
 WorkerLayout workerLayout(const LayoutRequest& r, Backend backend) {
   if (r.workers && *r.workers < 1) throw std::invalid_argument(fmt::format("--workers {}: give 1 or more", *r.workers));
@@ -41,10 +38,7 @@ WorkerLayout workerLayout(const LayoutRequest& r, Backend backend) {
           fmt::format("--gpus {}: this machine has {} usable GPU{}", asked, count, count == 1 ? "" : "s"));
     const int use = int(asked);
     w.gpus = workers::visibleGpus(use);
-    const int per_gpu = r.smoke_tier ? 1
-                                     : std::clamp(int(std::thread::hardware_concurrency()) / (kCoresPerWorker * use), 1,
-                                                  kMaxWorkersPerGpu);
-    w.workers = r.workers ? *r.workers : r.in_process ? use : use * per_gpu;
+    w.workers = r.workers ? *r.workers : use;
   } else {
     if (r.gpus) throw std::invalid_argument("--gpus needs the cuda backend (on the host, --workers N splits the CPU)");
     w.workers = r.workers.value_or(1);

@@ -24,8 +24,8 @@ inline constexpr int64_t kDefaultPerCellGpu = 50;
 inline constexpr int64_t kDefaultPerCellHost = 20;
 inline constexpr int64_t kDefaultCaseCap = 2000;
 // Cases one process checks at once by default (--concurrent-cases auto):
-// one per core of its share, at most this many.
-inline constexpr int kMaxConcurrentCases = 8;
+// one per core of its share, at most this many (coordinator.cpp: why 16).
+inline constexpr int kMaxConcurrentCases = 16;
 
 /// How many worker processes a run uses, and the GPUs they share (one each
 /// where there are as many; round-robin otherwise).
@@ -37,8 +37,6 @@ struct WorkerLayout {
 struct LayoutRequest {
   std::optional<int> workers;   // --workers; nullopt: the default layout
   std::optional<int64_t> gpus;  // --gpus N; nullopt: every usable GPU
-  bool smoke_tier = false;      // small cases: one process per GPU
-  bool in_process = false;      // plugin kernels in the run's process: one worker per GPU
 };
 
 /// Throws std::invalid_argument for a count the machine does not have.

@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/runner/coordinator.h"
 #include "harness/runner/exit_codes.h"
 #include "include/ulpcheck/plugin.h"
 #include "tests/support/cli_support.h"
@@ -1254,8 +1255,9 @@ TEST(Robustness, ACutShortRunsPageDoesNotInventAFailureAndKeepsRegressionMessage
 }
 
 TEST(Robustness, TheHelpAndTheRepoLinesSayWhatTheBinaryDoes) {
-  // --workers' default as workerLayout computes it.
-  expectSays(cli("run --help"), exit_code::kOk, {"up to 2 per GPU"});
+  // --workers' and --concurrent-cases' defaults as workerLayout and the CLI compute them.
+  expectSays(cli("run --help"), exit_code::kOk,
+             {"default on the GPU: one per GPU used", fmt::format("at most {}", kMaxConcurrentCases)});
   // A repro line names the binary that ran by its path: pasted, it runs.
   const Result r = cli(
       "run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 50 --tier smoke "
