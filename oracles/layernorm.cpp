@@ -196,6 +196,12 @@
 //   dx_c = r~ (a - c1_c - xhat_c c2_c)        within dxBudget, Dc1 and Dc2 at depth D
 //   r_c  = (mean_j (x - m~)^2 + eps)^-1/2      within Dr of varianceBounds at Dm = 0
 //                                              (two-pass statistics only)
+//   dgamma_c = sum_i dy (x - m~) r~            within dgammaDepthError at those Dx
+//                                              (every row's m~ and r~; applied only
+//                                              where dgamma's budgets about the exact
+//                                              value lack power, as on fp32 rows of
+//                                              |mean| / std = 2^20, where it sums every
+//                                              row's mean error times dy)
 // where a kernel's error is at most 3 u |(x - m~) r~ g| + u |y| (+ eta terms)
 // for y, which the budget's 2 K u |x-hat g| + K u |y| covers with K = 2.
 // The centers are computed in double: each within (N + 4) 2^-53 of the terms
@@ -601,13 +607,20 @@ std::vector<mp::OrderedColumnBound> dgammaOrderedBounds(const Setup& s, const Ba
 
 /// dgamma's budgets from its column totals (exact values and magnitudes)
 /// and the bounds of the orders the contract declares.
+/// dgamma_j's error at the declared column depth D_c (the "dgamma error <="
+/// line above): the terms' propagated error `gain` (sum_i |dy| Dx + K eta r),
+/// the column sum's roundings and underflows, and, where the column
+/// reduction flushes subnormals (fp32 atomics), up to the smallest normal
+/// lost per add.
+double dgammaDepthError(const Setup& s, double gain, double abs_terms) {
+  const double ftz = s.contract.column_reduction_ftz ? s.K * s.Dc * std::ldexp(1.0, formatOf(s.acc).emin) : 0.0;
+  return gain + s.K * (s.Dc * s.u * abs_terms + (double(s.M) + s.Dc) * s.eta) + ftz;
+}
+
 void finishDgamma(const Setup& s, const std::vector<mp::ColumnTotal>& totals,
                   const std::vector<mp::OrderedColumnBound>& dgamma_ordered, LayerNormReference& ref) {
   const double K = s.K, u = s.u, eta = s.eta, Dc = s.Dc;
   const int64_t M = s.M, N = s.N;
-  // A column reduction that flushes subnormals (fp32 atomics) may lose up to
-  // the smallest normal per add.
-  const double ftz = s.contract.column_reduction_ftz ? K * Dc * std::ldexp(1.0, formatOf(s.acc).emin) : 0.0;
   // The smaller of the depth bound and the bounds of every order a launch may take.
   auto orderedError = [&](int64_t j, double tau, double depth_error) {
     if (dgamma_ordered.empty()) return depth_error;
@@ -627,7 +640,7 @@ void finishDgamma(const Setup& s, const std::vector<mp::ColumnTotal>& totals,
                                                              : 0.0;
   for (int64_t j = 0; j < N; ++j) {
     const mp::ColumnTotal& g = totals[size_t(j)];
-    double error = orderedError(j, g.gain, g.gain + K * (Dc * u * g.abs_terms + (double(M) + Dc) * eta) + ftz);
+    double error = orderedError(j, g.gain, dgammaDepthError(s, g.gain, g.abs_terms));
     if (s.contract.random_gradient.set()) {
       probabilistic::GradientColumn column = g.gradient;
       column.term_sq = g.sq_terms;
@@ -1154,11 +1167,15 @@ class SavedStatisticsBounds final : public ConditionalBounds {
       : in_(in), contract_(contract), s_(in_, contract_), mean_(std::move(mean)), rstd_(std::move(rstd)) {}
 
   bool bounds(const std::string& tensor) const override {
-    return tensor == "y" || tensor == "dx" || (tensor == "rstd" && contract_.depths.two_pass_statistics);
+    return tensor == "y" || tensor == "dx" || tensor == "dgamma" ||
+           (tensor == "rstd" && contract_.depths.two_pass_statistics);
   }
+
+  bool onlyWithoutPower(const std::string& tensor) const override { return tensor == "dgamma"; }
 
   std::string source(const std::string& tensor) const override {
     if (tensor == "rstd") return "the variance about its own saved mean";
+    if (tensor == "dgamma") return "its own saved mean and rstd, as sum_i dy (x - mean) rstd";
     return fmt::format("its own saved mean and rstd, as {}", tensor == "y"
                                                                  ? "(x - mean) rstd gamma + beta"
                                                                  : "r (a - c1 - x-hat c2), x-hat = (x - mean) rstd");
@@ -1170,6 +1187,7 @@ class SavedStatisticsBounds final : public ConditionalBounds {
     center.assign(size_t((end - begin) * width), NAN);
     budget.assign(center.size(), INFINITY);
     RowDoubles rd(N);
+    if (tensor == "dgamma") return dgammaColumns(center, budget, rd);
     for (int64_t i = begin; i < end; ++i) {
       if (!onSavedStatistics(i, rd)) continue;
       const size_t at = size_t((i - begin) * width);
@@ -1225,6 +1243,31 @@ class SavedStatisticsBounds final : public ConditionalBounds {
     }
     for (int64_t j = 0; j < s_.N; ++j) rd.dxh[size_t(j)] = xhatBound(s_, rd, j);
     return true;
+  }
+
+  /// dgamma_c,j = sum_i dy_ij x-hat_ij with each row's x-hat on its saved
+  /// statistics, within dgammaDepthError of it at their Dx (Dm = Dr = 0), plus
+  /// what the double sum of M double products may lose: (M + 3) 2^-53 of
+  /// sum |dy x-hat| (x - m~, its product with r~, with dy, and M adds). Every
+  /// row is needed: a row whose statistics are not finite bounds nothing.
+  void dgammaColumns(std::vector<double>& center, std::vector<double>& budget, RowDoubles& rd) const {
+    const int64_t N = s_.N;
+    std::vector<double> sum(size_t(N), 0.0), abs_terms(size_t(N), 0.0), gain(size_t(N), 0.0);
+    for (int64_t i = 0; i < s_.M; ++i) {
+      if (!onSavedStatistics(i, rd)) return;
+      for (int64_t j = 0; j < N; ++j) {
+        const double dyv = in_.dy.value(i, j), term = dyv * rd.xhat[size_t(j)];
+        sum[size_t(j)] += term;
+        abs_terms[size_t(j)] += std::fabs(term);
+        gain[size_t(j)] += std::fabs(dyv) * rd.dxh[size_t(j)] + s_.K * s_.eta * std::fabs(rd.r);
+      }
+    }
+    for (int64_t j = 0; j < N; ++j) {
+      const double arithmetic = double(s_.M + 3) * 0x1p-53 * abs_terms[size_t(j)];
+      center[size_t(j)] = sum[size_t(j)];
+      budget[size_t(j)] = budgetFromError(s_.W, sum[size_t(j)],
+                                          dgammaDepthError(s_, gain[size_t(j)], abs_terms[size_t(j)]) + arithmetic);
+    }
   }
 
   const LayerNormInputs in_;

@@ -124,6 +124,12 @@ class ConditionalBounds {
                     std::vector<double>& budget) const = 0;
   /// What the centers are made of, for a finding's note.
   virtual std::string source(const std::string& tensor) const = 0;
+  /// Whether `tensor`'s bound is applied only where its budgets about the
+  /// exact value leave it without power (a column sum over every row, whose
+  /// bound costs a pass over the whole inputs: the GPU judge then makes them
+  /// on the host only for such a case). Elsewhere it would only narrow an
+  /// interval that already sees an error of kPowerErrorFraction.
+  virtual bool onlyWithoutPower(const std::string& /*tensor*/) const { return false; }
 };
 
 /// An element whose exact value is not finite because the spec itself

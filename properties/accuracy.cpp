@@ -232,13 +232,21 @@ Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& 
     if (ref.streamed()) continue;
     const OutputTensor* out = run.find(ref.name);
     const int64_t rows_per_block = rowsPerBlock(ref), blocks = (ref.rows + rows_per_block - 1) / rows_per_block;
-    std::vector<TensorJudgment> judged(static_cast<size_t>(blocks));
-    ThreadPool::shared().forChunks(blocks, [&](unsigned, int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k)
-        judged[size_t(k)] = judgeTensorRows(ref, *out, k * rows_per_block, std::min(ref.rows, (k + 1) * rows_per_block),
-                                            nullptr, 0, conditional);
-    });
-    for (TensorJudgment& b : judged) tensors[t].merge(std::move(b));
+    const auto judgeBlocks = [&](const ConditionalBounds* bounds) {
+      std::vector<TensorJudgment> judged(static_cast<size_t>(blocks));
+      ThreadPool::shared().forChunks(blocks, [&](unsigned, int64_t begin, int64_t end) {
+        for (int64_t k = begin; k < end; ++k)
+          judged[size_t(k)] = judgeTensorRows(ref, *out, k * rows_per_block,
+                                              std::min(ref.rows, (k + 1) * rows_per_block), nullptr, 0, bounds);
+      });
+      TensorJudgment whole;
+      whole.st.tensor = ref.name;
+      for (TensorJudgment& b : judged) whole.merge(std::move(b));
+      return whole;
+    };
+    const bool deferred = conditional && conditional->bounds(ref.name) && conditional->onlyWithoutPower(ref.name);
+    tensors[t] = judgeBlocks(deferred ? nullptr : conditional);
+    if (deferred && tensors[t].st.withoutPower()) tensors[t] = judgeBlocks(conditional);
   }
   return accuracyVerdict(std::move(tensors), describe);
 }
@@ -282,8 +290,7 @@ Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInput
   // kPowerErrorFraction of their values in most elements.
   std::string weak;
   for (const auto& s : o.stats)
-    if (s.nonzero && s.power() < tolerance::kMinTensorPower)
-      weak += fmt::format("{}{} {:.0f}%", weak.empty() ? "" : ", ", s.tensor, 100.0 * s.power());
+    if (s.withoutPower()) weak += fmt::format("{}{} {:.0f}%", weak.empty() ? "" : ", ", s.tensor, 100.0 * s.power());
   if (wrong) {
     o.verdict = Verdict::Fail;
     const Finding& f = o.findings.front();

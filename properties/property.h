@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "oracles/tolerances.h"
 #include "properties/case_context.h"
 #include "properties/error_distribution.h"
 
@@ -50,6 +51,9 @@ struct TensorStats {
   // nonzero == 0: nothing to measure.
   int64_t nonzero = 0, sharp = 0;
   double power() const { return nonzero ? double(sharp) / double(nonzero) : 0.0; }
+  // What makes a case inconclusive: fewer than tolerance::kMinTensorPower
+  // of the nonzero elements judged sharply.
+  bool withoutPower() const { return nonzero && power() < tolerance::kMinTensorPower; }
   // err/budget and ulp@scale of every element, in buckets (what reports plot).
   ErrorDistribution errors;
 };

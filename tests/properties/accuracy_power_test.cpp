@@ -68,21 +68,23 @@ TEST(Power, YIsBetaOnLargeMeanRowsIsCaughtOrInconclusiveNeverAPass) {
   }
 }
 
-/// host_twopass's run of the case with y_ij replaced by inject(y_ij), judged
-/// with or without the bounds about its own saved statistics (it declares
-/// uses_saved_statistics: y = fma(fl(fl(x - mean) r), g, b)).
-Outcome judgeOnSavedStatistics(const std::string& case_text, double (*inject)(double), bool conditional) {
+/// host_twopass's run of the case with each element v of `tensor` (y by
+/// default) replaced by inject(v), judged with or without the bounds about
+/// its own saved statistics (it declares uses_saved_statistics: y =
+/// fma(fl(fl(x - mean) r), g, b), its backward's x-hat from the saved ones).
+Outcome judgeOnSavedStatistics(const std::string& case_text, double (*inject)(double), bool conditional,
+                               const std::string& tensor = "y") {
   const CaseSpec c = parseCaseString(case_text);
   const OpAdapter& op = *findOp(c.op);
   InputCache inputs;
   ExecContext ctx = hostContext();
   ctx.inputs = &inputs;
   RunResult run = op.run(c, identityRows(c.M), ctx);
-  OutputTensor& y = output(run, "y");
-  for (int64_t r = 0; r < y.rows; ++r)
-    for (int64_t j = 0; j < y.cols; ++j) {
-      const size_t e = size_t(r * y.ld + j);
-      y.bits[e] = doubleToBits(c.dtype, inject(decodeBits(c.dtype, y.bits[e])));
+  OutputTensor& t = output(run, tensor);
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t j = 0; j < t.cols; ++j) {
+      const size_t e = size_t(r * t.ld + j);
+      t.bits[e] = doubleToBits(t.dtype, inject(decodeBits(t.dtype, t.bits[e])));
     }
   const std::unique_ptr<ConditionalBounds> own = conditional ? op.conditionalBounds(c, ctx, run) : nullptr;
   EXPECT_EQ(own != nullptr, conditional);
@@ -107,6 +109,31 @@ TEST(Power, AnErrorInYsOwnArithmeticHiddenByTheStatisticsBudgetIsCaughtOnTheSave
   EXPECT_NE(seen.summary.find("within its budget of the exact value, but"), std::string::npos) << seen.summary;
   EXPECT_NE(seen.summary.find("from its own saved mean and rstd, as (x - mean) rstd gamma + beta"), std::string::npos)
       << seen.summary;
+}
+
+TEST(Power, ADgammaOffFromItsOwnStatisticsIsCaughtWhereItsExactBudgetCannotSeeIt) {
+  // fp32 rows of |mean| / sigma = 2^20: dgamma sums every row's legitimate
+  // fp32 mean error times dy, so about the exact value no tensor-wide error
+  // of 2^-9 shows (inconclusive). About the kernel's own saved mean and rstd
+  // (sum_i dy (x - mean) rstd, over every row) dgamma is known to a few
+  // ulps: the correct run passes with power, the injected error fails.
+  const char* text = "op=layernorm kernel=host_twopass dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-10";
+  const Outcome blind = judgeOnSavedStatistics(text, offByOnePart, false, "dgamma");
+  EXPECT_EQ(blind.verdict, Verdict::Inconclusive) << blind.summary;
+  EXPECT_NE(blind.summary.find("dgamma"), std::string::npos) << blind.summary;
+  EXPECT_EQ(judgeOnSavedStatistics(text, unchanged, true, "dgamma").verdict, Verdict::Pass);
+  const Outcome seen = judgeOnSavedStatistics(text, offByOnePart, true, "dgamma");
+  EXPECT_EQ(seen.verdict, Verdict::Fail) << seen.summary;
+  EXPECT_NE(seen.summary.find("from its own saved mean and rstd, as sum_i dy (x - mean) rstd"), std::string::npos)
+      << seen.summary;
+  // Where dgamma's budgets about the exact value already have power, its
+  // bound about the run's statistics is not applied (onlyWithoutPower): the
+  // same injected error is judged as before, against the exact value alone.
+  const char* sharp = "op=layernorm kernel=host_twopass dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p2";
+  const Outcome plain = judgeOnSavedStatistics(sharp, offByOnePart, false, "dgamma");
+  const Outcome own = judgeOnSavedStatistics(sharp, offByOnePart, true, "dgamma");
+  EXPECT_EQ(plain.verdict, Verdict::Fail) << plain.summary;
+  EXPECT_EQ(own.summary, plain.summary);
 }
 
 TEST(Power, TheCorrectKernelOnTheSameRowsIsJudgedWithFullPower) {

@@ -95,13 +95,15 @@ TEST(Cli, APropertyThatJudgedNothingIsItsOwnExitCode) {
   // Over every op it applies to allreduce_rmsnorm's fused variants: judged.
   r = cli("run --backend host --property fused_vs_unfused --cases 20 --tier smoke --seed 3 --no-save --no-corpus");
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
-  // Applies, but every case was inconclusive (fp32 rows of |mean| / sigma =
-  // 2^20: dgamma adds up every row's fp32 mean error, which no fp32 kernel
-  // can know), and another op's pass must not hide it.
+  // Applies, but every case was inconclusive (statistics saved in bf16: a
+  // correct kernel may save either bf16 neighbour of a row's rstd near a
+  // rounding boundary, and dgamma sums that 2^-8 of x-hat over 4096 rows,
+  // past 1/64 of its value), and another op's pass must not hide it.
   const fs::path dir = fs::temp_directory_path() / ("ulpcheck-unjudged-" + std::to_string(::getpid()));
   fs::create_directories(dir / "layernorm" / "accuracy" / "regression");
   std::ofstream(dir / "layernorm" / "accuracy" / "regression" / "c.case")
-      << "op=layernorm kernel=host_twopass dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p10 sigma=0x1p-10\n";
+      << "op=layernorm kernel=host_twopass dtype=bf16 M=4096 N=4 eps=0x1.0c6f7ap-20 dist=normal sigma=0x1.dp-5 "
+         "stats=bf16\n";
   r = cli("run --backend host --op layernorm --property accuracy --cases 0 --corpus " + dir.string());
   EXPECT_EQ(r.code, exit_code::kNothingJudged) << r.output;
   EXPECT_NE(r.output.find("inconclusive"), std::string::npos) << r.output;
