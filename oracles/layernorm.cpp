@@ -605,8 +605,6 @@ std::vector<mp::OrderedColumnBound> dgammaOrderedBounds(const Setup& s, const Ba
   return dgamma_ordered;
 }
 
-/// dgamma's budgets from its column totals (exact values and magnitudes)
-/// and the bounds of the orders the contract declares.
 /// dgamma_j's error at the declared column depth D_c (the "dgamma error <="
 /// line above): the terms' propagated error `gain` (sum_i |dy| Dx + K eta r),
 /// the column sum's roundings and underflows, and, where the column
@@ -617,6 +615,8 @@ double dgammaDepthError(const Setup& s, double gain, double abs_terms) {
   return gain + s.K * (s.Dc * s.u * abs_terms + (double(s.M) + s.Dc) * s.eta) + ftz;
 }
 
+/// dgamma's budgets from its column totals (exact values and magnitudes)
+/// and the bounds of the orders the contract declares.
 void finishDgamma(const Setup& s, const std::vector<mp::ColumnTotal>& totals,
                   const std::vector<mp::OrderedColumnBound>& dgamma_ordered, LayerNormReference& ref) {
   const double K = s.K, u = s.u, eta = s.eta, Dc = s.Dc;
