@@ -36,7 +36,8 @@ void enablePeerAccess(int) { noCuda("GPU peer access"); }
 const DeviceInfo& queryDevice() {
   static const DeviceInfo info = [] {
     DeviceInfo d;
-    d.reason = "built without CUDA (nvcc was not found, or ULPCHECK_ENABLE_CUDA was OFF, at configure time)";
+    d.reason = "built without CUDA (at configure time no NVIDIA driver was loaded or nvcc was not found, or "
+               "ULPCHECK_ENABLE_CUDA was OFF; -DULPCHECK_ENABLE_CUDA=ON builds the kernels)";
     return d;
   }();
   return info;

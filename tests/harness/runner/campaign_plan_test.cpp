@@ -44,7 +44,11 @@ struct CampaignRun {
 };
 
 CampaignRun campaign(int shard_index, int shard_count, int64_t cases, int64_t per_cell, const std::string& name) {
-  const std::string path = ::testing::TempDir() + "plan_" + name + ".jsonl";
+  // Named after the test too: two tests of this file write "whole" and
+  // "shard<i>", and under `ctest -j` they run at once (one had read the
+  // other's half-written file: an empty "whole").
+  const std::string path = ::testing::TempDir() + "plan_" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name + ".jsonl";
   std::filesystem::remove(path);
   CampaignOptions o;
   o.op = "rmsnorm";
