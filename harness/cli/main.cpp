@@ -4,6 +4,7 @@
 // command that carries it out (harness/runner/run.h, repro.h, mutants.h;
 // harness/report/catalog.h, html.h).
 #include <algorithm>
+#include <bit>
 #include <csignal>
 #include <cstdio>
 #include <limits>
@@ -27,6 +28,7 @@
 #include "harness/runner/run.h"
 #include "harness/runner/workers.h"
 #include "kernels/plugin/plugin_loader.h"
+#include "oracles/oracle_mode.h"
 
 using namespace ulpcheck;
 using namespace ulpcheck::cli;
@@ -336,9 +338,12 @@ void addOracleOptions(std::initializer_list<CLI::App*> commands, std::string& or
                     "fast (default: double words with certified bounds, MPFR where they do not decide), mpfr (MPFR "
                     "only), or audit (both, failing on any difference; GPU and host judges compared too); also "
                     "$ULPCHECK_ORACLE");
-    sub->add_option("--judge", judge_text,
-                    "where accuracy is judged: auto (default: on the GPU for cases of 2^20 elements and more that its "
-                    "oracle models), host, or gpu (every case it models); also $ULPCHECK_JUDGE");
+    static_assert(std::has_single_bit(uint64_t(kGpuJudgeMinElements)), "--judge's help gives it as a power of two");
+    sub->add_option(
+        "--judge", judge_text,
+        fmt::format("where accuracy is judged: auto (default: on the GPU for cases of 2^{} elements and "
+                    "more that its oracle models), host, or gpu (every case it models); also $ULPCHECK_JUDGE",
+                    std::countr_zero(uint64_t(kGpuJudgeMinElements))));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -30,6 +31,7 @@
 #include "harness/runner/coordinator.h"
 #include "harness/runner/exit_codes.h"
 #include "include/ulpcheck/plugin.h"
+#include "oracles/oracle_mode.h"
 #include "tests/support/cli_support.h"
 
 namespace ulpcheck {
@@ -1259,6 +1261,20 @@ TEST(Robustness, TheHelpAndTheRepoLinesSayWhatTheBinaryDoes) {
   // --workers' and --concurrent-cases' defaults as workerLayout and the CLI compute them.
   expectSays(cli("run --help"), exit_code::kOk,
              {"default on the GPU: one per GPU used", fmt::format("at most {}", kMaxConcurrentCases)});
+  // --judge auto's threshold, as accuracyOnGpu applies it, on every command that judges.
+  for (const std::string command : {"run", "repro", "mutants"})
+    expectSays(cli(command + " --help"), exit_code::kOk,
+               {fmt::format("cases of 2^{} elements and more", std::countr_zero(uint64_t(kGpuJudgeMinElements)))});
+  // The footer's exit codes are the values the binary returns for each cause.
+  expectSays(cli("run --help"), exit_code::kOk,
+             {fmt::format("exit codes: {} all passed", exit_code::kOk),
+              fmt::format("{} a property failed", exit_code::kPropertyFailed),
+              fmt::format("{} bad arguments", exit_code::kUsage),
+              fmt::format("{} malformed case, corpus or JSON-lines file", exit_code::kBadCase),
+              fmt::format("{} a fault that ended the run", exit_code::kRuntimeError),
+              fmt::format("{} a case hung", exit_code::kHang),
+              fmt::format("{} nothing matched the selection", exit_code::kNothingRan),
+              fmt::format("{} judged too little", exit_code::kNothingJudged)});
   // A repro line names the binary that ran by its path: pasted, it runs.
   const Result r = cli(
       "run --backend host --kernel host_bug_drop_tail --property memory_safety --cases 50 --tier smoke "
