@@ -50,6 +50,15 @@ struct ReductionDepths {
   // that same mean subtracted from every x. Without it the LayerNorm budget
   // allows running means (Welford, Chan's merges: oracles/layernorm.cpp).
   bool two_pass_statistics = false;
+  // The shape of running-means statistics, where a variant declares it
+  // (Python running_means=(lanes, vector, levels), PyTorch's CUDA LayerNorm):
+  // chains of at most running_chain elements, each Welford's update of one
+  // element at a time, then a tree of merges at most running_merges levels
+  // high. 0: not declared (any tree of merges of the row depth's height).
+  // The budget is then the derivation's structured one (oracles/layernorm.cpp,
+  // "Running means of a declared shape").
+  int64_t running_chain = 0;
+  int64_t running_merges = 0;
   // LayerNorm: y = (x - mean) rstd gamma + beta is formed from the very mean
   // and rstd the forward saves (x - mean and each product rounded once in
   // fp32), a two-pass variance from that saved mean, and the backward

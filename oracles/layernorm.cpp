@@ -120,6 +120,56 @@
 // and the row's mean by lambda u sqrt(H) (4 |mean| + 12 s_d) + 4 L eta (sum_u
 // (n_u rho_u / N)^2 <= u^2 sum_u n_u sum_{j in u} (4 |mean| + 12 |d_j|)^2 / N^2).
 //
+// Running means of a declared shape (ReductionDepths::running_chain and
+// running_merges; Python running_means=(lanes, vector, levels)): every lane
+// runs Welford's update over a chain of at most c of the row's elements,
+// one at a time, and the chains are merged in a tree at most h levels high
+// (PyTorch's CUDA LayerNorm: c = 4 ceil(N / 512), h = 7; its rows that do
+// not vectorize: c = ceil(N / 512), h = 9), where a merge with an empty side
+// is exact (WelfordOps' combine returns the other side; cuWelfordCombine's
+// fl(n_a fl(1 / n_a)) is 1 for every count it merges with an empty lane,
+// multiples of 4 up to 128: tests/oracles/probabilistic_test.cpp), so a row
+// of N has at most N - 1 rounding merges on a path: h is taken at most N - 1.
+// The tree above, with its nodes
+// told apart, gives a narrower budget, for it needs no height H = D for the
+// chains' nodes and charges them the update form's rounding only:
+//   chain step k (n = k, n_b = 1): m~_k = fl(m~ + fl(fl(x - m~) fl(1/k)))
+//   (or fl(x - m~) / k): e_k = e_{k-1} (k - 1) / k + rho_k,
+//   |rho_k| <= u |m_k| + 3 u |delta_k| / k   (+ 4 eta; |delta_k| <= |d_k| + |dbar_{k-1}|)
+//   merge: |rho_v| <= 4 u |m_v| + 8 u |delta| n_b / n, as above.
+// The root's mean error is sum_u (n_u / N) rho_u. Over a chain's steps the
+// weights k / N sum to at most (c + 1) / 2 - 1 / c per element (sum_{k=2}^{c_p} k
+// over chains of c_p <= c summing to N: a chain of one element is exact),
+// each element lies in at most c - 1 of them, and each level of merges
+// weighs at most 1, so (for c > 1; the terms of the steps vanish at c = 1)
+//   Dm_root <= u [|mean| ((c + 1) / 2 - 1 / c + 4 h) + (c + 2 + 12 h) A_d + 3 max|d|]
+// and any node's mean (over n_v, a subset's mean |d| at most max|d|) by
+// Dm_sub = u [|mean| ((c + 1) / 2 - 1 / c + 4 h) + (c + 5 + 12 h) max|d|], the operands'
+// own errors carried as second-order terms (u (c + 7) / 2 of a chain's own
+// error, 12 u Dm_sub per merge). A chain prefix's mean, computed or exact,
+// lies between the row's smallest and largest values: the first update is
+// exact (x * fl(1/1) from 0) and each later one adds a t of the sign of
+// x - m~ with |t| < |x - m~| (fl(1/k) <= 1/2 (1 + u)), rounded monotonically
+// between two values of T. So a chain's error is also at most the row's
+// spread, <= 2 max|d|: 0 on a constant row, whose chains are exact.
+// The variance: the cross term 2 sum_u rho_u S_u (S_u = sum_{j in u} d_j)
+// over a chain's steps is at most 2 u [|mean| (c - 1) A_d + (2.5 (c - 1) + 1.5) Vp]
+// per element: sum |S_u| <= (c - 1) N A_d; the steps of one length k are
+// disjoint, so sum S_u^2 / k <= (c - 1) N Vp; and 3 |delta| |dbar| <=
+// 1.5 (k dbar^2 + delta^2 / k) with 1 / k <= w = (k - 1) / k. The merges add
+// 2 u [4 |mean| h A_d + (8 h + 4) Vp] as above, the squares sum_v w_v
+// (e_b - e_a)^2 are at most N Dm_chain^2 over the steps (e_b = 0: a new
+// element is exact, w <= 1) and h N Dm_sub^2 over the merges (sum w <= N / 4
+// per level), and Welford's x - m~_k form its u R (A_d + max|d|). Such
+// statistics never subtract the row's mean~ from x, so mean_j Dd_j^2 is not
+// in their DV, and M2's own roundings are (max(D, c + h + 1) + 4) u V (c + h
+// adds along a path, at most 5 roundings in a term). The mean is then bound
+// by K Dm_root alone (not the larger of it and the plain sum's Dm): the
+// declaration says how the mean is formed. On long zero-mean rows this is
+// (c + 2 + 12 h) u A_d + 3 u max|d| where the undeclared tree's is 12 L u A_d
+// (L ~ c + h): the mean of 16k-element rows is judged; on rows of large mean
+// (c / 2 + 4 h) u |mean| where it is 4 L u |mean|.
+//
 // rstd~ = rsqrtf(V~) is bounded without linearising (DV/V need not be small):
 // V~ lies in [max(V - DV, eps), V + DV] (V~ >= fl(0 + eps) = eps since the
 // sum of squares is >= 0), rsqrtf adds kRsqrtUnits u relative, so

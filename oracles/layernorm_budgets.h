@@ -80,6 +80,10 @@ struct Constants {
   // ReductionDepths' declarations about the statistics.
   bool mean_is_rounded_quotient = false, mean_of_plain_sum = false, two_pass_statistics = false;
   double row_lambda = 0;
+  // Running means of a declared shape: chains of at most this many Welford
+  // updates, then this many levels of merges (0: not declared).
+  double running_chain = 0, running_merges = 0;
+  ULPCHECK_HD bool runningShape() const { return !two_pass_statistics && running_chain > 0; }
 };
 
 /// A case's constants: y and dx in T, statistics saved in S, the variant's contract, eps.
@@ -95,7 +99,9 @@ inline Constants constantsOf(DType T, DType S, const AccuracyContract& c, float 
                    c.depths.mean_is_rounded_quotient,
                    c.depths.mean_of_plain_sum,
                    c.depths.two_pass_statistics,
-                   c.depths.row_lambda};
+                   c.depths.row_lambda,
+                   double(c.depths.running_chain),
+                   double(c.depths.running_merges)};
 }
 
 /// The mean's error bound Dm, and what the variance's bound reads of the deviations.
@@ -124,7 +130,41 @@ ULPCHECK_HD inline StatisticsError statisticsError(const Constants& k, double n,
   // and the variance's share of the merges' mean errors: the telescoped
   // cross term, their squares, Welford's x - m~_k form.
   double DV_running = 0.0;
-  if (!k.two_pass_statistics) {
+  if (k.runningShape()) {
+    // Running means of a declared shape: chains of at most c Welford updates
+    // (the update form), then at most h levels of merges (either form; a
+    // merge with an empty side exact), of which a row of n has at most n - 1
+    // on a path; see "Running means of a declared shape" in the derivation.
+    const double c = k.running_chain, h = smaller(k.running_merges, n - 1.0), abs_mean = fabs(mean_odd);
+    const double Vp = larger(V - k.eps, 0.0);
+    const double steps = c > 1.0 ? 1.0 : 0.0, merges = h > 0.0 ? 1.0 : 0.0;  // whether there are any
+    const double chain_weight = (c + 1.0) / 2.0 - 1.0 / c;  // of |mean| per element: sum_{k=2}^{c} k / c
+    // Every chain prefix's mean, computed or exact, lies between the row's
+    // smallest and largest value, within 2 max|d| of each other (the nearest
+    // d_j are within 2^-52 of the exact ones).
+    const double spread = 2.0 * max_d * (1.0 + 0x1p-50);
+    // A chain prefix's error: its updates' roundings, u (c + 7) / 2 of its own
+    // error carried by their operands (second order).
+    const double carried = 1.0 - u * (c + 7.0) / 2.0;
+    const double chain_sub = smaller(
+        (u * (abs_mean * chain_weight + (c - 1.0 + 6.0 * steps) * max_d) + 4.0 * (c - 1.0) * k.eta) / carried, spread);
+    const double chain_root = smaller(
+        u * (abs_mean * chain_weight + (c - 1.0 + 3.0 * steps) * A_d + 3.0 * steps * max_d) + 4.0 * (c - 1.0) * k.eta +
+            u * (c + 7.0) / 2.0 * chain_sub,
+        spread);
+    // A node's, the merges' roundings added (each 12 u of its operands' errors).
+    const double Dm_sub = (chain_sub + u * h * (4.0 * abs_mean + 12.0 * max_d) + 4.0 * h * k.eta) /
+                          (1.0 - 12.0 * u * h);
+    const double Dm_root = chain_root + u * h * (4.0 * abs_mean + 12.0 * (A_d + Dm_sub)) + 4.0 * h * k.eta;
+    Dm = K * Dm_root;
+    const double R = 4.0 * abs_mean + 12.0 * (max_d + Dm_sub);  // any node's |rho| <= u R (+ 4 eta)
+    const double nodes = c - 1.0 + h;                           // on a path
+    const double cross =
+        2.0 * u *
+            (abs_mean * A_d * (c - 1.0 + 4.0 * h) + (2.5 * (c - 1.0) + 1.5 * steps + 8.0 * h + 4.0 * merges) * Vp) +
+        24.0 * u * Dm_sub * nodes * A_d + 8.0 * k.eta * nodes * A_d;
+    DV_running = K * (cross + chain_sub * chain_sub + h * Dm_sub * Dm_sub + steps * u * R * (A_d + max_d));
+  } else if (!k.two_pass_statistics) {
     const double H = smaller(D, n - 1.0), L = smaller(H, (n + 1.0) / 2.0), abs_mean = fabs(mean_odd);
     const double lambda = k.row_lambda;  // > 0: D is an effective depth
     const double S_d = lambda > 0 ? sqrt(sq_d / n) : A_d, Vp = larger(V - k.eps, 0.0);
@@ -157,8 +197,13 @@ struct RstdError {
 ULPCHECK_HD inline RstdError rstdError(const Constants& k, double V, double r, double Dm, double A_d, double mean_dd2,
                                        double DV_running) {
   const double u = k.u, K = k.K, D = k.D;
-  const double DV = K * ((D + 4.0) * u * V + 2.0 * u * Dm * A_d + k.eta) + (1.0 + K * (D + 1.0) * u) * mean_dd2 +
-                    DV_running;
+  // Running means of a declared shape never subtract the row's mean~ from
+  // x (no mean_j Dd_j^2: their merges' mean errors are DV_running's); their
+  // M2's roundings are those of its chains and merges, c + h + 5 along a path.
+  const bool running = k.runningShape();
+  const double Dv = running ? larger(D, k.running_chain + k.running_merges + 1.0) : D;
+  const double DV = K * ((Dv + 4.0) * u * V + 2.0 * u * Dm * A_d + k.eta) +
+                    (running ? 0.0 : (1.0 + K * (D + 1.0) * u) * mean_dd2) + DV_running;
   const double rsqrt_rel = K * tolerance::kRsqrtUnits * u;
   RstdError e;
   e.r_hi = (1.0 + rsqrt_rel) / sqrt(larger(V - DV, k.eps));

@@ -195,9 +195,11 @@ std::string problemWith(const ulpcheck_variant& v) {
 
 const std::vector<LoadedPlugin>& loadedPlugins() { return plugins(); }
 
-ReductionDepths blackBoxDepths(DeclaredDepth row, DeclaredDepth col, const RowShape& s,
-                               const ReductionDepths& declared) {
+ReductionDepths blackBoxDepths(DeclaredDepth row, DeclaredDepth col, const RowShape& s, const ReductionDepths& declared,
+                               DeclaredRunningMeans running) {
   ReductionDepths d;
+  d.running_chain = running.chain(s.N);
+  d.running_merges = running.lanes > 0 ? running.levels : 0;
   d.two_pass_statistics = declared.two_pass_statistics;
   d.mean_of_plain_sum = declared.mean_of_plain_sum;
   d.uses_saved_statistics = declared.uses_saved_statistics;

@@ -50,12 +50,28 @@ struct DeclaredDepth {
   }
 };
 
+/// A black box's declared shape of running-means statistics (LayerNorm):
+/// `lanes` lanes each run Welford's update over their share of a row of n,
+/// reading `vector` consecutive elements at a time (a chain of at most
+/// vector ceil(n / (lanes vector)) elements, and at most n), then `levels`
+/// levels of merges across the lanes (one with an empty side exact).
+/// Nothing declared (lanes 0): any tree.
+struct DeclaredRunningMeans {
+  int64_t lanes = 0, vector = 1, levels = 0;
+  int64_t chain(int64_t n) const {
+    if (lanes <= 0) return 0;
+    const int64_t per_step = lanes * vector;
+    return std::min(n, vector * ((n + per_step - 1) / per_step));
+  }
+};
+
 /// The budget's depths of a black box (a plugin's or Python variant): the
 /// ones it declares, else the worst any summation order gives, N along a row
 /// and M down a column; no fixed order; the LayerNorm statistics' contracts
 /// (two_pass_statistics, mean_of_plain_sum, uses_saved_statistics) as
-/// `declared` has them, and nothing else of it.
+/// `declared` has them, and nothing else of it; the running means' shape
+/// as `running` declares it.
 ReductionDepths blackBoxDepths(DeclaredDepth row, DeclaredDepth col, const RowShape& s,
-                               const ReductionDepths& declared = {});
+                               const ReductionDepths& declared = {}, DeclaredRunningMeans running = {});
 
 }  // namespace ulpcheck

@@ -841,6 +841,19 @@ DeclaredDepth declaredDepth(const json& v, const char* key) {
   return declared;
 }
 
+/// A Python LayerNorm's running_means: absent or null, or [lanes, vector,
+/// levels] (the package checked them).
+DeclaredRunningMeans declaredRunningMeans(const json& v) {
+  if (!v.contains("running_means") || v.at("running_means").is_null()) return {};
+  const json& d = v.at("running_means");
+  const auto at_least = [&](size_t i, int64_t least) {
+    return d[i].is_number_integer() && d[i].get<int64_t>() >= least;
+  };
+  if (!d.is_array() || d.size() != 3 || !at_least(0, 1) || !at_least(1, 1) || !at_least(2, 0))
+    throw PluginError(fmt::format("running_means must be [lanes >= 1, vector >= 1, levels >= 0], not {}", d.dump()));
+  return {d[0].get<int64_t>(), d[1].get<int64_t>(), d[2].get<int64_t>()};
+}
+
 }  // namespace
 
 void runInWorker(const std::string& op, const std::string& name) {
@@ -929,8 +942,9 @@ std::vector<std::string> registerPythonVariants(const std::vector<std::string>& 
       declared.two_pass_statistics = v.value("two_pass_statistics", false);
       declared.mean_of_plain_sum = v.value("mean_of_plain_sum", false);
       declared.uses_saved_statistics = v.value("uses_saved_statistics", false);
-      auto depths = [row_depth, col_depth, declared](const RowShape& s, const LaunchEnv&) {
-        return blackBoxDepths(row_depth, col_depth, s, declared);
+      const DeclaredRunningMeans running = declaredRunningMeans(v);
+      auto depths = [row_depth, col_depth, declared, running](const RowShape& s, const LaunchEnv&) {
+        return blackBoxDepths(row_depth, col_depth, s, declared, running);
       };
       const std::string name = info.name;
       const bool jit = info.compiles_per_shape;

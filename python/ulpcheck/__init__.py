@@ -90,6 +90,12 @@ class Variant:
     saves_stats: bool = False             # forward returns rstd (and mean) and backward consumes them
     two_pass_statistics: bool = False     # LayerNorm: mean, then sum (x - mean)^2 (not running means, as Welford)
     mean_of_plain_sum: bool = False       # LayerNorm: mean = fp32 sum of x (any order) / N (within 2 ulp) or * fl(1/N)
+    # LayerNorm, running means (not two_pass_statistics): (lanes, vector, levels),
+    # lanes lanes each running Welford's update over their share of the row,
+    # `vector` consecutive elements at a time, then `levels` levels of merges
+    # (Chan's) across them, a merge with an empty side exact. () any tree of
+    # merges of row_depth's height.
+    running_means: tuple = ()
     # LayerNorm, with saves_stats: y = (x - mean) rstd gamma + beta from the very
     # mean and rstd it returns, a two-pass variance about that mean, and the
     # backward's x-hat = (x - mean) rstd from those it is given; y, rstd and dx
@@ -116,6 +122,7 @@ class Variant:
         d["cols"] = [int(n) for n in self.cols]
         d["bitwise_with_unfused"] = list(self.bitwise_with_unfused)
         d["ranks"] = [int(r) for r in self.ranks]
+        d["running_means"] = [int(n) for n in self.running_means] if self.running_means else None
         return d
 
 

@@ -32,14 +32,14 @@ DescribeInputs noInputs() {
 /// table asks, or (gradient_model false) only the effective depths.
 std::vector<ReferenceTensor> blackBoxReference(const CaseSpec& c, bool statistical, bool two_pass = false,
                                                bool gradient_model = true, bool mean_of_plain_sum = false,
-                                               DeclaredDepth row_depth = {}) {
+                                               DeclaredDepth row_depth = {}, DeclaredRunningMeans running = {}) {
   KernelInfo info;
   info.black_box = statistical;
   const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
   ReductionDepths declared;
   declared.two_pass_statistics = two_pass;
   declared.mean_of_plain_sum = mean_of_plain_sum;
-  const AccuracyContract contract{DType::F32, blackBoxDepths(row_depth, {}, shape, declared)};
+  const AccuracyContract contract{DType::F32, blackBoxDepths(row_depth, {}, shape, declared, running)};
   if (c.op == "rmsnorm") {
     const RmsNormInputData in = generateRmsNormInputs(c, identityRows(c.M));
     return referenceWithStatisticalBudgets(c, info, contract, [&](const AccuracyContract& at) {
@@ -62,12 +62,14 @@ std::vector<ReferenceTensor> blackBoxReference(const CaseSpec& c, bool statistic
 /// A kernel's outputs for the case (a transform of them where given), judged as a black box.
 Outcome judgeAsBlackBox(const std::string& text, bool statistical, bool two_pass = false,
                         const std::function<void(const CaseSpec&, RunResult&)>& transform = {},
-                        bool gradient_model = true, bool mean_of_plain_sum = false, DeclaredDepth row_depth = {}) {
+                        bool gradient_model = true, bool mean_of_plain_sum = false, DeclaredDepth row_depth = {},
+                        DeclaredRunningMeans running = {}) {
   const CaseSpec c = parseCaseString(text);
   RunResult run = findOp(c.op)->run(c, identityRows(c.M), hostContext());
   if (transform) transform(c, run);
-  return judgeAccuracy(run, blackBoxReference(c, statistical, two_pass, gradient_model, mean_of_plain_sum, row_depth),
-                       noInputs());
+  return judgeAccuracy(
+      run, blackBoxReference(c, statistical, two_pass, gradient_model, mean_of_plain_sum, row_depth, running),
+      noInputs());
 }
 
 /// A LayerNorm backward whose dgamma and dbeta are fp32 chains down the rows,
@@ -298,7 +300,72 @@ TEST(Probabilistic, ColumnSumsMissingOneRowIn1024ShowInMostColumnsOnlyUnderTheGr
 // two-pass statistics (oracles/layernorm.cpp), shown sound on correct
 // running-means kernels written here, and a one-pass variance still killed.
 
-enum class RunningMeans { Welford, WelfordSorted, ChanTree, ChanTreeWeighted };
+enum class RunningMeans {
+  Welford,
+  WelfordSorted,
+  ChanTree,
+  ChanTreeWeighted,
+  TorchVectorized,
+  TorchVectorizedSorted,
+  TorchRowwise
+};
+
+/// PyTorch's CUDA LayerNorm statistics as its kernels form them in fp32
+/// (aten/src/ATen/native/cuda/layer_norm_kernel.cu, torch 2.11), written
+/// here for the test. Vectorized (compute_stats): 128 lanes (4 warps of 32),
+/// lane t reads the vectors of 4 elements t, t + 128, ... and runs
+/// cuWelfordOnlineSum over them (mean + delta * fl(1/count)); then 5 levels
+/// of shuffle-down cuWelfordCombine in each warp (the weighted form, from
+/// coef = fl(1/count), merging empty lanes too) and 2 across the warps.
+/// Sorted: the same on the row sorted first, so every chain climbs.
+/// Rowwise (RowwiseMomentsCUDAKernel, rows that do not vectorize): 512 lanes
+/// striding by 512, WelfordOps' reduce (mean + delta / n) and combine
+/// (a.mean + delta * (n_b / n), an empty side returning the other), in
+/// BlockReduce's 5 warp levels and 4 across the 16 warps.
+void torchMoments(std::vector<float> row, RunningMeans kind, float& mean, float& m2) {
+  struct Moments {
+    float mean = 0, m2 = 0, n = 0;
+  };
+  const size_t n = row.size();
+  if (kind == RunningMeans::TorchVectorizedSorted) std::sort(row.begin(), row.end());
+  const bool rowwise = kind == RunningMeans::TorchRowwise || n % 4 != 0;  // as PyTorch dispatches
+  const size_t lanes = rowwise ? 512 : 128, vector = rowwise ? 1 : 4;
+  std::vector<Moments> lane(lanes);
+  for (size_t t = 0; t < lanes; ++t)
+    for (size_t v = t; v < n / vector; v += lanes)
+      for (size_t e = 0; e < vector; ++e) {
+        Moments& a = lane[t];
+        const float x = row[v * vector + e], delta = x - a.mean;
+        a.n += 1.0f;
+        a.mean = rowwise ? a.mean + delta / a.n : a.mean + delta * (1.0f / a.n);
+        a.m2 += delta * (x - a.mean);
+      }
+  const auto combine = [rowwise](const Moments& a, const Moments& b) {
+    Moments m;
+    const float delta = b.mean - a.mean;
+    m.n = a.n + b.n;
+    if (rowwise) {
+      if (a.n == 0) return b;
+      if (b.n == 0) return a;
+      const float nb_over_n = b.n / m.n;
+      m.mean = a.mean + delta * nb_over_n;
+      m.m2 = a.m2 + b.m2 + delta * delta * a.n * nb_over_n;
+    } else if (m.n > 0) {
+      const float coef = 1.0f / m.n, na = a.n * coef, nb = b.n * coef;
+      m.mean = na * a.mean + nb * b.mean;
+      m.m2 = a.m2 + b.m2 + delta * delta * a.n * nb;
+    }
+    return m;
+  };
+  // Shuffle-down levels within each warp, then across the warps' lane 0.
+  for (size_t w = 0; w < lanes / 32; ++w)
+    for (size_t offset = 16; offset >= 1; offset /= 2)
+      for (size_t l = 0; l < offset; ++l) lane[w * 32 + l] = combine(lane[w * 32 + l], lane[w * 32 + l + offset]);
+  for (size_t offset = lanes / 64; offset >= 1; offset /= 2)
+    for (size_t w = 0; w < offset; ++w) lane[w * 32] = combine(lane[w * 32], lane[(w + offset) * 32]);
+  mean = lane[0].mean;
+  m2 = lane[0].m2;
+}
 
 /// The running-means statistics of one row in fp32: Welford's update over
 /// the row in order (WelfordSorted: in ascending order, so every prefix's
@@ -328,6 +395,7 @@ void runningMoments(std::vector<float> row, RunningMeans kind, float& mean, floa
     m.m2 = a.m2 + b.m2 + delta * delta * a.n * nb_over_n;
     return m;
   };
+  if (kind >= RunningMeans::TorchVectorized) return torchMoments(std::move(row), kind, mean, m2);
   const size_t n = row.size();
   if (kind == RunningMeans::WelfordSorted) std::sort(row.begin(), row.end());
   if (kind == RunningMeans::Welford || kind == RunningMeans::WelfordSorted) {
@@ -383,6 +451,22 @@ constexpr const char* kAdversarialRows[] = {
     "op=layernorm kernel=host_twopass dtype=bf16 M=16 N=1000 dist=signed_zeros seed=0x37",
 };
 
+/// The forward's tensors (y, mean, rstd) of outcomes: how many were judged
+/// with power (or had nothing nonzero to judge), and the worst error's share
+/// of the budget among them.
+struct ForwardPower {
+  int powered = 0, tensors = 0;
+  double worst = 0;
+  void add(const Outcome& o) {
+    for (const TensorStats& st : o.stats)
+      if (st.tensor == "y" || st.tensor == "mean" || st.tensor == "rstd") {
+        powered += !st.nonzero || st.power() >= tolerance::kMinTensorPower;
+        ++tensors;
+        worst = std::max(worst, st.max_ratio);
+      }
+  }
+};
+
 TEST(RunningMeans, CorrectWelfordAndChanKernelsPassAsBlackBoxesOnAdversarialRows) {
   // Soundness of a black box's budget for running means: correct Welford
   // and Chan statistics (in order and sorted, update and weighted-average
@@ -423,23 +507,17 @@ TEST(RunningMeans, ADeclaredReductionShapeIsSoundAndJudgesMore) {
   EXPECT_EQ((DeclaredDepth{0, 256, 8}.over(5)), 5);
   EXPECT_EQ((DeclaredDepth{80}.over(5)), 80);  // a fixed depth is taken as declared
   EXPECT_EQ((DeclaredDepth{}.over(4096)), 4096);
-  int powered = 0, powered_undeclared = 0, tensors = 0;
+  ForwardPower declared, undeclared;
   for (const char* text : kAdversarialRows)
     for (RunningMeans kind : {RunningMeans::ChanTree, RunningMeans::ChanTreeWeighted}) {
       const Outcome o = judgeAsBlackBox(text, true, false, runningMeansForward(kind), true, false, {0, 256, 8});
-      const Outcome undeclared = judgeAsBlackBox(text, true, false, runningMeansForward(kind));
       EXPECT_NE(o.verdict, Verdict::Fail) << int(kind) << ": " << text << "\n" << o.summary;
-      for (const Outcome* x : {&o, &undeclared})
-        for (const TensorStats& s : x->stats)
-          if (s.tensor == "y" || s.tensor == "mean" || s.tensor == "rstd") {
-            const bool judged = !s.nonzero || s.power() >= tolerance::kMinTensorPower;
-            (x == &o ? powered : powered_undeclared) += judged;
-            tensors += x == &o;
-          }
+      declared.add(o);
+      undeclared.add(judgeAsBlackBox(text, true, false, runningMeansForward(kind)));
     }
-  EXPECT_GT(powered, powered_undeclared);
-  std::printf("Chan trees declared (256, 8): %d of %d forward tensors judged with power (undeclared: %d)\n", powered,
-              tensors, powered_undeclared);
+  EXPECT_GT(declared.powered, undeclared.powered);
+  std::printf("Chan trees declared (256, 8): %d of %d forward tensors judged with power (undeclared: %d)\n",
+              declared.powered, declared.tensors, undeclared.powered);
 }
 
 TEST(RunningMeans, ASerialWelfordFalselyDeclaredATreeIsCaughtOnASortedRow) {
@@ -451,6 +529,88 @@ TEST(RunningMeans, ASerialWelfordFalselyDeclaredATreeIsCaughtOnASortedRow) {
   const Outcome o = judgeAsBlackBox(text, true, false, runningMeansForward(RunningMeans::WelfordSorted), true, false,
                                     {0, 256, 8});
   EXPECT_EQ(o.verdict, Verdict::Fail) << o.summary;
+}
+
+// PyTorch's declaration (python/ulpcheck/adapters/torch_ops.py).
+constexpr DeclaredRunningMeans kTorchShape{128, 4, 9};
+
+// Rows that test a declared shape beside kAdversarialRows: constant rows
+// (of a row length that makes every merge's fl(n_a / n) inexact) at a tiny
+// eps, long zero-mean rows (their mean cancels), near-constant rows of large
+// mean, and short rows (fewer rounding merges than the declared levels).
+constexpr const char* kShapeRows[] = {
+    "op=layernorm kernel=host_twopass dtype=bf16 M=8 N=4093 dist=constant_rows sigma=0x1p6 eps=0x1p-40 seed=0x51",
+    "op=layernorm kernel=host_twopass dtype=fp32 M=8 N=2592 dist=constant_rows sigma=0x1p6 seed=0x52",
+    "op=layernorm kernel=host_twopass dtype=fp16 M=8 N=16392 seed=0x53",
+    "op=layernorm kernel=host_twopass dtype=fp32 M=4 N=32768 sigma=0x1p-8 seed=0x54",
+    "op=layernorm kernel=host_twopass dtype=fp16 M=8 N=2093 dist=large_mean mean=0x1.6p11 sigma=0x1.6p-1 seed=0x55",
+    "op=layernorm kernel=host_twopass dtype=fp32 M=8 N=16392 dist=large_mean mean=0x1.2p11 sigma=0x1.2p-5 seed=0x56",
+    "op=layernorm kernel=host_twopass dtype=fp32 M=64 N=1 dist=large_mean mean=0x1p12 sigma=0x1p-2 eps=0x1p-40 "
+    "seed=0x57",
+    "op=layernorm kernel=host_twopass dtype=bf16 M=64 N=5 dist=large_mean mean=0x1p9 sigma=0x1p0 seed=0x58",
+    "op=layernorm kernel=host_twopass dtype=fp32 M=64 N=12 dist=large_mean mean=0x1p11 sigma=0x1p-3 seed=0x59",
+    "op=layernorm kernel=host_twopass dtype=fp16 M=64 N=44 dist=constant_rows sigma=0x1p5 eps=0x1p-40 seed=0x5a",
+};
+
+TEST(RunningMeans, PyTorchsShapeDeclaredIsSoundOnAdversarialRowsAndJudgesMore) {
+  // PyTorch's CUDA statistics as written above (vectorized, vectorized on a
+  // sorted row, rowwise), declared as the adapter declares them
+  // (running_means=(128, 4, 9)): no adversarial row fails the narrower budget
+  // (worst error printed), and more forward tensors are judged with power
+  // than with the undeclared tree's.
+  std::vector<std::string> rows(std::begin(kAdversarialRows), std::end(kAdversarialRows));
+  rows.insert(rows.end(), std::begin(kShapeRows), std::end(kShapeRows));
+  ForwardPower declared, undeclared;
+  for (const std::string& text : rows)
+    for (RunningMeans kind :
+         {RunningMeans::TorchVectorized, RunningMeans::TorchVectorizedSorted, RunningMeans::TorchRowwise}) {
+      const Outcome o = judgeAsBlackBox(text, true, false, runningMeansForward(kind), true, false, {0, 128, 14},
+                                        kTorchShape);
+      const Outcome without = judgeAsBlackBox(text, true, false, runningMeansForward(kind), true, false, {0, 128, 14});
+      EXPECT_NE(o.verdict, Verdict::Fail) << int(kind) << ": " << text << "\n" << o.summary;
+      EXPECT_NE(without.verdict, Verdict::Fail) << int(kind) << ": " << text << "\n" << without.summary;
+      declared.add(o);
+      undeclared.add(without);
+    }
+  EXPECT_LE(declared.worst, 1.0);
+  EXPECT_GT(declared.powered, undeclared.powered);
+  std::printf("PyTorch's running means declared (128, 4, 9): %d of %d forward tensors judged with power "
+              "(undeclared: %d); worst error %.3g of the budget\n",
+              declared.powered, declared.tensors, undeclared.powered, declared.worst);
+}
+
+TEST(RunningMeans, AShapeDeclaredFalselyOrAOnePassVarianceIsCaught) {
+  // The declaration is load-bearing: one serial Welford chain over a sorted
+  // row of large mean (65536 updates, where PyTorch's shape declares chains
+  // of 512) fails the budget the shape gives; so does a one-pass
+  // E[x^2] - E[x]^2 declared with PyTorch's shape where it loses the variance.
+  const Outcome serial = judgeAsBlackBox(
+      "op=layernorm kernel=host_twopass dtype=fp32 M=8 N=65536 dist=large_mean mean=0x1p8 sigma=0x1p0 seed=0x61", true,
+      false, runningMeansForward(RunningMeans::WelfordSorted), true, false, {0, 128, 14}, kTorchShape);
+  EXPECT_EQ(serial.verdict, Verdict::Fail) << serial.summary;
+  const Outcome one_pass = judgeAsBlackBox(
+      "op=layernorm kernel=host_bug_one_pass_variance dtype=fp32 M=4 N=256 dist=large_mean mean=0x1p12 sigma=0x1p0 "
+      "seed=0x41",
+      true, false, {}, true, false, {0, 128, 14}, kTorchShape);
+  EXPECT_EQ(one_pass.verdict, Verdict::Fail) << one_pass.summary;
+  EXPECT_EQ((DeclaredRunningMeans{128, 4, 9}.chain(4096)), 32);
+  EXPECT_EQ((DeclaredRunningMeans{128, 4, 9}.chain(513)), 8);
+  EXPECT_EQ((DeclaredRunningMeans{128, 4, 9}.chain(3)), 3);
+  EXPECT_EQ((DeclaredRunningMeans{}.chain(4096)), 0);
+}
+
+TEST(RunningMeans, PyTorchsMergesWithAnEmptyLaneAreExact) {
+  // What the declared shape assumes of a merge with an empty side, for
+  // cuWelfordCombine (RowwiseMoments' combine returns the other side): its
+  // mean is fl(n_a fl(1 / n_a)) m_a, exact where that weight is 1. Such merges
+  // happen only on rows of fewer than 512 elements (128 lanes of 4), in
+  // counts of whole vectors up to a warp's 128: each weight is 1. Not every
+  // count's is (41 is the first that is not).
+  for (int count = 4; count <= 128; count += 4) {
+    const float n = float(count);
+    EXPECT_EQ(n * (1.0f / n), 1.0f) << count;
+  }
+  EXPECT_NE(41.0f * (1.0f / 41.0f), 1.0f);
 }
 
 TEST(RunningMeans, AOnePassVarianceAsABlackBoxIsKilledWhereItLosesTheVariance) {

@@ -109,6 +109,30 @@ TEST_F(PythonDoor, ADeclaredUseOfSavedStatisticsJudgesWhereTheStatisticsErrorDom
       << falsely.output;
 }
 
+TEST_F(PythonDoor, ADeclaredRunningMeansShapeJudgesLongRowsMeansAndIsLoadBearing) {
+  // tests/plugins/running_means_kernels.py: PyTorch's CUDA LayerNorm
+  // statistics in fp32 on the CPU. Declared with PyTorch's shape
+  // (running_means=(128, 4, 9)), the mean of fp16 rows of 16392 zero-mean
+  // values is judged (undeclared, the tree of the row depth's height leaves
+  // it without power); one serial Welford chain over sorted rows of large
+  // mean, declared with that shape, fails it.
+  const std::string kRunning = std::string(" --python ") + ULPCHECK_SOURCE_DIR +
+                               "/tests/plugins/running_means_kernels.py --property accuracy";
+  const auto repro = [&](const char* kernel, const char* rest) {
+    return cli(fmt::format("repro 'op=layernorm kernel={} {}'", kernel, rest) + kRunning);
+  };
+  const char* long_rows = "dtype=fp16 M=8 N=16392 seed=0x53";
+  const Result declared = repro("torch_cuda_layer_norm_on_cpu", long_rows);
+  EXPECT_EQ(declared.code, exit_code::kOk) << declared.output;
+  const Result undeclared = repro("torch_cuda_layer_norm_on_cpu_undeclared", long_rows);
+  EXPECT_EQ(undeclared.code, exit_code::kNothingJudged) << undeclared.output;
+  EXPECT_NE(undeclared.output.find("power (elements that would show such an error) mean"), std::string::npos)
+      << undeclared.output;
+  const Result serial = repro("serial_sorted_welford_declared_as_torch",
+                              "dtype=fp32 M=8 N=65536 dist=large_mean mean=0x1p8 sigma=0x1p0 seed=0x61");
+  EXPECT_EQ(serial.code, exit_code::kPropertyFailed) << serial.output;
+}
+
 TEST_F(PythonDoor, PyTorchsFusedAddRmsNormPassesEveryPropertyInBothOrders) {
   // The unfused pipeline's order (the norm of residual_out, with fp32 weights
   // and an fp32 residual too), FlashInfer's and quack's (the norm of the fp32
@@ -316,6 +340,18 @@ TEST_F(PythonDoor, AnRmsNormDeclaringBiasVariantsIsJudgedWithAndWithoutABias) {
 }
 
 TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
+  // Registering `op`'s variant with `declaration` is refused, saying `error`.
+  const auto refused = [&](const std::string& op, const std::string& declaration, const std::string& error) {
+    const std::string file = ::testing::TempDir() + "bad_spec_kernels.py";
+    const std::string backward = op == "fused_add_rmsnorm" || op == "allreduce_rmsnorm" ? "" : ", backward=None";
+    FILE* f = fopen(file.c_str(), "w");
+    fprintf(f, "import ulpcheck\nulpcheck.%s('x', forward=None%s, %s)\n", op.c_str(), backward.c_str(),
+            declaration.c_str());
+    fclose(f);
+    const Result r = cli("list --python " + file);
+    EXPECT_EQ(r.code, exit_code::kUsage) << op << " " << declaration << "\n" << r.output;
+    EXPECT_NE(r.output.find(error), std::string::npos) << op << " " << declaration << "\n" << r.output;
+  };
   const struct {
     const char* source;
     const char* error;
@@ -332,35 +368,22 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
       {"uses_saved_statistics=True", "uses_saved_statistics is LayerNorm's"},
       {"two_pass_statistics=True", "two_pass_statistics is LayerNorm's (its mean and variance)"},
       {"mean_of_plain_sum=True", "mean_of_plain_sum is LayerNorm's"},
+      {"running_means=(128, 4, 9)", "running_means is LayerNorm's"},
   };
-  for (const auto& b : bad) {
-    const std::string file = ::testing::TempDir() + "bad_spec_kernels.py";
-    FILE* f = fopen(file.c_str(), "w");
-    fprintf(f, "import ulpcheck\nulpcheck.rmsnorm('x', forward=None, backward=None, %s)\n", b.source);
-    fclose(f);
-    const Result r = cli("list --python " + file);
-    EXPECT_EQ(r.code, exit_code::kUsage) << b.source << "\n" << r.output;
-    EXPECT_NE(r.output.find(b.error), std::string::npos) << b.source << "\n" << r.output;
-  }
+  for (const auto& b : bad) refused("rmsnorm", b.source, b.error);
   // LayerNorm's declarations about its statistics, on the fused RMSNorms too.
   for (const char* op : {"fused_add_rmsnorm", "allreduce_rmsnorm"})
-    for (const char* declared : {"uses_saved_statistics", "two_pass_statistics"}) {
-      const std::string file = ::testing::TempDir() + "bad_fused_kernels.py";
-      FILE* f = fopen(file.c_str(), "w");
-      fprintf(f, "import ulpcheck\nulpcheck.%s('x', forward=None, %s=True)\n", op, declared);
-      fclose(f);
-      const Result r = cli("list --python " + file);
-      EXPECT_EQ(r.code, exit_code::kUsage) << op << "\n" << r.output;
-      EXPECT_NE(r.output.find(std::string(declared) + " is LayerNorm's"), std::string::npos) << op << "\n" << r.output;
-    }
-  // LayerNorm's declaration about the statistics it saves, where it saves none.
-  const std::string file = ::testing::TempDir() + "bad_layernorm_kernels.py";
-  FILE* f = fopen(file.c_str(), "w");
-  fprintf(f, "import ulpcheck\nulpcheck.layernorm('x', forward=None, backward=None, uses_saved_statistics=True)\n");
-  fclose(f);
-  const Result r = cli("list --python " + file);
-  EXPECT_EQ(r.code, exit_code::kUsage) << r.output;
-  EXPECT_NE(r.output.find("it saves none (saves_stats)"), std::string::npos) << r.output;
+    for (const char* declared : {"uses_saved_statistics", "two_pass_statistics"})
+      refused(op, std::string(declared) + "=True", std::string(declared) + " is LayerNorm's");
+  // LayerNorm's declarations about its statistics: saved ones where it saves
+  // none, a running-means shape that is not one or that contradicts two-pass statistics.
+  refused("layernorm", "uses_saved_statistics=True", "it saves none (saves_stats)");
+  refused("layernorm", "running_means=(0, 4, 9)",
+          "running_means must be (lanes >= 1, vector >= 1, levels >= 0), not (0, 4, 9)");
+  refused("layernorm", "running_means=(128, 4)",
+          "running_means must be (lanes >= 1, vector >= 1, levels >= 0), not (128, 4)");
+  refused("layernorm", "running_means=(128, 4, 9), two_pass_statistics=True",
+          "running_means declares running-means statistics; two_pass_statistics says they are two-pass");
 }
 
 TEST_F(PythonDoor, OldTorchsBf16CpuLayerNormBackwardIsCaught) {

@@ -106,11 +106,17 @@ def _layer_norm_takes_fp32_gamma(device):
 # values (vectorized_layer_norm_kernel_impl; LayerNormForwardCUDAKernel reads
 # them back from the saved tensors); the backward's x-hat is (x - mean) rstd
 # of the statistics it is given (layer_norm_grad_input_kernel and its
-# vectorized twin): uses_saved_statistics. Its variance is Welford's.
+# vectorized twin): uses_saved_statistics. Its variance is Welford's, in that
+# shape (running_means): chains of Welford's update, 128 lanes reading 4
+# elements at a time (4 ceil(N / 512); RowwiseMoments' ceil(N / 512) is
+# shorter), then 7 levels of cuWelfordCombine (RowwiseMoments: 9 of WelfordOps'
+# combine).
 _TORCH_LAYER_NORM_ROW_DEPTH = (128, 14)
+_TORCH_LAYER_NORM_RUNNING_MEANS = (128, 4, 9)
 ulpcheck.layernorm("torch_layer_norm", forward=native_layer_norm_forward, backward=native_layer_norm_backward,
                    backend="cuda", fp32_weights=_layer_norm_takes_fp32_gamma("cuda"), affine_variants=True,
-                   row_depth=_TORCH_LAYER_NORM_ROW_DEPTH, saves_stats=True, uses_saved_statistics=True,
+                   row_depth=_TORCH_LAYER_NORM_ROW_DEPTH, running_means=_TORCH_LAYER_NORM_RUNNING_MEANS,
+                   saves_stats=True, uses_saved_statistics=True,
                    description="PyTorch's LayerNorm on the GPU: torch.native_layer_norm and "
                                "aten.native_layer_norm_backward on its saved mean and rstd, as autograd runs them")
 

@@ -33,5 +33,5 @@ def backward(variant, call):
 AFFINE_VARIANTS = SpecOption("affine_variants", False, norm.flag("affine_variants"))
 
 OP = Op(name="layernorm", spec_options=(norm.FP32_WEIGHTS, AFFINE_VARIANTS, norm.STATS),
-        rules=(norm.stats_need_saving, norm.saved_statistics_used_as_declared),
+        rules=(norm.stats_need_saving, norm.saved_statistics_used_as_declared, norm.running_means_shape),
         entries={"layernorm_forward": forward, "layernorm_backward": backward})

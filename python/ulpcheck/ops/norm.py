@@ -50,11 +50,25 @@ def saved_statistics_used_as_declared(v):
     return None
 
 
+def running_means_shape(v):
+    """LayerNorm's running_means: (lanes >= 1, vector >= 1, levels >= 0), and
+    not beside two_pass_statistics, which says the statistics are not running means."""
+    if not v.running_means:
+        return None
+    shape = v.running_means
+    whole = all(isinstance(n, int) and not isinstance(n, bool) for n in shape) if isinstance(shape, tuple) else False
+    if not whole or len(shape) != 3 or shape[0] < 1 or shape[1] < 1 or shape[2] < 0:
+        return f"running_means must be (lanes >= 1, vector >= 1, levels >= 0), not {shape!r}"
+    if v.two_pass_statistics:
+        return "running_means declares running-means statistics; two_pass_statistics says they are two-pass"
+    return None
+
+
 def no_layernorm_statistics(v):
     """An RMSNorm (fused or not) has no mean: LayerNorm's declarations about
     its mean, variance and saved statistics are refused (ignored, they would
     have let a user believe a contract was judged)."""
-    for name in ("two_pass_statistics", "mean_of_plain_sum", "uses_saved_statistics"):
+    for name in ("two_pass_statistics", "mean_of_plain_sum", "uses_saved_statistics", "running_means"):
         if getattr(v, name):
             return f"{name} is LayerNorm's (its mean and variance); an RMSNorm has no mean"
     return None
