@@ -130,9 +130,9 @@
 // fl(n_a fl(1 / n_a)) is 1 for every count it merges with an empty lane,
 // multiples of 4 up to 128: tests/oracles/probabilistic_test.cpp), so a row
 // of N has at most N - 1 rounding merges on a path: h is taken at most N - 1.
-// The tree above, with its nodes
-// told apart, gives a narrower budget, for it needs no height H = D for the
-// chains' nodes and charges them the update form's rounding only:
+// The tree above, with its nodes told apart, gives a narrower budget, for it
+// needs no height H = D for the chains' nodes and charges them the update
+// form's rounding only:
 //   chain step k (n = k, n_b = 1): m~_k = fl(m~ + fl(fl(x - m~) fl(1/k)))
 //   (or fl(x - m~) / k): e_k = e_{k-1} (k - 1) / k + rho_k,
 //   |rho_k| <= u |m_k| + 3 u |delta_k| / k   (+ 4 eta; |delta_k| <= |d_k| + |dbar_{k-1}|)
@@ -158,8 +158,9 @@
 // disjoint, so sum S_u^2 / k <= (c - 1) N Vp; and 3 |delta| |dbar| <=
 // 1.5 (k dbar^2 + delta^2 / k) with 1 / k <= w = (k - 1) / k. The merges add
 // 2 u [4 |mean| h A_d + (8 h + 4) Vp] as above, the squares sum_v w_v
-// (e_b - e_a)^2 are at most N Dm_chain^2 over the steps (e_b = 0: a new
-// element is exact, w <= 1) and h N Dm_sub^2 over the merges (sum w <= N / 4
+// (e_b - e_a)^2 are at most N Dm_c^2 over the steps (Dm_c: a chain prefix's
+// bound, Dm_sub's chain part or the spread; e_b = 0: a new element is exact,
+// w <= 1) and h N Dm_sub^2 over the merges (sum w <= N / 4
 // per level), and Welford's x - m~_k form its u R (A_d + max|d|). Such
 // statistics never subtract the row's mean~ from x, so mean_j Dd_j^2 is not
 // in their DV, and M2's own roundings are (max(D, c + h + 1) + 4) u V (c + h
