@@ -475,26 +475,19 @@ TEST(RunningMeans, CorrectWelfordAndChanKernelsPassAsBlackBoxesOnAdversarialRows
   // of 84 with the merge-tree worst case this budget replaced, 36 now; the
   // rest are long rows of large mean, whose depth-N mean no black box's
   // budget can know better, and zero-mean rows' means (a sum that cancels).
-  double worst = 0;
-  int powered = 0, tensors = 0;
+  ForwardPower forward;  // the forward's tensors: the backward is host_twopass's own
   for (const char* text : kAdversarialRows)
     for (RunningMeans kind :
          {RunningMeans::Welford, RunningMeans::WelfordSorted, RunningMeans::ChanTree, RunningMeans::ChanTreeWeighted}) {
       const Outcome o = judgeAsBlackBox(text, true, false, runningMeansForward(kind));
       EXPECT_NE(o.verdict, Verdict::Fail) << int(kind) << ": " << text << "\n" << o.summary;
-      for (const TensorStats& s : o.stats) {
-        if (s.tensor == "y" || s.tensor == "mean" || s.tensor == "rstd") worst = std::max(worst, s.max_ratio);
-        // The forward's tensors: the backward is host_twopass's own.
-        if (s.tensor != "y" && s.tensor != "mean" && s.tensor != "rstd") continue;
-        ++tensors;
-        powered += !s.nonzero || s.power() >= tolerance::kMinTensorPower;
-      }
+      forward.add(o);
     }
-  EXPECT_LE(worst, 1.0);
-  EXPECT_GE(powered, 36) << "of " << tensors;
+  EXPECT_LE(forward.worst, 1.0);
+  EXPECT_GE(forward.powered, 36) << "of " << forward.tensors;
   std::printf("running means as black boxes: %d of %d forward tensors judged with power; worst error %.3g of the "
               "budget\n",
-              powered, tensors, worst);
+              forward.powered, forward.tensors, forward.worst);
 }
 
 TEST(RunningMeans, ADeclaredReductionShapeIsSoundAndJudgesMore) {
