@@ -116,9 +116,23 @@ bool appliesToVariant(const std::string& p, const KernelInfo& k) {
   return property && op && property->appliesTo(*op, k);
 }
 
+/// A row's generated cases, in a worker process of its own where the
+/// variant runs in one: a mutant may leave its process damaged beyond what
+/// its own cases show (cuda_bug_scratch_sized_by_n writes past its scratch),
+/// and no row may be judged on another's damage. Seen on the H200
+/// (2026-11-28, `mutants --backend cuda --cases-per-mutant 60`): with every
+/// variant in one worker, the control cuda_twopass failed one case with
+/// cudaErrorIllegalInstruction in 2 of 3 whole matrices, that case alone
+/// passed (also under compute-sanitizer), and no matrix with fewer mutants
+/// before it failed (0 of 7); with a fresh worker per row, 0 of 3 failed.
+CampaignResult casesOfRow(const KillMatrixOptions& o, const KernelInfo& k, const ExecContext& exec) {
+  if (k.remote) remote::restartWorkers();
+  return generatedCasesOnly(o, k, exec);
+}
+
 ControlRow runControl(const KillMatrixOptions& o, const KernelInfo& k, const ExecContext& exec) {
   if (o.log) o.log(fmt::format("control {} ({}): a correct variant, must raise no alarm", k.name, k.op));
-  const CampaignResult r = generatedCasesOnly(o, k, exec);
+  const CampaignResult r = casesOfRow(o, k, exec);
   ControlRow row;
   row.variant = k;
   row.cases_run = r.cases_run;
@@ -164,7 +178,7 @@ KillMatrix runKillMatrix(const KillMatrixOptions& o, const ExecContext& exec) {
       continue;
     }
     if (o.log) o.log(fmt::format("mutant {} ({}): {}", k.name, k.op, k.bug));
-    const CampaignResult r = generatedCasesOnly(o, k, exec);
+    const CampaignResult r = casesOfRow(o, k, exec);
 
     MutantRow row;
     row.mutant = k;
@@ -329,10 +343,11 @@ std::string formatKillMatrix(const KillMatrix& m) {
 }
 
 namespace {
-/// The matrix's variants run in a worker process where their op has doors
-/// (kernels/door.h), as plugins do (kernels/plugin/remote.h): a mutant that
-/// faults the GPU (a sticky CUDA error) or hangs is a failing case of that
-/// mutant, and the rest of the matrix still runs. A multi-rank op's (no
+/// The matrix's variants run in worker processes where their op has doors
+/// (kernels/door.h), as plugins do (kernels/plugin/remote.h), a fresh one
+/// for each row (casesOfRow): a mutant that faults the GPU (a sticky CUDA
+/// error), hangs or writes out of bounds is a failing case of that mutant,
+/// and the rest of the matrix still runs, undamaged. A multi-rank op's (no
 /// doors) run in this process. Returns how many were sent to a worker.
 int runVariantsInWorker(Backend backend) {
   int in_worker = 0;
@@ -373,7 +388,8 @@ int runMutants(MutantsRequest request, const ExecContext& exec) {
   fmt::print("# kill matrix: {} mutants{}, {}, seed {:#x}, tier {}{}; {}\n", backendName(exec.backend),
              o.controls ? " and correct variants" : "", bound, o.seed, tierName(o.tier),
              exec.perturb_schedule ? ", schedule perturbed" : "",
-             in_worker ? fmt::format("{} variants in a worker process (those of ops with doors)", in_worker)
+             in_worker ? fmt::format("{} variants in worker processes, a fresh one for each (those of ops with doors)",
+                                     in_worker)
                        : std::string("every variant in this process"));
   const KillMatrix m = runKillMatrix(o, exec);
   fmt::print("\n{}", formatKillMatrix(m));

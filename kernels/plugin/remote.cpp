@@ -689,6 +689,9 @@ class RankGroup {
     if (!cold_why.empty()) countColdCall(std::move(cold_why));
   }
 
+  /// Ends every rank's worker; the next call starts the group again.
+  void stop() { stopAll(); }
+
  private:
   void startAll(const std::string& what) {
     if (std::all_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->running(); })) return;
@@ -866,6 +869,13 @@ void runInWorker(const std::string& op, const std::string& name) {
     door->forward_ranks_into(name, rankedCallsInto(pluginRankGroups(), pluginRankCommand(), name,
                                                    info->backend == Backend::Cuda, info->compiles_per_shape));
   else door->forward_into(name, callsInto(worker(), name, info->compiles_per_shape));
+}
+
+void restartWorkers() {
+  worker().stop();
+  pythonWorker().stop();
+  for (auto* groups : {&pluginRankGroups(), &pythonRankGroups(false), &pythonRankGroups(true)})
+    for (auto& [ranks, group] : *groups) group->stop();
 }
 
 bool canRunInWorker(const std::string& op) {

@@ -46,6 +46,11 @@ void runInWorker(const std::string& op, const std::string& name);
 /// Whether `op`'s variants can run in a worker: it has doors (kernels/door.h).
 bool canRunInWorker(const std::string& op);
 
+/// Ends every worker process (the plugins', Python's, Python's rank groups);
+/// the next call into one starts it anew, cold. Call it where no call is in
+/// flight: the kill matrix does between its rows.
+void restartWorkers();
+
 /// The worker's loop, serving calls on socket `fd` until the coordinator
 /// closes it; the return value is the process's exit status.
 int serve(int fd);

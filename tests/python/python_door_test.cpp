@@ -25,6 +25,8 @@ const std::string kTorchOps = std::string(" --python ") + ULPCHECK_SOURCE_DIR +
 const std::string kFaulty = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/tests/plugins/faulty_kernels.py";
 const std::string kSpecs = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/tests/plugins/spec_kernels.py";
 const std::string kFusedAdd = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/tests/plugins/fused_add_kernels.py";
+const std::string kProcessState = std::string(" --python ") + ULPCHECK_SOURCE_DIR +
+                                  "/tests/plugins/process_state_kernels.py";
 
 class PythonDoor : public ::testing::Test {
  protected:
@@ -450,6 +452,28 @@ TEST_F(PythonDoor, CompileTimeOfAKernelThatCompilesPerShapeIsNotAHang) {
   EXPECT_EQ(undeclared.code, exit_code::kHang) << undeclared.output;
   EXPECT_NE(undeclared.output.find("rmsnorm_backward did not return within 2 s"), std::string::npos)
       << undeclared.output;
+}
+
+TEST_F(PythonDoor, EachKillMatrixRowRunsInAFreshWorkerSoNoControlIsJudgedOnAnothersDamage) {
+  // Sharing one worker, the second variant is wrong after the first ran:
+  // the fixture's damage is real (one case at a time, the first variant's
+  // first case before the second's).
+  const Result shared = cli("run --op rmsnorm --kernel py_rms_marks_its_process py_rms_wrong_in_a_marked_process "
+                            "--property accuracy --per-cell 5 --concurrent-cases 1 --seed 3 --no-save --no-corpus" +
+                            kProcessState);
+  EXPECT_EQ(shared.code, exit_code::kPropertyFailed) << shared.output;
+  EXPECT_NE(shared.output.find("kernel=py_rms_wrong_in_a_marked_process"), std::string::npos) << shared.output;
+  // In the kill matrix both are controls, after the mutant, each in a worker
+  // of its own: no false alarm, in the properties or the baselines (which
+  // judge only the outputs a variant produces: these save no rstd).
+  const Result matrix = cli("mutants --backend host --mutant host_bug_rstd_bf16 --cases-per-mutant 10 "
+                            "--shrink-budget 1" +
+                            kProcessState);
+  EXPECT_EQ(matrix.code, exit_code::kOk) << matrix.output;
+  EXPECT_NE(matrix.output.find("in worker processes, a fresh one for each"), std::string::npos) << matrix.output;
+  EXPECT_NE(matrix.output.find("0 false alarms on 5 correct variants"), std::string::npos) << matrix.output;
+  for (const char* control : {"py_rms_marks_its_process", "py_rms_wrong_in_a_marked_process"})
+    EXPECT_NE(matrix.output.find(fmt::format("(correct) {} ", control)), std::string::npos) << matrix.output;
 }
 
 TEST_F(PythonDoor, AFileThatCannotBeLoadedIsRefusedClearly) {

@@ -190,9 +190,10 @@ TEST(CliMutants, KillMatrixOfOneMutantNamesTheKillAndItsRepro) {
   const Result r =
       cli("mutants --backend host --mutant host_bug_bf16_rowsum --time-per-mutant 3 --tier smoke --json " + json);
   EXPECT_EQ(r.code, exit_code::kOk) << r.output;
-  // In a worker process, as plugins run: a mutant that faults or hangs is a
-  // failing case of it and the matrix goes on (PluginFaults shows the worker's side).
-  EXPECT_NE(r.output.find("variants in a worker process"), std::string::npos) << r.output;
+  // In worker processes, as plugins run, a fresh one for each row: a mutant
+  // that faults or hangs is a failing case of it and the matrix goes on
+  // (PluginFaults shows the worker's side; PythonDoor.EachKillMatrixRow... the fresh worker).
+  EXPECT_NE(r.output.find("variants in worker processes, a fresh one for each"), std::string::npos) << r.output;
   EXPECT_EQ(mutantsInWorker(json), (std::map<std::string, bool>{{"host_bug_bf16_rowsum", true}}));
   EXPECT_NE(r.output.find("host_bug_bf16_rowsum"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("killed"), std::string::npos) << r.output;
