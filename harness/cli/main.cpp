@@ -28,6 +28,7 @@
 #include "harness/runner/run.h"
 #include "harness/runner/workers.h"
 #include "kernels/plugin/plugin_loader.h"
+#include "kernels/plugin/remote.h"
 #include "oracles/oracle_mode.h"
 
 using namespace ulpcheck;
@@ -380,6 +381,7 @@ int main(int argc, char** argv) {
   CLI::App* repro = addReproCommand(app, pa, sources);
   CLI::App* mutants = addMutantsCommand(app, ma, sources, time_per_mutant);
   addReportCommand(app, report);
+  app.add_subcommand("version", "print ulpcheck's version and the protocol its Python package speaks");
   addOracleOptions({run, repro, mutants}, oracle_text, judge_text);
 
   useCtestAllocatedGpus();  // a ctest with RESOURCE_GROUPS: only its own GPUs
@@ -389,7 +391,8 @@ int main(int argc, char** argv) {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) known |= sub->check_name(argv[1]);
     if (!known) {
-      fmt::print(stderr, "ulpcheck: '{}' is not a command (list, run, repro, mutants, report; see ulpcheck --help)\n",
+      fmt::print(stderr,
+                 "ulpcheck: '{}' is not a command (list, run, repro, mutants, report, version; see ulpcheck --help)\n",
                  argv[1]);
       return exit_code::kUsage;
     }
@@ -406,6 +409,11 @@ int main(int argc, char** argv) {
     ra.oracle = pa.oracle = ma.oracle = oracleSettings(oracle_text, judge_text);
     // A worker process: the plugins' kernels run here, in-process.
     if (app.got_subcommand("worker")) return serveKernelCalls(wa.fd, wa.probe, sources.plugin_paths);
+    if (app.got_subcommand("version")) {
+      // The pip package's pytest plugin reads this line and refuses a CLI of another protocol.
+      fmt::print("ulpcheck {} python-protocol {}\n", ULPCHECK_VERSION, remote::kPythonProtocol);
+      return exit_code::kOk;
+    }
     // A campaign worker's coordinator has probed the plugins already.
     loadKernelSources(sources, /*probed=*/ra.report_to_coordinator);
     if (app.got_subcommand("report")) {

@@ -30,6 +30,13 @@ void setWorkerPlugins(std::vector<std::string> paths);
 /// malformed table, exit status 2) is left for loadPlugin to refuse, precisely.
 void probePlugin(const std::string& path);
 
+/// The version of what the Python package (python/ulpcheck) and this CLI
+/// say to each other: the worker protocol, the run options and JSON lines
+/// the pytest plugin reads. `ulpcheck version` prints it; the package's
+/// PROTOCOL must equal it (the plugin refuses a CLI that differs). Raise
+/// both together.
+inline constexpr int kPythonProtocol = 1;
+
 /// What `ulpcheck worker --probe` prints on its stdout once its plugins loaded.
 inline constexpr const char* kProbeLoaded = "loaded\n";
 

@@ -61,6 +61,11 @@ from typing import Callable, List, Optional
 
 from . import ops
 
+# What this package and the ulpcheck CLI say to each other (the worker
+# protocol, the run options and JSON lines the pytest plugin reads): equal to
+# `ulpcheck version`'s python-protocol (kPythonProtocol, kernels/plugin/remote.h).
+PROTOCOL = 1
+
 DTYPES = ("fp32", "fp16", "bf16")
 
 

@@ -1,0 +1,193 @@
+"""pytest plugin: the `ulpcheck` fixture runs the ulpcheck CLI on a user's
+kernels file and turns its verdict into the test's.
+
+    def test_my_rmsnorm(ulpcheck):
+        ulpcheck.check("kernels.py", kernel="my_rms_norm", cases=300)
+
+A failure is a pytest failure whose message is what the CLI printed for it:
+the original and shrunk case, the worst elements, and a one-line repro that
+runs as written in a fresh shell (absolute paths, the interpreter named).
+A check that judged too little (exit code 7) fails too: a pass must have
+seen something. Options: --ulpcheck-seed (fixed by default, so a rerun is the
+same run), --ulpcheck-html DIR (one report per check; paths listed at the
+end), --ulpcheck-bin. Under pytest-xdist, checks that may use the GPU take a
+machine-wide lock, so two workers never drive the GPUs at once.
+
+Installed with the package (`pip install ./python`: entry point pytest11)."""
+
+import contextlib
+import fcntl
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import ulpcheck as _package
+
+DEFAULT_SEED = "0x5eed"
+# The CLI's exit codes (harness/runner/exit_codes.h) the plugin tells apart.
+_PASSED, _PROPERTY_FAILED, _JUDGED_TOO_LITTLE = 0, 1, 7
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("ulpcheck")
+    group.addoption("--ulpcheck-seed", default=None,
+                    help=f"generation seed of every check (decimal or 0x hex; default {DEFAULT_SEED}, fixed)")
+    group.addoption("--ulpcheck-html", default=None, metavar="DIR",
+                    help="write each check's HTML report into DIR (listed at the end of the session)")
+    group.addoption("--ulpcheck-bin", default=None, metavar="PATH",
+                    help="the ulpcheck CLI (default: $ULPCHECK_BIN, then PATH, then the install prefix)")
+
+
+def _candidates(explicit):
+    if explicit:
+        yield explicit
+        return
+    if os.environ.get("ULPCHECK_BIN"):
+        yield os.environ["ULPCHECK_BIN"]
+        return
+    on_path = shutil.which("ulpcheck")
+    if on_path:
+        yield on_path
+    here = Path(_package.__file__).resolve().parent
+    # cmake --install: <prefix>/share/ulpcheck/python/ulpcheck beside <prefix>/bin/ulpcheck.
+    yield str(here.parents[3] / "bin" / "ulpcheck")
+    # A source checkout (pip install -e ./python): python/ulpcheck beside build/ulpcheck.
+    yield str(here.parents[1] / "build" / "ulpcheck")
+
+
+def find_cli(explicit=None):
+    """The CLI's path and its `version` line; raises pytest.UsageError saying
+    where it looked, or that its protocol is not this package's."""
+    tried = []
+    for path in _candidates(explicit):
+        tried.append(path)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            continue
+        out = subprocess.run([path, "version"], capture_output=True, text=True)
+        match = re.match(r"ulpcheck (\S+) python-protocol (\d+)", out.stdout)
+        if not match:
+            raise pytest.UsageError(f"{path} does not say its version (`{path} version`: {out.stdout or out.stderr})"
+                                    " — a CLI older than this Python package; rebuild it")
+        if int(match.group(2)) != _package.PROTOCOL:
+            raise pytest.UsageError(
+                f"{path} (ulpcheck {match.group(1)}) speaks python-protocol {match.group(2)}, this package "
+                f"({_package.__file__}) {_package.PROTOCOL}: install the package and the CLI from one checkout")
+        return os.path.abspath(path), out.stdout.strip()
+    raise pytest.UsageError("no ulpcheck CLI found (tried: " + ", ".join(tried) +
+                            "); build it (ci/setup) and set ULPCHECK_BIN or --ulpcheck-bin, or put it on PATH")
+
+
+@contextlib.contextmanager
+def _gpu_turn(backend):
+    """Under pytest-xdist, one check at a time may drive the GPUs (the CLI
+    uses every GPU it sees); host-only checks run side by side."""
+    if backend == "host" or "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    lock = Path(tempfile.gettempdir()) / f"ulpcheck-gpu-{os.getuid()}.lock"
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def failure_report(stdout, python):
+    """The CLI's report of each failure (from its FAILED line to its repro
+    line), the repro prefixed with the interpreter the check ran with."""
+    blocks, block = [], None
+    for line in stdout.splitlines():
+        if line.startswith("FAILED ") or line.startswith("FALSE ALARM"):
+            block = [line]
+        elif block is not None:
+            if line.lstrip().startswith("reproduce: "):
+                command = line.split("reproduce: ", 1)[1]
+                block.append(f"  reproduce: ULPCHECK_PYTHON={shlex.quote(python)} {command}")
+                blocks.append("\n".join(block))
+                block = None
+            else:
+                block.append(line)
+    return blocks
+
+
+class Result:
+    """A check that passed: the CLI's command line and its output."""
+
+    def __init__(self, command, stdout):
+        self.command, self.stdout = command, stdout
+
+
+class Checker:
+    def __init__(self, request):
+        self._request = request
+        config = request.config
+        self._cli, self.version = find_cli(config.getoption("--ulpcheck-bin"))
+        self.seed = config.getoption("--ulpcheck-seed") or DEFAULT_SEED
+        self._html_dir = config.getoption("--ulpcheck-html")
+
+    def check(self, kernels, *, kernel, op=None, cases=300, properties=(), dtypes=(), backend=None, tier=None,
+              args=()):
+        """Runs every property (or `properties`) on `kernel` of the kernels
+        file `kernels` (relative to the test file) over `cases` generated
+        cases; fails the test on a failure or a check that judged too little."""
+        path = Path(kernels)
+        if not path.is_absolute():
+            path = Path(str(self._request.node.fspath)).parent / path
+        command = [self._cli, "run", "--python", str(path.resolve()), "--kernel", kernel, "--cases", str(cases),
+                   "--seed", str(self.seed), "--no-corpus", "--no-save", "--quiet"]
+        if op:
+            command += ["--op", op]
+        for option, values in (("--property", properties), ("--dtype", dtypes)):
+            if values:
+                command += [option, *([values] if isinstance(values, str) else values)]
+        if backend:
+            command += ["--backend", backend]
+        if tier:
+            command += ["--tier", tier]
+        if self._html_dir:
+            os.makedirs(self._html_dir, exist_ok=True)
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self._request.node.nodeid) + ".html"
+            html = os.path.abspath(os.path.join(self._html_dir, name))
+            command += ["--html", html]
+            self._request.config.stash.setdefault(_html_reports, []).append(html)
+        command += list(args)
+        # The worker the CLI starts runs this very interpreter (its torch, its libraries).
+        env = dict(os.environ, ULPCHECK_PYTHON=sys.executable)
+        with _gpu_turn(backend):
+            done = subprocess.run(command, capture_output=True, text=True, env=env)
+        shown = " ".join(shlex.quote(c) for c in command)
+        if done.returncode == _PASSED:
+            return Result(shown, done.stdout)
+        if done.returncode == _PROPERTY_FAILED:
+            blocks = failure_report(done.stdout, sys.executable)
+            pytest.fail(f"ulpcheck: {kernel} failed\n\n" + "\n\n".join(blocks or [done.stdout]), pytrace=False)
+        if done.returncode == _JUDGED_TOO_LITTLE:
+            pytest.fail(f"ulpcheck: {kernel} judged too little (exit 7: nothing judged, or a cell below its "
+                        f"target)\n{shown}\n\n{done.stdout[-4000:]}", pytrace=False)
+        pytest.fail(f"ulpcheck exited {done.returncode}\n{shown}\n\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}",
+                    pytrace=False)
+
+
+_html_reports = pytest.StashKey[list]()
+
+
+@pytest.fixture
+def ulpcheck(request):
+    """Runs ulpcheck on your kernels: ulpcheck.check("kernels.py", kernel="my_rms_norm")."""
+    return Checker(request)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    reports = config.stash.get(_html_reports, [])
+    if reports:
+        terminalreporter.write_sep("-", "ulpcheck HTML reports")
+        for html in reports:
+            terminalreporter.write_line(html)
