@@ -4,6 +4,14 @@ kernels file and turns its verdict into the test's.
     def test_my_rmsnorm(ulpcheck):
         ulpcheck.check("kernels.py", kernel="my_rms_norm", cases=300)
 
+or one pytest item per kernel x property x dtype cell:
+
+    from ulpcheck.pytest_plugin import cells
+
+    @pytest.mark.parametrize("kernel,prop,dtype", cells("kernels.py"))
+    def test_cell(ulpcheck, kernel, prop, dtype):
+        ulpcheck.check("kernels.py", kernel=kernel, properties=prop, dtypes=dtype, cases=50)
+
 A failure is a pytest failure whose message is what the CLI printed for it:
 the original and shrunk case, the worst elements, and a one-line repro that
 runs as written in a fresh shell (absolute paths, the interpreter named).
@@ -17,6 +25,8 @@ Installed with the package (`pip install ./python`: entry point pytest11)."""
 
 import contextlib
 import fcntl
+import inspect
+import json
 import os
 import re
 import shlex
@@ -118,6 +128,35 @@ def failure_report(stdout, python):
     return blocks
 
 
+# The properties that apply to a variant of every single-rank op; name others
+# (fused_vs_unfused, rank_consistency) in cells(properties=...).
+CELL_PROPERTIES = ("accuracy", "batch_invariance", "determinism", "memory_safety")
+
+
+def cells(kernels, kernel=None, properties=CELL_PROPERTIES):
+    """pytest.param(kernel, property, dtype) for each variant the kernels file
+    registers (or the one named), property and dtype the variant declares;
+    `kernels` relative to the calling test file. The file is described as
+    the CLI describes it (python -m ulpcheck.worker --describe), by this
+    interpreter, at collection time."""
+    path = Path(kernels)
+    if not path.is_absolute():
+        path = Path(inspect.stack()[1].filename).resolve().parent / path
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(_package.__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "ulpcheck.worker", "--describe", "--python", str(path)],
+                          capture_output=True, text=True, env=env)
+    described = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else None
+    if not isinstance(described, list):
+        error = described.get("error") if isinstance(described, dict) else (done.stderr or done.stdout)[-2000:]
+        raise pytest.UsageError(f"ulpcheck cannot describe {path}: {error}")
+    variants = [v for v in described if kernel is None or v["name"] == kernel]
+    if not variants:
+        raise pytest.UsageError(f"{path} registers no variant named {kernel!r}")
+    return [pytest.param(v["name"], p, d, id=f"{v['name']}-{p}-{d}")
+            for v in variants for p in properties for d in v["dtypes"]]
+
+
 class Result:
     """A check that passed: the CLI's command line and its output."""
 
@@ -157,7 +196,8 @@ class Checker:
             name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self._request.node.nodeid) + ".html"
             html = os.path.abspath(os.path.join(self._html_dir, name))
             command += ["--html", html]
-            self._request.config.stash.setdefault(_html_reports, []).append(html)
+            # On the test's report (pytest-xdist carries it to the controller; --junitxml writes it).
+            self._request.node.user_properties.append(("ulpcheck_html", html))
         command += list(args)
         # The worker the CLI starts runs this very interpreter (its torch, its libraries).
         env = dict(os.environ, ULPCHECK_PYTHON=sys.executable)
@@ -176,9 +216,6 @@ class Checker:
                     pytrace=False)
 
 
-_html_reports = pytest.StashKey[list]()
-
-
 @pytest.fixture
 def ulpcheck(request):
     """Runs ulpcheck on your kernels: ulpcheck.check("kernels.py", kernel="my_rms_norm")."""
@@ -186,7 +223,8 @@ def ulpcheck(request):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    reports = config.stash.get(_html_reports, [])
+    reports = sorted({value for outcome in terminalreporter.stats.values() for report in outcome
+                      for name, value in getattr(report, "user_properties", ()) if name == "ulpcheck_html"})
     if reports:
         terminalreporter.write_sep("-", "ulpcheck HTML reports")
         for html in reports:
