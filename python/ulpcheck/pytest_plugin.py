@@ -25,6 +25,7 @@ Installed with the package (`pip install ./python`: entry point pytest11)."""
 
 import contextlib
 import fcntl
+import functools
 import inspect
 import json
 import os
@@ -72,6 +73,7 @@ def _candidates(explicit):
     yield str(here.parents[1] / "build" / "ulpcheck")
 
 
+@functools.lru_cache(maxsize=None)  # once per session and --ulpcheck-bin, not once per test
 def find_cli(explicit=None):
     """The CLI's path and its `version` line; raises pytest.UsageError saying
     where it looked, or that its protocol is not this package's."""
@@ -115,7 +117,7 @@ def failure_report(stdout, python):
     line), the repro prefixed with the interpreter the check ran with."""
     blocks, block = [], None
     for line in stdout.splitlines():
-        if line.startswith("FAILED ") or line.startswith("FALSE ALARM"):
+        if line.startswith("FAILED "):
             block = [line]
         elif block is not None:
             if line.lstrip().startswith("reproduce: "):
