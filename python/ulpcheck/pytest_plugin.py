@@ -18,8 +18,9 @@ runs as written in a fresh shell (absolute paths, the interpreter named).
 A check that judged too little (exit code 7) fails too: a pass must have
 seen something. Options: --ulpcheck-seed (fixed by default, so a rerun is the
 same run), --ulpcheck-html DIR (one report per check; paths listed at the
-end), --ulpcheck-bin. Under pytest-xdist, checks that may use the GPU take a
-machine-wide lock, so two workers never drive the GPUs at once.
+end), --ulpcheck-bin. Under pytest-xdist, worker i runs its checks on GPU
+i mod the GPUs it sees (`pytest -n <GPUs>`: one worker per GPU), holding that
+GPU's lock, so two workers never drive one GPU at once.
 
 Installed with the package (`pip install ./python`: entry point pytest11)."""
 
@@ -96,25 +97,57 @@ def find_cli(explicit=None):
                             "); build it (ci/setup) and set ULPCHECK_BIN or --ulpcheck-bin, or put it on PATH")
 
 
+@functools.lru_cache(maxsize=None)
+def _visible_gpus():
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them: its
+    own list where it is set, else nvidia-smi's indices, else none known."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return tuple(name.strip() for name in listed.split(",") if name.strip())
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(line.strip() for line in done.stdout.splitlines() if line.strip()) if done.returncode == 0 else ()
+
+
+def gpu_of_worker(worker, gpus):
+    """The GPU an xdist worker ("gw3") drives: its index modulo the GPUs, so
+    `pytest -n <GPUs>` puts one worker on each; None where no GPU is known."""
+    match = re.fullmatch(r"gw(\d+)", worker or "")
+    if not gpus or not match:
+        return None
+    return gpus[int(match.group(1)) % len(gpus)]
+
+
 @contextlib.contextmanager
-def _gpu_turn(backend):
-    """Under pytest-xdist, one check at a time may drive the GPUs (the CLI
-    uses every GPU it sees); host-only checks run side by side."""
-    if backend == "host" or "PYTEST_XDIST_WORKER" not in os.environ:
-        yield
+def _gpu_turn(backend, env):
+    """Under pytest-xdist, each worker's checks run on one GPU of their own
+    (CUDA_VISIBLE_DEVICES set in `env`; worker i on GPU i mod the GPUs), and
+    take that GPU's lock, so two workers never drive one GPU at once; where no
+    GPU is known, one machine-wide lock. Host-only checks run side by side."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if backend == "host" or worker is None:
+        yield None
         return
-    lock = Path(tempfile.gettempdir()) / f"ulpcheck-gpu-{os.getuid()}.lock"
+    gpu = gpu_of_worker(worker, _visible_gpus())
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", gpu) if gpu is not None else "all"
+    lock = Path(tempfile.gettempdir()) / f"ulpcheck-gpu-{os.getuid()}-{name}.lock"
     with open(lock, "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            yield
+            yield gpu
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def failure_report(stdout, python):
+def failure_report(stdout, python, gpu=None):
     """The CLI's report of each failure (from its FAILED line to its repro
-    line), the repro prefixed with the interpreter the check ran with."""
+    line), the repro prefixed with the interpreter the check ran with (and
+    the GPU, where the check was pinned to one)."""
     blocks, block = [], None
     for line in stdout.splitlines():
         if line.startswith("FAILED "):
@@ -122,7 +155,8 @@ def failure_report(stdout, python):
         elif block is not None:
             if line.lstrip().startswith("reproduce: "):
                 command = line.split("reproduce: ", 1)[1]
-                block.append(f"  reproduce: ULPCHECK_PYTHON={shlex.quote(python)} {command}")
+                pinned = f"CUDA_VISIBLE_DEVICES={shlex.quote(gpu)} " if gpu is not None else ""
+                block.append(f"  reproduce: {pinned}ULPCHECK_PYTHON={shlex.quote(python)} {command}")
                 blocks.append("\n".join(block))
                 block = None
             else:
@@ -203,13 +237,13 @@ class Checker:
         command += list(args)
         # The worker the CLI starts runs this very interpreter (its torch, its libraries).
         env = dict(os.environ, ULPCHECK_PYTHON=sys.executable)
-        with _gpu_turn(backend):
+        with _gpu_turn(backend, env) as gpu:
             done = subprocess.run(command, capture_output=True, text=True, env=env)
         shown = " ".join(shlex.quote(c) for c in command)
         if done.returncode == _PASSED:
             return Result(shown, done.stdout)
         if done.returncode == _PROPERTY_FAILED:
-            blocks = failure_report(done.stdout, sys.executable)
+            blocks = failure_report(done.stdout, sys.executable, gpu)
             pytest.fail(f"ulpcheck: {kernel} failed\n\n" + "\n\n".join(blocks or [done.stdout]), pytrace=False)
         if done.returncode == _JUDGED_TOO_LITTLE:
             pytest.fail(f"ulpcheck: {kernel} judged too little (exit 7: nothing judged, or a cell below its "
