@@ -27,6 +27,8 @@ const std::string kSpecs = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/t
 const std::string kFusedAdd = std::string(" --python ") + ULPCHECK_SOURCE_DIR + "/tests/plugins/fused_add_kernels.py";
 const std::string kProcessState = std::string(" --python ") + ULPCHECK_SOURCE_DIR +
                                   "/tests/plugins/process_state_kernels.py";
+const std::string kImportCounting = std::string(" --python ") + ULPCHECK_SOURCE_DIR +
+                                    "/tests/plugins/import_counting_kernels.py";
 
 class PythonDoor : public ::testing::Test {
  protected:
@@ -474,6 +476,41 @@ TEST_F(PythonDoor, EachKillMatrixRowRunsInAFreshWorkerSoNoControlIsJudgedOnAnoth
   EXPECT_NE(matrix.output.find("0 false alarms on 5 correct variants"), std::string::npos) << matrix.output;
   for (const char* control : {"py_rms_marks_its_process", "py_rms_wrong_in_a_marked_process"})
     EXPECT_NE(matrix.output.find(fmt::format("(correct) {} ", control)), std::string::npos) << matrix.output;
+}
+
+/// The Python processes that imported import_counting_kernels.py during
+/// `args`: {describing, serving}.
+std::pair<int, int> pythonImportsDuring(const std::string& args, int expected_code) {
+  const std::string log = ::testing::TempDir() + "import_counting.log";
+  std::remove(log.c_str());
+  setenv("ULPCHECK_TEST_IMPORT_LOG", log.c_str(), 1);
+  const Result r = cli(args + kImportCounting);
+  unsetenv("ULPCHECK_TEST_IMPORT_LOG");
+  EXPECT_EQ(r.code, expected_code) << args << "\n" << r.output;
+  std::pair<int, int> imports{0, 0};
+  std::ifstream in(log);
+  for (std::string pid, mode; in >> pid >> mode;) ++(mode == "describe" ? imports.first : imports.second);
+  return imports;
+}
+
+TEST_F(PythonDoor, ARunsWorkerProcessesUseItsDescriptionOfThePythonFilesNotTheirOwn) {
+  // Two worker processes, each with its Python worker; the files described
+  // once, by the coordinator (each describe more was an interpreter start
+  // and a torch import on the run's critical path).
+  EXPECT_EQ(pythonImportsDuring("run --backend host --workers 2 --kernel py_rms_counts_its_imports --cases 20 "
+                                "--seed 3 --no-save --no-corpus",
+                                exit_code::kOk),
+            std::make_pair(1, 2));
+  // A description handed down for other files (or an edited one) is not used.
+  setenv("ULPCHECK_PYTHON_DESCRIBED",
+         R"({"key": {"python": "python3", "files": [["/elsewhere/kernels.py", 1, 2]]},
+             "variants": [{"op": "rmsnorm", "name": "not_in_this_file"}]})",
+         1);
+  EXPECT_EQ(pythonImportsDuring("list", exit_code::kOk), std::make_pair(1, 0));
+  const Result listed = cli("list" + kImportCounting);
+  unsetenv("ULPCHECK_PYTHON_DESCRIBED");
+  EXPECT_NE(listed.output.find("py_rms_counts_its_imports"), std::string::npos) << listed.output;
+  EXPECT_EQ(listed.output.find("not_in_this_file"), std::string::npos) << listed.output;
 }
 
 TEST_F(PythonDoor, AFileThatCannotBeLoadedIsRefusedClearly) {
