@@ -41,6 +41,7 @@ from pathlib import Path
 import pytest
 
 import ulpcheck as _package
+from ulpcheck.ops import OPS as _OPS
 
 DEFAULT_SEED = "0x5eed"
 # The CLI's exit codes (harness/runner/exit_codes.h) the plugin tells apart.
@@ -122,26 +123,29 @@ def gpu_of_worker(worker, gpus):
 
 
 @contextlib.contextmanager
-def _gpu_turn(backend, env):
+def _gpu_turn(backend, env, multi_rank):
     """Under pytest-xdist, each worker's checks run on one GPU of their own
     (CUDA_VISIBLE_DEVICES set in `env`; worker i on GPU i mod the GPUs), and
-    take that GPU's lock, so two workers never drive one GPU at once; where no
-    GPU is known, one machine-wide lock. Host-only checks run side by side."""
+    take that GPU's lock, so two workers never drive one GPU at once; a check
+    of a multi-rank op (a rank per GPU) takes every GPU's lock, in one order,
+    and sees every GPU; where no GPU is known, one machine-wide lock.
+    Host-only checks run side by side."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if backend == "host" or worker is None:
         yield None
         return
-    gpu = gpu_of_worker(worker, _visible_gpus())
+    gpus = _visible_gpus()
+    gpu = None if multi_rank else gpu_of_worker(worker, gpus)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", gpu) if gpu is not None else "all"
-    lock = Path(tempfile.gettempdir()) / f"ulpcheck-gpu-{os.getuid()}-{name}.lock"
-    with open(lock, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield gpu
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    held = [gpu] if gpu is not None else sorted(gpus) if gpus else ["all"]
+    with contextlib.ExitStack() as stack:
+        for name in held:
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+            f = stack.enter_context(open(Path(tempfile.gettempdir()) / f"ulpcheck-gpu-{os.getuid()}-{name}.lock", "w"))
+            fcntl.flock(f, fcntl.LOCK_EX)
+            stack.callback(fcntl.flock, f, fcntl.LOCK_UN)
+        yield gpu
 
 
 def failure_report(stdout, python, gpu=None):
@@ -164,6 +168,21 @@ def failure_report(stdout, python, gpu=None):
     return blocks
 
 
+@functools.lru_cache(maxsize=None)
+def describe(path):
+    """The variants the kernels file at `path` registers, as the CLI learns
+    them (python -m ulpcheck.worker --describe, by this interpreter)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(_package.__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "ulpcheck.worker", "--describe", "--python", path],
+                          capture_output=True, text=True, env=env)
+    described = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else None
+    if not isinstance(described, list):
+        error = described.get("error") if isinstance(described, dict) else (done.stderr or done.stdout)[-2000:]
+        raise pytest.UsageError(f"ulpcheck cannot describe {path}: {error}")
+    return described
+
+
 # The properties that apply to a variant of every single-rank op; name others
 # (fused_vs_unfused, rank_consistency) in cells(properties=...).
 CELL_PROPERTIES = ("accuracy", "batch_invariance", "determinism", "memory_safety")
@@ -178,14 +197,7 @@ def cells(kernels, kernel=None, properties=CELL_PROPERTIES):
     path = Path(kernels)
     if not path.is_absolute():
         path = Path(inspect.stack()[1].filename).resolve().parent / path
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(_package.__file__).resolve().parents[1]),
-                                                       os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-m", "ulpcheck.worker", "--describe", "--python", str(path)],
-                          capture_output=True, text=True, env=env)
-    described = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else None
-    if not isinstance(described, list):
-        error = described.get("error") if isinstance(described, dict) else (done.stderr or done.stdout)[-2000:]
-        raise pytest.UsageError(f"ulpcheck cannot describe {path}: {error}")
+    described = describe(str(path))
     variants = [v for v in described if kernel is None or v["name"] == kernel]
     if not variants:
         raise pytest.UsageError(f"{path} registers no variant named {kernel!r}")
@@ -207,6 +219,15 @@ class Checker:
         self._cli, self.version = find_cli(config.getoption("--ulpcheck-bin"))
         self.seed = config.getoption("--ulpcheck-seed") or DEFAULT_SEED
         self._html_dir = config.getoption("--ulpcheck-html")
+
+    @staticmethod
+    def _multi_rank(path, kernel, op):
+        """Whether the check is of a multi-rank op (asked only where it
+        matters: under xdist with more than one GPU)."""
+        if "PYTEST_XDIST_WORKER" not in os.environ or len(_visible_gpus()) < 2:
+            return False
+        op = op or next((v["op"] for v in describe(str(path.resolve())) if v["name"] == kernel), None)
+        return op in _OPS and _OPS[op].multi_rank
 
     def check(self, kernels, *, kernel, op=None, cases=300, properties=(), dtypes=(), backend=None, tier=None,
               args=()):
@@ -237,7 +258,7 @@ class Checker:
         command += list(args)
         # The worker the CLI starts runs this very interpreter (its torch, its libraries).
         env = dict(os.environ, ULPCHECK_PYTHON=sys.executable)
-        with _gpu_turn(backend, env) as gpu:
+        with _gpu_turn(backend, env, self._multi_rank(path, kernel, op)) as gpu:
             done = subprocess.run(command, capture_output=True, text=True, env=env)
         shown = " ".join(shlex.quote(c) for c in command)
         if done.returncode == _PASSED:
