@@ -899,10 +899,10 @@ constexpr size_t kDescribedEnvMax = 64 * 1024;  // well under one variable's lim
 json describedKey() {
   json files = json::array();
   for (const auto& f : pythonFiles()) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(f, ec);
-    const auto modified = std::filesystem::last_write_time(f, ec).time_since_epoch().count();
-    files.push_back({f, ec ? -1 : int64_t(size), ec ? 0 : int64_t(modified)});
+    std::error_code size_error, time_error;
+    const auto size = std::filesystem::file_size(f, size_error);
+    const auto modified = std::filesystem::last_write_time(f, time_error).time_since_epoch().count();
+    files.push_back({f, size_error ? -1 : int64_t(size), time_error ? 0 : int64_t(modified)});
   }
   return {{"python", pythonInterpreter()}, {"files", files}};
 }

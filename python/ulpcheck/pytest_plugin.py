@@ -122,8 +122,15 @@ def gpu_of_worker(worker, gpus):
     return gpus[int(match.group(1)) % len(gpus)]
 
 
+def _is_multi_rank(path, kernel, op):
+    """Whether `kernel` of the kernels file `path` (or `op`) is of a
+    multi-rank op, as the op's table says."""
+    op = op or next((v["op"] for v in describe(str(path)) if v["name"] == kernel), None)
+    return op in _OPS and _OPS[op].multi_rank
+
+
 @contextlib.contextmanager
-def _gpu_turn(backend, env, multi_rank):
+def _gpu_turn(backend, env, path, kernel, op):
     """Under pytest-xdist, each worker's checks run on one GPU of their own
     (CUDA_VISIBLE_DEVICES set in `env`; worker i on GPU i mod the GPUs), and
     take that GPU's lock, so two workers never drive one GPU at once; a check
@@ -135,7 +142,8 @@ def _gpu_turn(backend, env, multi_rank):
         yield None
         return
     gpus = _visible_gpus()
-    gpu = None if multi_rank else gpu_of_worker(worker, gpus)
+    # With one GPU a multi-rank check has no other GPU to see: the file is not described.
+    gpu = None if len(gpus) > 1 and _is_multi_rank(path, kernel, op) else gpu_of_worker(worker, gpus)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     held = [gpu] if gpu is not None else sorted(gpus) if gpus else ["all"]
@@ -220,15 +228,6 @@ class Checker:
         self.seed = config.getoption("--ulpcheck-seed") or DEFAULT_SEED
         self._html_dir = config.getoption("--ulpcheck-html")
 
-    @staticmethod
-    def _multi_rank(path, kernel, op):
-        """Whether the check is of a multi-rank op (asked only where it
-        matters: under xdist with more than one GPU)."""
-        if "PYTEST_XDIST_WORKER" not in os.environ or len(_visible_gpus()) < 2:
-            return False
-        op = op or next((v["op"] for v in describe(str(path.resolve())) if v["name"] == kernel), None)
-        return op in _OPS and _OPS[op].multi_rank
-
     def check(self, kernels, *, kernel, op=None, cases=300, properties=(), dtypes=(), backend=None, tier=None,
               args=()):
         """Runs every property (or `properties`) on `kernel` of the kernels
@@ -258,7 +257,7 @@ class Checker:
         command += list(args)
         # The worker the CLI starts runs this very interpreter (its torch, its libraries).
         env = dict(os.environ, ULPCHECK_PYTHON=sys.executable)
-        with _gpu_turn(backend, env, self._multi_rank(path, kernel, op)) as gpu:
+        with _gpu_turn(backend, env, path.resolve(), kernel, op) as gpu:
             done = subprocess.run(command, capture_output=True, text=True, env=env)
         shown = " ".join(shlex.quote(c) for c in command)
         if done.returncode == _PASSED:
