@@ -59,6 +59,11 @@ struct ReductionDepths {
   // "Running means of a declared shape").
   int64_t running_chain = 0;
   int64_t running_merges = 0;
+  // ... and every merge takes the update form, mean_a + (mean_b - mean_a) w
+  // (an empty side exact), so two equal means merge exactly: a constant
+  // row's statistics are then exact (Python running_merges="update", or
+  // "update_unless_vectorized" on rows the vector does not divide).
+  bool running_update_merges = false;
   // LayerNorm: y = (x - mean) rstd gamma + beta is formed from the very mean
   // and rstd the forward saves (x - mean and each product rounded once in
   // fp32), a two-pass variance from that saved mean, and the backward

@@ -171,6 +171,23 @@
 // (L ~ c + h): the mean of 16k-element rows is judged; on rows of large mean
 // (c / 2 + 4 h) u |mean| where it is 4 L u |mean|.
 //
+// Merges of the update form (ReductionDepths::running_update_merges; Python
+// running_merges): every merge is m~ = fl(m~_a + fl(fl(m~_b - m~_a) w)) and
+// M2~ = fl(M2~_a + M2~_b + fl(delta~^2 ...)) for some finite weight w, a
+// merge with an empty side returning (or exactly reproducing) the other.
+// On a constant row (every x_j = c; exactly the rows with max|d| = 0) every
+// chain is exact (above: m~ = c, and M2~ = 0 since each step adds
+// delta~ (x - m~) with x - m~ = 0), so every merge sees m~_a = m~_b = c:
+// delta~ = 0, m~ = c + 0 and M2~ = 0 + 0 + 0, exactly, and by induction
+// the root's mean is c and its M2 is 0: Dm = 0 and DV_running = 0, leaving
+// M2 / N + eps's own roundings in DV. The weighted average
+// fl(fl(n_a / n) c + fl(n_b / n) c) is not exact (the weights need not sum
+// to 1): it may move a constant row's mean by ~4 u |c| a level, which at
+// eps = 1e-12 is most of V, so only the update form earns this. PyTorch's
+// RowwiseMoments (rows whose length 4 does not divide) merges so
+// (WelfordOps::combine: a.mean + delta * (b.nf / new_count), an empty side
+// returned as is); its vectorized compute_stats (cuWelfordCombine) does not.
+//
 // rstd~ = rsqrtf(V~) is bounded without linearising (DV/V need not be small):
 // V~ lies in [max(V - DV, eps), V + DV] (V~ >= fl(0 + eps) = eps since the
 // sum of squares is >= 0), rsqrtf adds kRsqrtUnits u relative, so

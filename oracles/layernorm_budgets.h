@@ -83,6 +83,7 @@ struct Constants {
   // Running means of a declared shape: chains of at most this many Welford
   // updates, then this many levels of merges (0: not declared).
   double running_chain = 0, running_merges = 0;
+  bool running_update_merges = false;  // ... merged in the update form (exact where the means are equal)
   ULPCHECK_HD bool runningShape() const { return !two_pass_statistics && running_chain > 0; }
 };
 
@@ -101,7 +102,8 @@ inline Constants constantsOf(DType T, DType S, const AccuracyContract& c, float 
                    c.depths.two_pass_statistics,
                    c.depths.row_lambda,
                    double(c.depths.running_chain),
-                   double(c.depths.running_merges)};
+                   double(c.depths.running_merges),
+                   c.depths.running_update_merges};
 }
 
 /// The mean's error bound Dm, and what the variance's bound reads of the deviations.
@@ -130,7 +132,12 @@ ULPCHECK_HD inline StatisticsError statisticsError(const Constants& k, double n,
   // and the variance's share of the merges' mean errors: the telescoped
   // cross term, their squares, Welford's x - m~_k form.
   double DV_running = 0.0;
-  if (k.runningShape()) {
+  if (k.runningShape() && k.running_update_merges && max_d == 0.0) {
+    // A constant row (max|d| = 0: the nearest d_j of a row that is not
+    // constant are not 0) whose merges take the update form: its statistics
+    // are exact; see "Merges of the update form" in the derivation.
+    Dm = 0.0;
+  } else if (k.runningShape()) {
     // Running means of a declared shape: chains of at most c Welford updates
     // (the update form), then at most h levels of merges (either form; a
     // merge with an empty side exact), of which a row of n has at most n - 1

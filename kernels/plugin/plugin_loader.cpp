@@ -200,6 +200,7 @@ ReductionDepths blackBoxDepths(DeclaredDepth row, DeclaredDepth col, const RowSh
   ReductionDepths d;
   d.running_chain = running.chain(s.N);
   d.running_merges = running.lanes > 0 ? running.levels : 0;
+  d.running_update_merges = running.updateMerges(s.N);
   d.two_pass_statistics = declared.two_pass_statistics;
   d.mean_of_plain_sum = declared.mean_of_plain_sum;
   d.uses_saved_statistics = declared.uses_saved_statistics;

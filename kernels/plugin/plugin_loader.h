@@ -55,13 +55,24 @@ struct DeclaredDepth {
 /// reading `vector` consecutive elements at a time (a chain of at most
 /// vector ceil(n / (lanes vector)) elements, and at most n), then `levels`
 /// levels of merges across the lanes (one with an empty side exact).
-/// Nothing declared (lanes 0): any tree.
+/// Nothing declared (lanes 0): any tree. `merges`: the form its merges
+/// take — either (the update form or the weighted average n_a/n m_a +
+/// n_b/n m_b), the update form mean_a + (mean_b - mean_a) w, or the update
+/// form on rows whose length the vector does not divide (a kernel with a
+/// vectorized path for the others: PyTorch's RowwiseMoments beside its
+/// vectorized compute_stats).
 struct DeclaredRunningMeans {
+  enum class Merges { Either, Update, UpdateUnlessVectorized };
   int64_t lanes = 0, vector = 1, levels = 0;
+  Merges merges = Merges::Either;
   int64_t chain(int64_t n) const {
     if (lanes <= 0) return 0;
     const int64_t per_step = lanes * vector;
     return std::min(n, vector * ((n + per_step - 1) / per_step));
+  }
+  /// Whether every merge of a row of n takes the update form.
+  bool updateMerges(int64_t n) const {
+    return lanes > 0 && (merges == Merges::Update || (merges == Merges::UpdateUnlessVectorized && n % vector != 0));
   }
 };
 

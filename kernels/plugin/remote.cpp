@@ -845,16 +845,33 @@ DeclaredDepth declaredDepth(const json& v, const char* key) {
 }
 
 /// A Python LayerNorm's running_means: absent or null, or [lanes, vector,
-/// levels] (the package checked them).
+/// levels], with the form of its merges, running_merges: absent or "" (either
+/// form), "update" or "update_unless_vectorized" (the package checked them).
 DeclaredRunningMeans declaredRunningMeans(const json& v) {
-  if (!v.contains("running_means") || v.at("running_means").is_null()) return {};
+  const std::string merges = v.contains("running_merges") && v.at("running_merges").is_string()
+                                 ? v.at("running_merges").get<std::string>()
+                                 : "";
+  using Merges = DeclaredRunningMeans::Merges;
+  const std::optional<Merges> form = merges.empty()       ? std::optional{Merges::Either}
+                                     : merges == "update" ? std::optional{Merges::Update}
+                                     : merges == "update_unless_vectorized"
+                                         ? std::optional{Merges::UpdateUnlessVectorized}
+                                         : std::nullopt;
+  if (!form)
+    throw PluginError(
+        fmt::format("running_merges must be \"update\" or \"update_unless_vectorized\", not \"{}\"", merges));
+  if (!v.contains("running_means") || v.at("running_means").is_null()) {
+    if (*form != Merges::Either)
+      throw PluginError("running_merges says how running means merge: running_means is not declared");
+    return {};
+  }
   const json& d = v.at("running_means");
   const auto at_least = [&](size_t i, int64_t least) {
     return d[i].is_number_integer() && d[i].get<int64_t>() >= least;
   };
   if (!d.is_array() || d.size() != 3 || !at_least(0, 1) || !at_least(1, 1) || !at_least(2, 0))
     throw PluginError(fmt::format("running_means must be [lanes >= 1, vector >= 1, levels >= 0], not {}", d.dump()));
-  return {d[0].get<int64_t>(), d[1].get<int64_t>(), d[2].get<int64_t>()};
+  return {d[0].get<int64_t>(), d[1].get<int64_t>(), d[2].get<int64_t>(), *form};
 }
 
 }  // namespace

@@ -101,6 +101,13 @@ class Variant:
     # (Chan's) across them, a merge with an empty side exact. () any tree of
     # merges of row_depth's height.
     running_means: tuple = ()
+    # ... and the form of its merges: "" either (the update form or a weighted
+    # average n_a/n m_a + n_b/n m_b); "update", every merge
+    # mean_a + (mean_b - mean_a) n_b / n, so equal means merge exactly (a
+    # constant row's statistics are then exact and judged at full power);
+    # "update_unless_vectorized", the update form on rows whose length the
+    # vector does not divide (PyTorch: RowwiseMoments beside compute_stats).
+    running_merges: str = ""
     # LayerNorm, with saves_stats: y = (x - mean) rstd gamma + beta from the very
     # mean and rstd it returns, a two-pass variance about that mean, and the
     # backward's x-hat = (x - mean) rstd from those it is given; y, rstd and dx

@@ -592,6 +592,70 @@ TEST(RunningMeans, AShapeDeclaredFalselyOrAOnePassVarianceIsCaught) {
   EXPECT_EQ((DeclaredRunningMeans{}.chain(4096)), 0);
 }
 
+// PyTorch's whole declaration: the shape, and RowwiseMoments' update-form
+// merges on rows the vectorized path does not take (N % 4 != 0).
+constexpr DeclaredRunningMeans kTorchDeclared{128, 4, 9, DeclaredRunningMeans::Merges::UpdateUnlessVectorized};
+
+// Constant rows of lengths 4 does not divide (RowwiseMoments' rows), at
+// tiny eps, where a merge that moves the mean by one rounding moves rstd by
+// far more than its ulp; the last rounds to one value per row (bf16's ulp at
+// 6912 is 32, the spread 0.1): constant too. 16-bit rows: the backward
+// these tests keep is host_twopass's, whose own mean (an fp32 sum / N) is
+// then exact too, as a kernel's that declares these merges must be.
+constexpr const char* kConstantRowwiseRows[] = {
+    "op=layernorm kernel=host_twopass dtype=bf16 M=8 N=4093 dist=constant_rows sigma=0x1p6 eps=0x1p-40 seed=0x51",
+    "op=layernorm kernel=host_twopass dtype=fp16 M=16 N=127 dist=constant_rows sigma=0x1.cp-2 eps=0x1.197998p-40 "
+    "seed=0x71",
+    "op=layernorm kernel=host_twopass dtype=fp16 M=16 N=257 dist=constant_rows sigma=0x1.7p6 eps=0x1.4f8b58p-17 "
+    "seed=0x72",
+    "op=layernorm kernel=host_twopass dtype=bf16 M=4 N=8361 dist=large_mean mean=0x1.bp12 sigma=0x1.bp-4 "
+    "eps=0x1.0c6f7ap-20 seed=0x73",
+};
+
+TEST(RunningMeans, UpdateFormMergesJudgeConstantRowsAndAWeightedAverageDeclaredSoIsCaught) {
+  // Merged in the update form, a constant row's running means are exact
+  // (oracles/layernorm.cpp, "Merges of the update form"): PyTorch's
+  // statistics on RowwiseMoments' constant rows, declared as the adapter
+  // declares them, pass with every forward tensor judged with power; with
+  // the shape alone their rstd is left without power (a weighted merge
+  // could move the mean by ~4 u |mean| a level, most of V at eps 1e-12).
+  ForwardPower declared, shape_only;
+  for (const char* text : kConstantRowwiseRows)
+    for (RunningMeans kind : {RunningMeans::TorchVectorized, RunningMeans::TorchRowwise}) {
+      const Outcome o = judgeAsBlackBox(text, true, false, runningMeansForward(kind), true, false, {0, 128, 14},
+                                        kTorchDeclared);
+      EXPECT_EQ(o.verdict, Verdict::Pass) << int(kind) << ": " << text << "\n" << o.summary;
+      declared.add(o);
+      const Outcome without = judgeAsBlackBox(text, true, false, runningMeansForward(kind), true, false, {0, 128, 14},
+                                              kTorchShape);
+      EXPECT_EQ(without.verdict, Verdict::Inconclusive) << int(kind) << ": " << text << "\n" << without.summary;
+      shape_only.add(without);
+    }
+  EXPECT_EQ(declared.powered, declared.tensors);
+  EXPECT_LE(declared.worst, 1.0);
+  EXPECT_LT(shape_only.powered, shape_only.tensors);
+  // Only those rows: where 4 divides N PyTorch's merges are weighted averages.
+  EXPECT_TRUE(kTorchDeclared.updateMerges(4093));
+  EXPECT_FALSE(kTorchDeclared.updateMerges(4096));
+  EXPECT_FALSE(kTorchShape.updateMerges(4093));
+  // The declaration is load-bearing: Chan's tree of weighted averages
+  // (256 lanes of 15 or 16 elements: unequal counts merge) falsely declared
+  // update-form merges fails on a constant row whose mean its merges move.
+  int caught = 0;
+  for (const char* text : kConstantRowwiseRows) {
+    const Outcome o = judgeAsBlackBox(text, true, false, runningMeansForward(RunningMeans::ChanTreeWeighted), true,
+                                      false, {0, 256, 8},
+                                      DeclaredRunningMeans{256, 1, 8, DeclaredRunningMeans::Merges::Update});
+    // Caught on the statistics it forms (the backward is host_twopass's).
+    caught += o.verdict == Verdict::Fail && !o.findings.empty() &&
+              (o.findings[0].tensor == "mean" || o.findings[0].tensor == "rstd" || o.findings[0].tensor == "y");
+  }
+  EXPECT_GE(caught, 1);
+  std::printf("constant rows, update-form merges declared: %d of %d forward tensors judged with power (shape "
+              "alone: %d); weighted merges falsely declared caught on %d of %zu cases\n",
+              declared.powered, declared.tensors, shape_only.powered, caught, std::size(kConstantRowwiseRows));
+}
+
 TEST(RunningMeans, PyTorchsMergesWithAnEmptyLaneAreExact) {
   // What the declared shape assumes of a merge with an empty side, for
   // cuWelfordCombine (RowwiseMoments' combine returns the other side): its

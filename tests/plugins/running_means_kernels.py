@@ -9,9 +9,11 @@ mean + delta / n and its combine, a.mean + delta * (n_b / n), in 5 + 4
 levels); y = gamma (rstd (x - mean)) + beta from those very values; the
 backward's x-hat from the statistics it is given, its row sums over 128
 lanes then 7 levels. Registered as the adapter declares PyTorch's
-(row_depth=(128, 14), running_means=(128, 4, 9), uses_saved_statistics),
-with the shape undeclared, and as one serial Welford chain over the row
-sorted, falsely declared with PyTorch's shape."""
+(row_depth=(128, 14), running_means=(128, 4, 9), running_merges=
+"update_unless_vectorized", uses_saved_statistics), with the shape
+undeclared, and as one serial Welford chain over the row sorted, falsely
+declared with PyTorch's shape; and RowwiseMoments' tree merged by
+cuWelfordCombine's weighted average, falsely declared update-form merges."""
 
 import numpy as np
 import torch
@@ -102,6 +104,12 @@ def torch_cuda_statistics(x):
     return _tree(_welford_lanes(x, 512, 1, division=True), _combine_update)
 
 
+def weighted_merges_statistics(x):
+    """PyTorch's rowwise lanes and tree, merged by cuWelfordCombine's weighted
+    average on every row: a constant row's mean may move (not the update form)."""
+    return _tree(_welford_lanes(x, 512, 1, division=True), _combine_weighted)
+
+
 def serial_sorted_statistics(x):
     """One Welford chain over each row sorted ascending (its running mean lags the most)."""
     mean, m2, _ = _welford_lanes(np.sort(x, axis=1), 1, 1, division=True)
@@ -160,8 +168,10 @@ def backward(x, gamma, dy, mean, rstd, eps):
 _torch_declared = dict(backend="host", saves_stats=True, uses_saved_statistics=True, row_depth=(128, 14),
                        affine_variants=True)
 ulpcheck.layernorm("torch_cuda_layer_norm_on_cpu", forward=_forward_with(torch_cuda_statistics), backward=backward,
-                   running_means=(128, 4, 9), **_torch_declared)
+                   running_means=(128, 4, 9), running_merges="update_unless_vectorized", **_torch_declared)
 ulpcheck.layernorm("torch_cuda_layer_norm_on_cpu_undeclared", forward=_forward_with(torch_cuda_statistics),
                    backward=backward, **_torch_declared)
 ulpcheck.layernorm("serial_sorted_welford_declared_as_torch", forward=_forward_with(serial_sorted_statistics),
                    backward=backward, running_means=(128, 4, 9), **_torch_declared)
+ulpcheck.layernorm("weighted_merges_declared_update", forward=_forward_with(weighted_merges_statistics),
+                   backward=backward, running_means=(512, 1, 9), running_merges="update", **_torch_declared)

@@ -135,6 +135,18 @@ TEST_F(PythonDoor, ADeclaredRunningMeansShapeJudgesLongRowsMeansAndIsLoadBearing
   const Result serial = repro("serial_sorted_welford_declared_as_torch",
                               "dtype=fp32 M=8 N=65536 dist=large_mean mean=0x1p8 sigma=0x1p0 seed=0x61");
   EXPECT_EQ(serial.code, exit_code::kPropertyFailed) << serial.output;
+  // Constant rows of a length 4 does not divide, at a tiny eps: declared
+  // update-form merges there (running_merges="update_unless_vectorized", as
+  // RowwiseMoments merges), their statistics are exact and judged;
+  // undeclared, rstd is not. RowwiseMoments' tree merged by weighted
+  // averages, falsely declared update-form merges, fails.
+  const char* constant_rows = "dtype=bf16 M=8 N=4093 dist=constant_rows sigma=0x1p6 eps=0x1p-40 seed=0x51";
+  const Result merges = repro("torch_cuda_layer_norm_on_cpu", constant_rows);
+  EXPECT_EQ(merges.code, exit_code::kOk) << merges.output;
+  const Result undeclared_merges = repro("torch_cuda_layer_norm_on_cpu_undeclared", constant_rows);
+  EXPECT_EQ(undeclared_merges.code, exit_code::kNothingJudged) << undeclared_merges.output;
+  const Result weighted = repro("weighted_merges_declared_update", constant_rows);
+  EXPECT_EQ(weighted.code, exit_code::kPropertyFailed) << weighted.output;
 }
 
 TEST_F(PythonDoor, PyTorchsFusedAddRmsNormPassesEveryPropertyInBothOrders) {
@@ -388,6 +400,11 @@ TEST_F(PythonDoor, ABadSpecDeclarationIsRefusedClearly) {
           "running_means must be (lanes >= 1, vector >= 1, levels >= 0), not (128, 4)");
   refused("layernorm", "running_means=(128, 4, 9), two_pass_statistics=True",
           "running_means declares running-means statistics; two_pass_statistics says they are two-pass");
+  // A merge form that is not one, or without the shape it qualifies.
+  refused("layernorm", "running_means=(128, 4, 9), running_merges='weighted'",
+          "running_merges must be one of 'update', 'update_unless_vectorized', not 'weighted'");
+  refused("layernorm", "running_merges='update'",
+          "running_merges says how running means merge: declare their shape (running_means) too");
 }
 
 TEST_F(PythonDoor, OldTorchsBf16CpuLayerNormBackwardIsCaught) {

@@ -110,12 +110,17 @@ def _layer_norm_takes_fp32_gamma(device):
 # shape (running_means): chains of Welford's update, 128 lanes reading 4
 # elements at a time (4 ceil(N / 512); RowwiseMoments' ceil(N / 512) is
 # shorter), then 7 levels of cuWelfordCombine (RowwiseMoments: 9 of WelfordOps'
-# combine).
+# combine). Rows whose length 4 does not divide never take the vectorized
+# path (it needs N % 4 == 0 and aligned pointers): RowwiseMoments merges them
+# in the update form, a.mean + delta * (b.nf / new_count), an empty side
+# returned as is (running_merges); cuWelfordCombine's weighted average does not.
 _TORCH_LAYER_NORM_ROW_DEPTH = (128, 14)
 _TORCH_LAYER_NORM_RUNNING_MEANS = (128, 4, 9)
+_TORCH_LAYER_NORM_RUNNING_MERGES = "update_unless_vectorized"
 ulpcheck.layernorm("torch_layer_norm", forward=native_layer_norm_forward, backward=native_layer_norm_backward,
                    backend="cuda", fp32_weights=_layer_norm_takes_fp32_gamma("cuda"), affine_variants=True,
                    row_depth=_TORCH_LAYER_NORM_ROW_DEPTH, running_means=_TORCH_LAYER_NORM_RUNNING_MEANS,
+                   running_merges=_TORCH_LAYER_NORM_RUNNING_MERGES,
                    saves_stats=True, uses_saved_statistics=True,
                    description="PyTorch's LayerNorm on the GPU: torch.native_layer_norm and "
                                "aten.native_layer_norm_backward on its saved mean and rstd, as autograd runs them")

@@ -50,10 +50,18 @@ def saved_statistics_used_as_declared(v):
     return None
 
 
+RUNNING_MERGES = ("update", "update_unless_vectorized")
+
+
 def running_means_shape(v):
     """LayerNorm's running_means: (lanes >= 1, vector >= 1, levels >= 0), and
-    not beside two_pass_statistics, which says the statistics are not running means."""
+    not beside two_pass_statistics, which says the statistics are not running
+    means; running_merges one of RUNNING_MERGES, and only with running_means."""
+    if v.running_merges and v.running_merges not in RUNNING_MERGES:
+        return f"running_merges must be one of {', '.join(map(repr, RUNNING_MERGES))}, not {v.running_merges!r}"
     if not v.running_means:
+        if v.running_merges:
+            return "running_merges says how running means merge: declare their shape (running_means) too"
         return None
     shape = v.running_means
     whole = all(isinstance(n, int) and not isinstance(n, bool) for n in shape) if isinstance(shape, tuple) else False
@@ -68,7 +76,8 @@ def no_layernorm_statistics(v):
     """An RMSNorm (fused or not) has no mean: LayerNorm's declarations about
     its mean, variance and saved statistics are refused (ignored, they would
     have let a user believe a contract was judged)."""
-    for name in ("two_pass_statistics", "mean_of_plain_sum", "uses_saved_statistics", "running_means"):
+    for name in ("two_pass_statistics", "mean_of_plain_sum", "uses_saved_statistics", "running_means",
+                 "running_merges"):
         if getattr(v, name):
             return f"{name} is LayerNorm's (its mean and variance); an RMSNorm has no mean"
     return None
