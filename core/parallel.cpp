@@ -45,6 +45,8 @@ void chunkOf(int64_t n, unsigned parts, unsigned i, int64_t& begin, int64_t& end
 }
 }  // namespace
 
+unsigned ThreadPool::parallelism() const { return t_inside_pool ? 1u : size(); }
+
 InlineChunks::InlineChunks() : outer_(t_inside_pool) { t_inside_pool = true; }
 InlineChunks::~InlineChunks() { t_inside_pool = outer_; }
 

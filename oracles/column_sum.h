@@ -47,15 +47,45 @@ struct ColumnMagnitudes {
   // b_i^2 and b_i (b_i bounding the kernel's coefficient), of e_i^2 and e_i
   // (e_i bounding its error), and the leaves' error not of the form dy e.
   std::vector<double> coef_bound_sq, coef_bound_abs, coef_err_sq, coef_err_abs, fixed_err;
+
+  /// Adds the next chunk's magnitudes to these (the chunks before it,
+  /// combined so far), column by column: combineMagnitudes' additions, one
+  /// chunk at a time.
+  void addMagnitudes(const ColumnMagnitudes& next) {
+    for (auto field : kFields)
+      for (size_t j = 0; j < (this->*field).size(); ++j) (this->*field)[j] += (next.*field)[j];
+  }
+  /// Makes these the start of a combination: 0 + each, the first addition
+  /// combineMagnitudes makes.
+  void startMagnitudes() {
+    for (auto field : kFields)
+      for (double& v : this->*field) v = 0.0 + v;
+  }
+
+ private:
+  static constexpr std::vector<double> ColumnMagnitudes::*kFields[] = {
+      &ColumnMagnitudes::abs_terms,   &ColumnMagnitudes::gain,          &ColumnMagnitudes::sq_terms,
+      &ColumnMagnitudes::spread,      &ColumnMagnitudes::coef_bound_sq, &ColumnMagnitudes::coef_bound_abs,
+      &ColumnMagnitudes::coef_err_sq, &ColumnMagnitudes::coef_err_abs,  &ColumnMagnitudes::fixed_err};
 };
 
 /// The column sums of one chunk of rows, exact at the accumulator precision, with their magnitudes.
 struct ColumnSumChunk : ColumnMagnitudes {
   explicit ColumnSumChunk(int64_t N) : ColumnMagnitudes(N), sum(size_t(N), tolerance::kOracleAccumulatorBits) {}
   RealArray sum;
-};
 
-using ColumnSumChunks = std::vector<std::unique_ptr<ColumnSumChunk>>;
+  /// ColumnFold's steps: the sums combined in chunk order at the
+  /// accumulator precision, from +0 (combineColumn's), magnitudes beside.
+  void startTotal() {
+    startMagnitudes();
+    for (size_t j = 0; j < sum.size(); ++j)
+      if (mpfr_zero_p(sum[j])) mpfr_set_zero(sum[j], 1);  // +0 + v: v, but +0 for -0
+  }
+  void addChunk(const ColumnSumChunk& next) {
+    addMagnitudes(next);
+    for (size_t j = 0; j < sum.size(); ++j) mpfr_add(sum[j], sum[j], next.sum[j], MPFR_RNDN);
+  }
+};
 
 /// The column sums of one chunk of rows in double words with error bounds
 /// (the fast oracles: mp::columnChunkCount's chunking, rows in order), and
@@ -64,9 +94,63 @@ struct WordColumnChunk : ColumnMagnitudes {
   explicit WordColumnChunk(int64_t N) : ColumnMagnitudes(N), sum(size_t(N)), err(size_t(N), 0.0) {}
   std::vector<dw::DW> sum;
   std::vector<double> err;  // bound on |sum - the exact sum of the chunk's terms| (and the MPFR path's)
+
+  /// ColumnFold's steps: the words added in chunk order from 0, each
+  /// addition's error (3.01 u2 |partial|) and the chunk's own into err
+  /// (decideWordColumn's bound), magnitudes beside.
+  void startTotal() {
+    startMagnitudes();
+    for (size_t j = 0; j < sum.size(); ++j) {
+      sum[j] = dw::plus(dw::DW{}, sum[j]);
+      double total_err = 0;
+      total_err += err[j] + 3.01 * dw::kU2 * std::fabs(sum[j].h);
+      err[j] = total_err;
+    }
+  }
+  void addChunk(const WordColumnChunk& next) {
+    addMagnitudes(next);
+    for (size_t j = 0; j < sum.size(); ++j) {
+      sum[j] = dw::plus(sum[j], next.sum[j]);
+      err[j] += next.err[j] + 3.01 * dw::kU2 * std::fabs(sum[j].h);
+    }
+  }
 };
 
-using WordColumnChunks = std::vector<std::unique_ptr<WordColumnChunk>>;
+/// A column sum's chunks combined in chunk order as they come
+/// (sweepChunksInOrder hands them over a wave at a time): the first becomes
+/// the running total in place, each next one is added to it and freed. The
+/// same doubles as combining every chunk at the end, in one chunk's memory
+/// instead of all of them (64 chunks of 2^16 columns held 400 MB).
+template <typename Chunk>
+class ColumnFold {
+ public:
+  ColumnFold(int64_t chunks, int64_t N) : chunks_(chunks) {
+    if (chunks == 0) add(std::make_unique<Chunk>(N)), added_ = 0;  // no rows: zero sums
+  }
+  /// The next chunk in chunk order.
+  void add(std::unique_ptr<Chunk> next) {
+    if (!total_) {
+      next->startTotal();
+      total_ = std::move(next);
+    } else {
+      total_->addChunk(*next);
+    }
+    ++added_;
+  }
+  int64_t chunks() const { return chunks_; }  // the chunking's count, which an MPFR re-sum repeats
+  /// Every chunk combined (its sum, err and magnitudes: the totals'), once all were added.
+  const Chunk& total() const {
+    if (added_ != chunks_) throw std::logic_error("ColumnFold: read before every chunk was added");
+    return *total_;
+  }
+
+ private:
+  int64_t chunks_ = 0, added_ = 0;
+  std::unique_ptr<Chunk> total_;
+};
+
+using WordColumnFold = ColumnFold<WordColumnChunk>;
+using ColumnSumFold = ColumnFold<ColumnSumChunk>;
 
 /// A fixed chunking of M rows of N columns: it bounds the accumulators'
 /// memory (about 2^22 per chunk set) and never depends on the thread count.
@@ -84,30 +168,26 @@ struct ColumnTotal {
   double magnitude() const { return std::sqrt(sq_terms); }
 };
 
-/// The magnitudes of column j over all chunks, summed in chunk order (exact left 0).
-template <typename Chunks>
-ColumnTotal combineMagnitudes(const Chunks& chunks, int64_t j) {
+/// The magnitudes of column j of a fold's total (exact left 0).
+inline ColumnTotal magnitudesOf(const ColumnMagnitudes& total, int64_t j) {
   ColumnTotal t;
-  for (const auto& chunk : chunks) {
-    t.abs_terms += chunk->abs_terms[size_t(j)];
-    t.gain += chunk->gain[size_t(j)];
-    t.sq_terms += chunk->sq_terms[size_t(j)];
-    t.spread += chunk->spread[size_t(j)];
-    t.gradient.coef_bound_sq += chunk->coef_bound_sq[size_t(j)];
-    t.gradient.coef_bound_abs += chunk->coef_bound_abs[size_t(j)];
-    t.gradient.coef_err_sq += chunk->coef_err_sq[size_t(j)];
-    t.gradient.coef_err_abs += chunk->coef_err_abs[size_t(j)];
-    t.gradient.fixed_err += chunk->fixed_err[size_t(j)];
-  }
+  t.abs_terms = total.abs_terms[size_t(j)];
+  t.gain = total.gain[size_t(j)];
+  t.sq_terms = total.sq_terms[size_t(j)];
+  t.spread = total.spread[size_t(j)];
+  t.gradient.coef_bound_sq = total.coef_bound_sq[size_t(j)];
+  t.gradient.coef_bound_abs = total.coef_bound_abs[size_t(j)];
+  t.gradient.coef_err_sq = total.coef_err_sq[size_t(j)];
+  t.gradient.coef_err_abs = total.coef_err_abs[size_t(j)];
+  t.gradient.fixed_err = total.fixed_err[size_t(j)];
   return t;
 }
 
 /// Column j of the sum of all chunks, combined in chunk order.
-inline ColumnTotal combineColumn(const ColumnSumChunks& chunks, int64_t j, Real& scratch) {
-  ColumnTotal t = combineMagnitudes(chunks, j);
-  mpfr_set_zero(scratch, 1);
-  for (const auto& chunk : chunks) mpfr_add(scratch, scratch, chunk->sum[size_t(j)], MPFR_RNDN);
-  t.exact = toDoubleRoundToOdd(scratch);
+inline ColumnTotal combineColumn(const ColumnSumFold& chunks, int64_t j) {
+  const ColumnSumChunk& total = chunks.total();
+  ColumnTotal t = magnitudesOf(total, j);
+  t.exact = toDoubleRoundToOdd(total.sum[size_t(j)]);
   return t;
 }
 
@@ -146,16 +226,10 @@ std::vector<double> mpfrColumnSums(int64_t M, int64_t chunks, const std::vector<
 /// (each chunk's, the combination's, and the MPFR path's distance from the
 /// exact sum, `mpfr_slack` times sum |terms|; all times `widen`) decides it;
 /// false where the caller must sum the column by MPFR.
-inline bool decideWordColumn(const WordColumnChunks& chunks, int64_t j, double mpfr_slack, double widen,
-                             ColumnTotal& t) {
-  t = combineMagnitudes(chunks, j);
-  dw::DW sum;
-  double err = 0;
-  for (const auto& chunk : chunks) {
-    sum = dw::plus(sum, chunk->sum[size_t(j)]);
-    err += chunk->err[size_t(j)] + 3.01 * dw::kU2 * std::fabs(sum.h);
-  }
-  return dw::roundToOdd(sum, widen * dw::up(err + mpfr_slack * t.abs_terms), t.exact);
+inline bool decideWordColumn(const WordColumnFold& chunks, int64_t j, double mpfr_slack, double widen, ColumnTotal& t) {
+  const WordColumnChunk& total = chunks.total();
+  t = magnitudesOf(total, j);
+  return dw::roundToOdd(total.sum[size_t(j)], widen * dw::up(total.err[size_t(j)] + mpfr_slack * t.abs_terms), t.exact);
 }
 
 // ---------------------------------------------------------------------------
@@ -264,19 +338,17 @@ inline constexpr double kLeafSumSlack = 0x1p-200;  // M <= 2^40 adds of 2^-256 r
 /// and each column's q, a power of two every leaf is a multiple of (over
 /// every chunk): totals[j] with its magnitudes, and its exact value where
 /// decided; the columns it leaves to MPFR are returned.
-inline std::vector<int64_t> decideExactLeafColumns(const WordColumnChunks& words, const std::vector<double>& q,
+inline std::vector<int64_t> decideExactLeafColumns(const WordColumnFold& words, const std::vector<double>& q,
                                                    double widen, std::vector<ColumnTotal>& totals) {
   std::vector<int64_t> undecided;
   for (int64_t j = 0; j < int64_t(totals.size()); ++j) {
     ColumnTotal& t = totals[size_t(j)];
-    t = combineMagnitudes(words, j);
+    t = magnitudesOf(words.total(), j);
     if (t.abs_terms < dw::kExactSumQuanta * q[size_t(j)]) {
       // Each chunk's word sum is exact, and so is their sum in words: its
       // round-to-odd double is decided with no bound (below 2^53 q the sum
       // itself is a double).
-      dw::DW sum;
-      for (const auto& w : words) sum = dw::plus(sum, w->sum[size_t(j)]);
-      if (dw::roundToOdd(sum, 0.0, t.exact)) continue;
+      if (dw::roundToOdd(words.total().sum[size_t(j)], 0.0, t.exact)) continue;
     }
     if (!decideWordColumn(words, j, kLeafSumSlack, widen, t)) undecided.push_back(j);
   }
@@ -356,40 +428,49 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
                                              FastOracleCounts* counts = nullptr, double widen = 1.0) {
   const int64_t M = v.rows, N = v.cols;
   const int64_t chunks = columnChunkCount(M, N);
-  ColumnSumChunks sums(fast ? 0 : size_t(chunks));
-  WordColumnChunks words(fast ? size_t(chunks) : 0);
-  std::vector<std::vector<double>> smallest_ulp(fast ? size_t(chunks) : 0);
-  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      std::unique_ptr<ColumnSumChunk> c;
-      std::unique_ptr<WordColumnChunk> w;
-      ColumnMagnitudes* magnitudes;
-      if (fast) {
-        w = std::make_unique<WordColumnChunk>(N);
-        smallest_ulp[size_t(chunk)].assign(size_t(N), INFINITY);
-        magnitudes = w.get();
-      } else {
-        c = std::make_unique<ColumnSumChunk>(N);
-        magnitudes = c.get();
-      }
-      for (int64_t i = M * chunk / chunks; i < M * (chunk + 1) / chunks; ++i)
-        for (int64_t j = 0; j < N; ++j) {
-          const double t = v.value(i, j);
-          if (fast) {
-            w->sum[size_t(j)] = dw::plus(w->sum[size_t(j)], t);
-            w->err[size_t(j)] += 2.0 * dw::kU2 * std::fabs(w->sum[size_t(j)].h);
-            double& q = smallest_ulp[size_t(chunk)][size_t(j)];
-            if (t != 0.0) q = std::min(q, ulpOf(v.dtype, t));
-          } else {
-            mpfr_add_d(c->sum[size_t(j)], c->sum[size_t(j)], t, MPFR_RNDN);  // exact at 256 bits
-          }
-          magnitudes->abs_terms[size_t(j)] += std::fabs(t);
-          magnitudes->sq_terms[size_t(j)] += t * t;
+  ColumnSumFold sums(fast ? 0 : chunks, N);
+  WordColumnFold words(fast ? chunks : 0, N);
+  std::vector<double> q(fast ? size_t(N) : 0, INFINITY);  // over every chunk (a min: any order)
+  struct Chunk {
+    std::unique_ptr<ColumnSumChunk> sums;
+    std::unique_ptr<WordColumnChunk> words;
+    std::vector<double> smallest_ulp;
+  };
+  sweepChunksInOrder(
+      pool, chunks,
+      [&](unsigned, int64_t chunk) {
+        Chunk out;
+        ColumnMagnitudes* magnitudes;
+        if (fast) {
+          out.words = std::make_unique<WordColumnChunk>(N);
+          out.smallest_ulp.assign(size_t(N), INFINITY);
+          magnitudes = out.words.get();
+        } else {
+          out.sums = std::make_unique<ColumnSumChunk>(N);
+          magnitudes = out.sums.get();
         }
-      if (fast) words[size_t(chunk)] = std::move(w);
-      else sums[size_t(chunk)] = std::move(c);
-    }
-  });
+        for (int64_t i = M * chunk / chunks; i < M * (chunk + 1) / chunks; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            const double t = v.value(i, j);
+            if (fast) {
+              WordColumnChunk& w = *out.words;
+              w.sum[size_t(j)] = dw::plus(w.sum[size_t(j)], t);
+              w.err[size_t(j)] += 2.0 * dw::kU2 * std::fabs(w.sum[size_t(j)].h);
+              double& chunk_q = out.smallest_ulp[size_t(j)];
+              if (t != 0.0) chunk_q = std::min(chunk_q, ulpOf(v.dtype, t));
+            } else {
+              mpfr_add_d(out.sums->sum[size_t(j)], out.sums->sum[size_t(j)], t, MPFR_RNDN);  // exact at 256 bits
+            }
+            magnitudes->abs_terms[size_t(j)] += std::fabs(t);
+            magnitudes->sq_terms[size_t(j)] += t * t;
+          }
+        return out;
+      },
+      [&](int64_t, Chunk chunk) {
+        if (!fast) return sums.add(std::move(chunk.sums));
+        words.add(std::move(chunk.words));
+        for (int64_t j = 0; j < N; ++j) q[size_t(j)] = std::min(q[size_t(j)], chunk.smallest_ulp[size_t(j)]);
+      });
   std::vector<OrderedColumnBound> ordered;
   if (!contract.column_reduction_ftz)
     for (const ColumnOrder& order : contract.depths.col_orders)
@@ -403,13 +484,9 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
   std::vector<ColumnTotal> totals(static_cast<size_t>(N));
   std::vector<int64_t> undecided;
   if (fast) {
-    std::vector<double> q(size_t(N), INFINITY);
-    for (const std::vector<double>& chunk_q : smallest_ulp)
-      for (int64_t j = 0; j < N; ++j) q[size_t(j)] = std::min(q[size_t(j)], chunk_q[size_t(j)]);
     undecided = decideExactLeafColumns(words, q, widen, totals);
   } else {
-    Real total(tolerance::kOracleAccumulatorBits);
-    for (int64_t j = 0; j < N; ++j) totals[size_t(j)] = combineColumn(sums, j, total);
+    for (int64_t j = 0; j < N; ++j) totals[size_t(j)] = combineColumn(sums, j);
   }
   const std::vector<double> exact = mpfrColumnSums(
       M, chunks, undecided, [](int64_t) {},

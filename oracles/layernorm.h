@@ -75,7 +75,7 @@ LayerNormFastRows layernormRowsFast(const LayerNormInputs& in, const AccuracyCon
 /// over `whole()`'s inputs (asked for only then). `shape`: x and dy need
 /// only their shapes; gamma and beta are read.
 ReferenceTensor layernormDgammaFromChunks(const LayerNormInputs& shape, const AccuracyContract& contract,
-                                          const mp::WordColumnChunks& chunks,
+                                          const mp::WordColumnFold& chunks,
                                           const std::vector<mp::OrderedColumnBound>& ordered, double widen,
                                           const std::function<const LayerNormInputs&()>& whole,
                                           FastOracleCounts* counts);

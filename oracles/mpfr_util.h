@@ -3,7 +3,10 @@
 
 #include <mpfr.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -56,6 +59,42 @@ class RealArray {
   std::vector<__mpfr_struct> values_;  // never reallocated: the pointers stay valid
   std::vector<mpfr_ptr> ptrs_;
 };
+
+/// The sum of n terms, term(j, t) setting `t` (of precision `term_prec`)
+/// to the j-th, correctly rounded to `out`'s precision (to nearest): what
+/// mpfr_sum of them held in an array gives, zero's sign included, without
+/// the array (a wide row's 160-bit terms are tens of bytes a column). A
+/// first pass finds the terms' exponent range; a second adds them, in
+/// order, at a precision that holds every partial sum exactly (each term
+/// is a multiple of 2^lowest, every partial below n 2^highest); the exact
+/// total is rounded once. Each term is made twice.
+template <typename Term>
+void streamedSum(mpfr_ptr out, int64_t n, mpfr_prec_t term_prec, Term term) {
+  Real t(term_prec);
+  mpfr_exp_t highest = LONG_MIN, lowest = LONG_MAX;
+  bool finite = true;
+  for (int64_t j = 0; j < n; ++j) {
+    term(j, static_cast<mpfr_ptr>(t));
+    if (!mpfr_number_p(t)) finite = false;
+    if (!mpfr_regular_p(t)) continue;  // zeros add nothing; NaN and Inf are summed as they are
+    highest = std::max(highest, mpfr_get_exp(t));
+    lowest = std::min(lowest, mpfr_get_exp(t) - mpfr_get_prec(t));
+  }
+  int log2_n = 1;
+  while ((int64_t{1} << log2_n) < n && log2_n < 62) ++log2_n;
+  const mpfr_prec_t exact_prec = finite && highest != LONG_MIN
+                                     ? std::max<mpfr_prec_t>(term_prec, highest - lowest + log2_n + 2)
+                                     : term_prec;
+  Real total(exact_prec);
+  mpfr_set_zero(total, 1);  // no terms: +0
+  for (int64_t j = 0; j < n; ++j) {
+    term(j, static_cast<mpfr_ptr>(t));
+    // From the first term (so that zeros all -0 sum to -0), then exact adds.
+    if (j == 0) mpfr_set(total, t, MPFR_RNDN);
+    else mpfr_add(total, total, t, MPFR_RNDN);
+  }
+  mpfr_set(out, total, MPFR_RNDN);
+}
 
 /// Rounds to double with round-to-odd: truncate, and if inexact force the last
 /// significand bit to 1. A later round-to-nearest to any format of at most 51

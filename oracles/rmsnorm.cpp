@@ -574,25 +574,31 @@ RmsNormReference mpfrSweep(const Setup& s, const AccuracyContract& contract, Thr
   // Fixed chunking of rows for dW (sum |dy xhat| and sum (1 + |dy|) beside
   // the exact sum), so the 256-bit sums are reproducible.
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
-  mp::ColumnSumChunks dw_chunks(chunks);
+  mp::ColumnSumFold dw_chunks(chunks, s.N);  // combined in chunk order
   DwRows rows(s, orderedDw(contract));
-  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
-    RowScratch sc(s.N, s.offset != 0.0);
-    RmsNormReference window = hold_rows ? RmsNormReference{} : rowTensors(s, 0, 1);
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      auto dwc = std::make_unique<mp::ColumnSumChunk>(s.N);
-      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
-        if (!hold_rows) setFirstRow(window, i);
-        mpfrRow(s, hold_rows ? ref : window, i, sc, dwc.get(), &rows);
-        if (!hold_rows) keepStatistics(window, i, ref);
-      }
-      dw_chunks[chunk] = std::move(dwc);
-    }
-  });
-  // Combine the dW chunks in chunk order.
+  struct Worker {
+    Worker(const Setup& s, bool hold_rows)
+        : sc(s.N, s.offset != 0.0), window(hold_rows ? RmsNormReference{} : rowTensors(s, 0, 1)) {}
+    RowScratch sc;
+    RmsNormReference window;
+  };
+  PerWorker<Worker> workers(pool, [&] { return std::make_unique<Worker>(s, hold_rows); });
+  sweepChunksInOrder(
+      pool, chunks,
+      [&](unsigned worker, int64_t chunk) {
+        Worker& w = workers[worker];
+        auto dwc = std::make_unique<mp::ColumnSumChunk>(s.N);
+        for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks; ++i) {
+          if (!hold_rows) setFirstRow(w.window, i);
+          mpfrRow(s, hold_rows ? ref : w.window, i, w.sc, dwc.get(), &rows);
+          if (!hold_rows) keepStatistics(w.window, i, ref);
+        }
+        return dwc;
+      },
+      [&](int64_t, std::unique_ptr<mp::ColumnSumChunk> dwc) { dw_chunks.add(std::move(dwc)); });
+  workers.clear();
   std::vector<mp::ColumnTotal> totals(size_t(s.N));
-  Real total(kAccPrec);
-  for (int64_t j = 0; j < s.N; ++j) totals[size_t(j)] = mp::combineColumn(dw_chunks, j, total);
+  for (int64_t j = 0; j < s.N; ++j) totals[size_t(j)] = mp::combineColumn(dw_chunks, j);
   finishDw(s, contract, totals, orderedBounds(s, contract, rows, pool), ref);
   return ref;
 }
@@ -865,8 +871,7 @@ void addFastLlamaDwRow(const Setup& s, int64_t i, double r_near, const std::vect
 /// double words do not decide summed by MPFR over `whole()`'s inputs; then
 /// the budgets. Returns the undecided columns.
 template <typename Whole>
-std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contract,
-                                  const mp::WordColumnChunks& dw_chunks,
+std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contract, const mp::WordColumnFold& dw_chunks,
                                   const std::vector<mp::OrderedColumnBound>& ordered, double widen, Whole whole,
                                   RmsNormReference& ref) {
   std::vector<mp::ColumnTotal> totals(size_t(s.N));
@@ -877,7 +882,7 @@ std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contra
     const Setup& w = *whole();
     RowScratch sc(w.N, false);
     const std::vector<double> exact = mp::mpfrColumnSums(
-        w.M, int64_t(dw_chunks.size()), undecided,
+        w.M, dw_chunks.chunks(), undecided,
         [&](int64_t i) {
           mpfrRstd(w, i, sc);
           if (w.stats_in_T)  // the saved round_T(r), as mpfrRow's backward takes it
@@ -921,43 +926,56 @@ RmsNormReference fastSweep(const Setup& s, const AccuracyContract& contract, Thr
   const int64_t elements = s.M * (2 * s.N + 1) + s.N;
   RmsNormReference ref = emptyReference(s, contract, pool, true, hold_rows, counts, widen);
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
-  mp::WordColumnChunks dw_chunks(chunks);
+  mp::WordColumnFold dw_chunks(chunks, s.N);  // combined in chunk order
   DwRows rows(s, orderedDw(contract));
   std::vector<int64_t> fallback_rows(size_t(chunks), 0);
-  // Llama: each chunk's per-column quantum of its leaves (exact doubles);
-  // a row the words do not decide sends the whole case to MPFR (rare: its
-  // leaves would need MPFR's rounding points).
-  std::vector<std::vector<double>> quanta(s.llama ? size_t(chunks) : 0);
+  // Llama: the per-column quantum of the leaves (exact doubles), over every
+  // chunk; a row the words do not decide sends the whole case to MPFR
+  // (rare: its leaves would need MPFR's rounding points).
+  std::vector<double> q(s.llama ? size_t(s.N) : 0, INFINITY);
   std::atomic<bool> llama_fell_back{false};
-  pool.forChunks(chunks, [&](unsigned, int64_t chunk_begin, int64_t chunk_end) {
+  struct Worker {
+    Worker(const Setup& s, bool hold_rows)
+        : llama_q(s.llama ? size_t(s.N) : 0), window(hold_rows ? RmsNormReference{} : rowTensors(s, 0, 1)) {}
     std::unique_ptr<RowScratch> sc;  // only for rows the double words do not decide
-    std::vector<RoundingPoint> llama_q(s.llama ? size_t(s.N) : 0);
-    RmsNormReference window = hold_rows ? RmsNormReference{} : rowTensors(s, 0, 1);
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      auto dwc = std::make_unique<mp::WordColumnChunk>(s.N);
-      std::vector<double> quantum(s.llama ? size_t(s.N) : 0, INFINITY);
-      for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks && !llama_fell_back; ++i) {
-        if (!hold_rows) setFirstRow(window, i);
-        BackwardRstd b;
-        bool fell_back = false;
-        if (s.llama) {
-          if (!fastRow(s, hold_rows ? ref : window, i, widen, b, llama_q)) {
-            llama_fell_back = true;
-            break;
+    std::vector<RoundingPoint> llama_q;
+    RmsNormReference window;
+  };
+  struct Chunk {
+    std::unique_ptr<mp::WordColumnChunk> words;
+    std::vector<double> quantum;
+  };
+  PerWorker<Worker> workers(pool, [&] { return std::make_unique<Worker>(s, hold_rows); });
+  sweepChunksInOrder(
+      pool, chunks,
+      [&](unsigned worker, int64_t chunk) {
+        Worker& w = workers[worker];
+        Chunk out{std::make_unique<mp::WordColumnChunk>(s.N), std::vector<double>(s.llama ? size_t(s.N) : 0, INFINITY)};
+        for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks && !llama_fell_back; ++i) {
+          if (!hold_rows) setFirstRow(w.window, i);
+          BackwardRstd b;
+          bool fell_back = false;
+          if (s.llama) {
+            if (!fastRow(s, hold_rows ? ref : w.window, i, widen, b, w.llama_q)) {
+              llama_fell_back = true;
+              break;
+            }
+          } else {
+            fastOrMpfrRow(s, hold_rows ? ref : w.window, i, widen, b, w.llama_q, w.sc, &rows, fell_back);
           }
-        } else {
-          fastOrMpfrRow(s, hold_rows ? ref : window, i, widen, b, llama_q, sc, &rows, fell_back);
+          if (!hold_rows) keepStatistics(w.window, i, ref);
+          fallback_rows[size_t(chunk)] += fell_back;
+          rows.rstd_backward[size_t(i)] = s.stats_in_T ? b.near : ref.rstd.exact[size_t(i)];
+          if (s.llama) addFastLlamaDwRow(s, i, b.near, w.llama_q, *out.words, out.quantum, rows);
+          else addFastDwRow(s, i, b, *out.words);
         }
-        if (!hold_rows) keepStatistics(window, i, ref);
-        fallback_rows[size_t(chunk)] += fell_back;
-        rows.rstd_backward[size_t(i)] = s.stats_in_T ? b.near : ref.rstd.exact[size_t(i)];
-        if (s.llama) addFastLlamaDwRow(s, i, b.near, llama_q, *dwc, quantum, rows);
-        else addFastDwRow(s, i, b, *dwc);
-      }
-      dw_chunks[chunk] = std::move(dwc);
-      if (s.llama) quanta[size_t(chunk)] = std::move(quantum);
-    }
-  });
+        return out;
+      },
+      [&](int64_t, Chunk chunk) {
+        dw_chunks.add(std::move(chunk.words));
+        for (size_t j = 0; j < chunk.quantum.size(); ++j) q[j] = std::min(q[j], chunk.quantum[j]);
+      });
+  workers.clear();
 
   if (s.llama) {
     // The leaves are exact doubles: a column whose sum of magnitudes stays
@@ -965,9 +983,6 @@ RmsNormReference fastSweep(const Setup& s, const AccuracyContract& contract, Thr
     // (mp::decideExactLeafColumns, as a bias gradient's), else decided from the
     // words' bound; a column neither decides sends the case to MPFR.
     std::vector<mp::ColumnTotal> totals(size_t(s.N));
-    std::vector<double> q(size_t(s.N), INFINITY);
-    for (const std::vector<double>& chunk_q : quanta)
-      for (size_t j = 0; j < chunk_q.size(); ++j) q[j] = std::min(q[j], chunk_q[j]);
     if (llama_fell_back || !mp::decideExactLeafColumns(dw_chunks, q, widen, totals).empty()) {
       if (counts) counts->fell_back += elements;
       if (by_mpfr) *by_mpfr = true;
@@ -1094,9 +1109,9 @@ std::vector<dw::DW> rmsnormRstdWords(const RmsNormInputs& in, const AccuracyCont
 }
 
 ReferenceTensor rmsnormDwFromPass(const RmsNormInputs& in, const AccuracyContract& contract,
-                                  const mp::WordColumnChunks& chunks,
-                                  const std::vector<mp::OrderedColumnBound>& ordered, double widen,
-                                  const std::function<const RmsNormInputs&()>& whole, FastOracleCounts* counts) {
+                                  const mp::WordColumnFold& chunks, const std::vector<mp::OrderedColumnBound>& ordered,
+                                  double widen, const std::function<const RmsNormInputs&()>& whole,
+                                  FastOracleCounts* counts) {
   const Setup s(in, contract);
   RmsNormReference ref;
   ref.dw = ReferenceTensor::zeros("dw", s.W, 1, s.N, false);

@@ -91,8 +91,8 @@ std::vector<dw::DW> rmsnormRstdWords(const RmsNormInputs& in, const AccuracyCont
 /// Only in.w and the shapes of in.x and in.dy are read; a column the chunk
 /// sums do not decide is summed by MPFR over whole(), the case's inputs.
 ReferenceTensor rmsnormDwFromPass(const RmsNormInputs& in, const AccuracyContract& contract,
-                                  const mp::WordColumnChunks& chunks,
-                                  const std::vector<mp::OrderedColumnBound>& ordered, double widen,
-                                  const std::function<const RmsNormInputs&()>& whole, FastOracleCounts* counts);
+                                  const mp::WordColumnFold& chunks, const std::vector<mp::OrderedColumnBound>& ordered,
+                                  double widen, const std::function<const RmsNormInputs&()>& whole,
+                                  FastOracleCounts* counts);
 
 }  // namespace ulpcheck

@@ -1,6 +1,7 @@
 #include "properties/layernorm_gpu_judge.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -20,9 +21,9 @@ namespace ulpcheck {
 
 namespace {
 
-/// Chunk sums from the device as the host fast path's chunk words.
-mp::WordColumnChunks wordChunks(const gpu_oracle::ColumnChunkSums& sums, int64_t N) {
-  mp::WordColumnChunks chunks;
+/// Chunk sums from the device as the host fast path's chunk words, combined in chunk order.
+mp::WordColumnFold wordChunks(const gpu_oracle::ColumnChunkSums& sums, int64_t N) {
+  mp::WordColumnFold chunks(sums.chunks, N);
   for (int64_t k = 0; k < sums.chunks; ++k) {
     auto chunk = std::make_unique<mp::WordColumnChunk>(N);
     for (int64_t j = 0; j < N; ++j) {
@@ -33,7 +34,7 @@ mp::WordColumnChunks wordChunks(const gpu_oracle::ColumnChunkSums& sums, int64_t
       chunk->gain[size_t(j)] = sums.gain[e];
       chunk->sq_terms[size_t(j)] = sums.sq_terms[e];
     }
-    chunks.push_back(std::move(chunk));
+    chunks.add(std::move(chunk));
   }
   return chunks;
 }
@@ -171,7 +172,7 @@ Outcome layernormAccuracyOnGpu(const CaseSpec& c, const LayerNormKernel& k, cons
   const std::vector<ColumnOrder> orders = contract.column_reduction_ftz ? std::vector<ColumnOrder>{}
                                                                         : contract.depths.col_orders;
   if (dgamma) {
-    mp::WordColumnChunks dgamma_chunks;
+    std::optional<mp::WordColumnFold> dgamma_chunks;
     std::vector<mp::OrderedColumnBound> ordered;
     {
       const PhaseScope oracle_phase(Phase::Oracle);
@@ -182,7 +183,7 @@ Outcome layernormAccuracyOnGpu(const CaseSpec& c, const LayerNormKernel& k, cons
         ordered.push_back(std::move(b));
       }
     }
-    const ReferenceTensor ref = layernormDgammaFromChunks(shape_only, contract, dgamma_chunks, ordered, widen, whole,
+    const ReferenceTensor ref = layernormDgammaFromChunks(shape_only, contract, *dgamma_chunks, ordered, widen, whole,
                                                           &oracleCounts());
     const OutputTensor got = downloadRows(*buf.find("dgamma"), "dgamma", wt, {0}, N, N);
     TensorJudgment judged_dgamma = judgeTensorRows(ref, got, 0, 1);

@@ -124,7 +124,7 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
     }
   }
   const int64_t chunks = mp::columnChunkCount(M, N);
-  mp::WordColumnChunks dw_chunks;
+  mp::WordColumnFold dw_chunks(chunks, N);
   std::vector<mp::OrderedColumnBound> ordered;
   {
     const PhaseScope oracle_phase(Phase::Oracle);
@@ -140,7 +140,7 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
         chunk->sq_terms[size_t(j)] = sums.sq_terms[e];
         chunk->spread[size_t(j)] = sums.spread[e];
       }
-      dw_chunks.push_back(std::move(chunk));
+      dw_chunks.add(std::move(chunk));
     }
     if (!contract.column_reduction_ftz)
       for (const ColumnOrder& order : contract.depths.col_orders) {

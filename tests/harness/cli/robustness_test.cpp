@@ -7,6 +7,7 @@
 // faulted or cut short, nothing written before the fault lost.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1100,6 +1101,46 @@ TEST(Robustness, ACaseTooLargeForThisMachineIsRefusedBeforeAnyAllocation) {
              exit_code::kOk, {"skipped", "a case skipped: does not fit in host memory"});
   expectSays(shell("ULPCHECK_MAX_MEMORY=lots " + std::string(ULPCHECK_CLI) + " list"), exit_code::kUsage,
              {"ULPCHECK_MAX_MEMORY='lots'", "64G"});
+}
+
+/// Runs the CLI with `args` (its output discarded) and returns its exit
+/// code and peak resident memory in bytes (max RSS, as the kernel counts it).
+std::pair<int, int64_t> cliPeakBytes(const std::string& args) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string command = "exec " + std::string(ULPCHECK_CLI) + " " + args + " > /dev/null 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  wait4(pid, &status, 0, &usage);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, int64_t(usage.ru_maxrss) * 1024};
+}
+
+TEST(Robustness, AWideCaseOnTheHostStaysWithinTwiceItsTensorsPlus256MiB) {
+  // 64 rows of 2^18 columns: the oracle's column sums took one chunk of the
+  // fixed chunking per 4 rows, all held until the end (16 x 96 bytes a
+  // column, 400 MB): 947 MB for LayerNorm against this bound of 776 MiB.
+  // Folded as they come (mp::ColumnFold, sweepChunksInOrder): 640 MB.
+  constexpr int64_t M = 64, N = int64_t{1} << 18, kBytes = 4;  // fp32
+  const struct {
+    const char* c;
+    int64_t tensor_bytes;  // every tensor of the case: inputs, outputs, gradients, statistics
+  } cases[] = {
+      // x, dy, y, dx; gamma, beta, dgamma, dbeta; mean, rstd
+      {"op=layernorm kernel=host_twopass dtype=fp32 M=64 N=262144", 4 * M * N * kBytes + 4 * N * kBytes + 2 * M * 4},
+      // x, dy, y, dx; w, dw; rstd
+      {"op=rmsnorm kernel=host_separate dtype=fp32 M=64 N=262144", 4 * M * N * kBytes + 2 * N * kBytes + M * 4},
+  };
+  for (const auto& c : cases) {
+    const auto [code, peak] = cliPeakBytes(std::string("repro '") + c.c + "' --property accuracy");
+    EXPECT_TRUE(code == exit_code::kOk || code == exit_code::kNothingJudged) << c.c << ": exit " << code;
+    const int64_t bound = 2 * c.tensor_bytes + (int64_t{256} << 20);
+    EXPECT_LE(peak, bound) << c.c << ": " << peak / (1 << 20) << " MiB at its peak, bound " << bound / (1 << 20)
+                           << " MiB";
+    EXPECT_GT(peak, c.tensor_bytes) << c.c << ": a peak below its own tensors measured nothing";
+  }
 }
 
 TEST(Robustness, CtaAndRankCountsBeyond32BitsAreRefusedNotWrapped) {
