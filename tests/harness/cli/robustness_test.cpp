@@ -1118,6 +1118,22 @@ std::pair<int, int64_t> cliPeakBytes(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, int64_t(usage.ru_maxrss) * 1024};
 }
 
+/// The peak a case's pre-run estimate gives (OpAdapter::peakHostBytes), as
+/// the refusal of a process allowed 1 MiB says it, in bytes; 0 if it does not.
+double estimatedPeakBytes(const std::string& c) {
+  const Result r = shell("ULPCHECK_MAX_MEMORY=1M " + std::string(ULPCHECK_CLI) + " repro '" + c + "'");
+  const std::string say = "needs about ";
+  const size_t at = r.output.find(say);
+  if (at == std::string::npos) return 0;
+  std::istringstream in(r.output.substr(at + say.size()));
+  double value = 0;
+  std::string unit;
+  in >> value >> unit;
+  const std::map<std::string, double> units = {{"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+  const auto u = units.find(unit);
+  return u == units.end() ? 0 : value * u->second;
+}
+
 TEST(Robustness, AWideCaseOnTheHostStaysWithinTwiceItsTensorsPlus256MiB) {
   // 64 rows of 2^18 columns: the oracle's column sums took one chunk of the
   // fixed chunking per 4 rows, all held until the end (16 x 96 bytes a
@@ -1140,6 +1156,10 @@ TEST(Robustness, AWideCaseOnTheHostStaysWithinTwiceItsTensorsPlus256MiB) {
     EXPECT_LE(peak, bound) << c.c << ": " << peak / (1 << 20) << " MiB at its peak, bound " << bound / (1 << 20)
                            << " MiB";
     EXPECT_GT(peak, c.tensor_bytes) << c.c << ": a peak below its own tensors measured nothing";
+    // The estimate weighed before the case runs is within 1.5x of it.
+    const double estimate = estimatedPeakBytes(c.c);
+    EXPECT_LE(estimate, 1.5 * double(peak)) << c.c << ": estimated " << estimate << ", measured " << peak;
+    EXPECT_GE(1.5 * estimate, double(peak)) << c.c << ": estimated " << estimate << ", measured " << peak;
   }
 }
 
