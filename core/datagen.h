@@ -44,8 +44,9 @@ struct HostMatrix {
 /// Generates a matrix whose row r has logical id row_ids[r] (so a row can be
 /// placed anywhere in a batch and keep its values). Where this process
 /// checks kernels on a GPU (setGenerateOnDevice), a matrix of
-/// kDeviceGenerationElements or more whose row ids are consecutive is
-/// generated there (generateDevice) and downloaded: the same bits, without
+/// kDeviceGenerationElements or more whose row ids form a few runs of
+/// consecutive ids (one, or batch invariance's three) is generated there
+/// (generateDevice, a run at a time) and downloaded: the same bits, without
 /// the host's tens of nanoseconds an element (a case's inputs were a fifth
 /// of a default-tier run's host time).
 HostMatrix generateHost(const DistParams& dist, DType t, uint64_t seed, TensorStream stream,

@@ -49,20 +49,24 @@ TEST(GpuDataGen, DeviceBitsMatchTheHost) {
 
 TEST(GpuDataGen, HostMatricesMadeOnTheDeviceHoldTheHostsBits) {
   // What the cuda backend does for large inputs (setGenerateOnDevice):
-  // generated on the GPU and downloaded, padding columns included; rows
-  // whose ids are not consecutive (a batch-invariance layout) stay on the host.
+  // generated on the GPU and downloaded, padding columns included, a run
+  // of consecutive ids at a time (a batch-invariance layout: the case's
+  // rows between two runs of others; a swap: five runs); rows in no order
+  // (70 runs, a reversal) stay on the host.
   ULPCHECK_REQUIRE_GPU();
   struct Restore {
     ~Restore() { setGenerateOnDevice(false); }
   } restore;
   const int64_t rows = 70, cols = 301, ld = 304;
-  std::vector<int64_t> ids = identityRows(rows), shuffled = ids;
+  std::vector<int64_t> ids = identityRows(rows), shuffled = ids, embedded, reversed(ids.rbegin(), ids.rend());
   for (int64_t& id : ids) id += 500;
   std::swap(shuffled[3], shuffled[40]);
+  for (int64_t pos = 0; pos < rows; ++pos)  // as batch_invariance.cpp places 50 rows at offset 7
+    embedded.push_back(pos >= 7 && pos < 57 ? pos - 7 : 50 + pos);
   ASSERT_GE(rows * cols, kDeviceGenerationElements);
   for (DType t : kAllDTypes)
     for (int k = 0; k < static_cast<int>(Dist::kCount); ++k)
-      for (const std::vector<int64_t>* rows_of : {&ids, &shuffled}) {
+      for (const std::vector<int64_t>* rows_of : {&ids, &shuffled, &embedded, &reversed}) {
         const DistParams d{static_cast<Dist>(k), 0.75, k == static_cast<int>(Dist::LargeMean) ? 1000.0 : 0.0};
         setGenerateOnDevice(false);
         const HostMatrix host = generateHost(d, t, 0xfeed, TensorStream::GradOut, *rows_of, cols, ld, poisonBits(t));
