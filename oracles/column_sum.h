@@ -124,9 +124,7 @@ struct WordColumnChunk : ColumnMagnitudes {
 template <typename Chunk>
 class ColumnFold {
  public:
-  ColumnFold(int64_t chunks, int64_t N) : chunks_(chunks) {
-    if (chunks == 0) add(std::make_unique<Chunk>(N)), added_ = 0;  // no rows: zero sums
-  }
+  ColumnFold(int64_t chunks, int64_t N) : chunks_(chunks), N_(N) {}
   /// The next chunk in chunk order.
   void add(std::unique_ptr<Chunk> next) {
     if (!total_) {
@@ -141,12 +139,16 @@ class ColumnFold {
   /// Every chunk combined (its sum, err and magnitudes: the totals'), once all were added.
   const Chunk& total() const {
     if (added_ != chunks_) throw std::logic_error("ColumnFold: read before every chunk was added");
+    if (!total_) {  // no rows: zero sums, made only if read (from one thread; an unused fold costs nothing)
+      total_ = std::make_unique<Chunk>(N_);
+      total_->startTotal();
+    }
     return *total_;
   }
 
  private:
-  int64_t chunks_ = 0, added_ = 0;
-  std::unique_ptr<Chunk> total_;
+  int64_t chunks_ = 0, N_ = 0, added_ = 0;
+  mutable std::unique_ptr<Chunk> total_;
 };
 
 using WordColumnFold = ColumnFold<WordColumnChunk>;

@@ -31,13 +31,13 @@ namespace {
 // in 16 bits (bf16 8192 x 8192: 948,996 KB); y and dx held whole add 48
 // (fp32 2048 x 2048: 375,388 KB; bf16 305,644 KB), pooled buffers up to 3
 // of their elements (bf16 4096 x 4096 streamed: 344,068 KB); 104 more per
-// row at 2^20 x 1 (206,460 KB), 491 more per column at 1 x 2^22
-// (2,375,140 KB on 2026-11-29, column sums folded and the statistics'
-// MPFR sums streamed; 3,100,076 KB before: the oracle's row scratch is
-// per column), 14 MB for the process.
+// row at 2^20 x 1 (206,460 KB), 331 more per column at 1 x 2^22
+// (1,719,504 KB on 2026-11-29, column sums folded, the statistics' MPFR
+// sums streamed and no MPFR chunk made for the fast dbeta; 3,100,076 KB
+// before: the oracle's row scratch is per column), 14 MB for the process.
 constexpr double kPeakBytesPerElement32 = 35, kPeakBytesPerElement16 = 18, kPooledTensors = 3.75;
 constexpr double kHeldReferenceBytesPerElement = 48;
-constexpr double kPeakBytesPerRow = 131, kPeakBytesPerColumn = 614, kPeakBaseBytes = 32 << 20;
+constexpr double kPeakBytesPerRow = 131, kPeakBytesPerColumn = 414, kPeakBaseBytes = 32 << 20;
 
 /// Whether the case's y and dx (exact value, budget, magnitude) are held
 /// whole: past the context's max_held_reference_bytes they are streamed.
