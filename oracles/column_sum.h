@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "core/accuracy.h"
@@ -26,17 +27,22 @@ namespace ulpcheck::mp {
 /// double over one chunk of rows (what they hold is the oracle's choice,
 /// e.g. sum |terms|). The fast oracles keep them exactly as the MPFR ones do,
 /// so their budgets are the same doubles.
+/// Which magnitudes a column sum keeps: all, or only sum |terms| and sum
+/// terms^2 (a bias gradient's budget reads no other; the rest, 56 bytes a
+/// column per chunk, are left empty and read as 0).
+enum class Magnitudes { All, OfTermsOnly };
+
 struct ColumnMagnitudes {
-  explicit ColumnMagnitudes(int64_t N)
+  explicit ColumnMagnitudes(int64_t N, Magnitudes kept = Magnitudes::All)
       : abs_terms(N, 0.0),
-        gain(N, 0.0),
+        gain(other(N, kept), 0.0),
         sq_terms(N, 0.0),
-        spread(N, 0.0),
-        coef_bound_sq(N, 0.0),
-        coef_bound_abs(N, 0.0),
-        coef_err_sq(N, 0.0),
-        coef_err_abs(N, 0.0),
-        fixed_err(N, 0.0) {}
+        spread(other(N, kept), 0.0),
+        coef_bound_sq(other(N, kept), 0.0),
+        coef_bound_abs(other(N, kept), 0.0),
+        coef_err_sq(other(N, kept), 0.0),
+        coef_err_abs(other(N, kept), 0.0),
+        fixed_err(other(N, kept), 0.0) {}
   std::vector<double> abs_terms;
   std::vector<double> gain;
   std::vector<double> sq_terms;  // sum of squared terms: sqrt of it is the sum's size under random signs
@@ -52,8 +58,11 @@ struct ColumnMagnitudes {
   /// combined so far), column by column: combineMagnitudes' additions, one
   /// chunk at a time.
   void addMagnitudes(const ColumnMagnitudes& next) {
-    for (auto field : kFields)
+    for (auto field : kFields) {
+      if ((next.*field).size() != (this->*field).size())
+        throw std::logic_error("ColumnMagnitudes: chunks of one sum keep different magnitudes");
       for (size_t j = 0; j < (this->*field).size(); ++j) (this->*field)[j] += (next.*field)[j];
+    }
   }
   /// Makes these the start of a combination: 0 + each, the first addition
   /// combineMagnitudes makes.
@@ -61,8 +70,11 @@ struct ColumnMagnitudes {
     for (auto field : kFields)
       for (double& v : this->*field) v = 0.0 + v;
   }
+  /// Column j of one of these magnitudes (0 where it is not kept).
+  static double at(const std::vector<double>& field, int64_t j) { return field.empty() ? 0.0 : field[size_t(j)]; }
 
  private:
+  static size_t other(int64_t N, Magnitudes kept) { return kept == Magnitudes::All ? size_t(N) : 0; }
   static constexpr std::vector<double> ColumnMagnitudes::*kFields[] = {
       &ColumnMagnitudes::abs_terms,   &ColumnMagnitudes::gain,          &ColumnMagnitudes::sq_terms,
       &ColumnMagnitudes::spread,      &ColumnMagnitudes::coef_bound_sq, &ColumnMagnitudes::coef_bound_abs,
@@ -71,7 +83,8 @@ struct ColumnMagnitudes {
 
 /// The column sums of one chunk of rows, exact at the accumulator precision, with their magnitudes.
 struct ColumnSumChunk : ColumnMagnitudes {
-  explicit ColumnSumChunk(int64_t N) : ColumnMagnitudes(N), sum(size_t(N), tolerance::kOracleAccumulatorBits) {}
+  explicit ColumnSumChunk(int64_t N, Magnitudes kept = Magnitudes::All)
+      : ColumnMagnitudes(N, kept), sum(size_t(N), tolerance::kOracleAccumulatorBits) {}
   RealArray sum;
 
   /// ColumnFold's steps: the sums combined in chunk order at the
@@ -91,7 +104,8 @@ struct ColumnSumChunk : ColumnMagnitudes {
 /// (the fast oracles: mp::columnChunkCount's chunking, rows in order), and
 /// the magnitudes the budget reads.
 struct WordColumnChunk : ColumnMagnitudes {
-  explicit WordColumnChunk(int64_t N) : ColumnMagnitudes(N), sum(size_t(N)), err(size_t(N), 0.0) {}
+  explicit WordColumnChunk(int64_t N, Magnitudes kept = Magnitudes::All)
+      : ColumnMagnitudes(N, kept), sum(size_t(N)), err(size_t(N), 0.0) {}
   std::vector<dw::DW> sum;
   std::vector<double> err;  // bound on |sum - the exact sum of the chunk's terms| (and the MPFR path's)
 
@@ -172,16 +186,17 @@ struct ColumnTotal {
 
 /// The magnitudes of column j of a fold's total (exact left 0).
 inline ColumnTotal magnitudesOf(const ColumnMagnitudes& total, int64_t j) {
+  using M = ColumnMagnitudes;
   ColumnTotal t;
-  t.abs_terms = total.abs_terms[size_t(j)];
-  t.gain = total.gain[size_t(j)];
-  t.sq_terms = total.sq_terms[size_t(j)];
-  t.spread = total.spread[size_t(j)];
-  t.gradient.coef_bound_sq = total.coef_bound_sq[size_t(j)];
-  t.gradient.coef_bound_abs = total.coef_bound_abs[size_t(j)];
-  t.gradient.coef_err_sq = total.coef_err_sq[size_t(j)];
-  t.gradient.coef_err_abs = total.coef_err_abs[size_t(j)];
-  t.gradient.fixed_err = total.fixed_err[size_t(j)];
+  t.abs_terms = M::at(total.abs_terms, j);
+  t.gain = M::at(total.gain, j);
+  t.sq_terms = M::at(total.sq_terms, j);
+  t.spread = M::at(total.spread, j);
+  t.gradient.coef_bound_sq = M::at(total.coef_bound_sq, j);
+  t.gradient.coef_bound_abs = M::at(total.coef_bound_abs, j);
+  t.gradient.coef_err_sq = M::at(total.coef_err_sq, j);
+  t.gradient.coef_err_abs = M::at(total.coef_err_abs, j);
+  t.gradient.fixed_err = M::at(total.fixed_err, j);
   return t;
 }
 
@@ -444,11 +459,11 @@ inline ReferenceTensor biasGradientReference(std::string name, const HostMatrix&
         Chunk out;
         ColumnMagnitudes* magnitudes;
         if (fast) {
-          out.words = std::make_unique<WordColumnChunk>(N);
+          out.words = std::make_unique<WordColumnChunk>(N, Magnitudes::OfTermsOnly);
           out.smallest_ulp.assign(size_t(N), INFINITY);
           magnitudes = out.words.get();
         } else {
-          out.sums = std::make_unique<ColumnSumChunk>(N);
+          out.sums = std::make_unique<ColumnSumChunk>(N, Magnitudes::OfTermsOnly);
           magnitudes = out.sums.get();
         }
         for (int64_t i = M * chunk / chunks; i < M * (chunk + 1) / chunks; ++i)
