@@ -531,12 +531,9 @@ void mpfrStatsStreamed(const Setup& s, int64_t i, mpfr_ptr mean, mpfr_ptr V, mpf
   Real dev(kPrec);
   mp::streamedSum(V, s.N, kPrec, [&](int64_t j, mpfr_ptr t) {
     mpfr_d_sub(dev, s.x.value(i, j), mean, MPFR_RNDN);
+    d[size_t(j)] = mpfr_get_d(dev, MPFR_RNDN);  // on both passes, the same value
     mpfr_sqr(t, dev, MPFR_RNDN);
   });
-  for (int64_t j = 0; j < s.N; ++j) {
-    mpfr_d_sub(dev, s.x.value(i, j), mean, MPFR_RNDN);
-    d[size_t(j)] = mpfr_get_d(dev, MPFR_RNDN);
-  }
   mpfr_div_si(V, V, long(s.N), MPFR_RNDN);
   mpfr_add_d(V, V, s.eps, MPFR_RNDN);
   mpfr_rec_sqrt(r, V, MPFR_RNDN);
@@ -878,7 +875,7 @@ struct FastScratch {
   RowDoubles rd;
   std::vector<dw::DW> d, xh;         // d_j and x-hat_j as double words
   std::vector<double> b_d, b_xh;     // and their bounds
-  std::unique_ptr<RowScratch> mpfr;  // for rows (or statistics) the double words do not decide
+  std::unique_ptr<RowScratch> mpfr;  // for whole rows the double words do not decide
   bool mpfr_statistics = false;      // the last row's statistics came from MPFR
 };
 
@@ -982,9 +979,9 @@ bool fastRow(const Setup& s, LayerNormReference& ref, int64_t i, double widen, F
   if (fs.mpfr_statistics) {
     // A statistic the words do not decide (mostly V = var + eps on an exact
     // midpoint between doubles: 16-bit rows whose sums are exact): the
-    // row's doubles of the statistics from mpfrStats, as mpfrRow takes
-    // them; the words and their bounds, which hold whatever was decided,
-    // go on to the elements.
+    // row's doubles of the statistics mpfrStats would give (the same sums,
+    // streamed: no row-sized arrays), as mpfrRow takes them; the words and
+    // their bounds, which hold whatever was decided, go on to the elements.
     Real mean(kPrec), V_exact(kPrec), r_exact(kPrec);
     mpfrStatsStreamed(s, i, mean, V_exact, r_exact, rd.d);
     ref.mean.exact[ref.mean.index(i, 0)] = toDoubleRoundToOdd(mean);
