@@ -238,7 +238,7 @@ void CampaignRun::execute(CaseChecks& run, size_t first) {
   const CaseSpec& spec = run.spec;
   std::string what;
   try {
-    GateTicket ticket(sharing_, spec);
+    GateTicket ticket(sharing_, spec, *sel_.op, exec_);
     CaseContext ctx(spec, *sel_.op, exec_);
     for (size_t n = first; n < sel_.properties.size(); ++n) {
       const Property* p = sel_.properties[n];
@@ -331,7 +331,7 @@ void CampaignRun::recordFailure(const CaseChecks& run, const Property& p, const 
     const Shrunk s = shrinkFailure(*run.shrinkable, out, o_.shrink_budget_s, [&](const CaseSpec& candidate) {
       std::optional<Outcome> oc;
       if (!Selection::fits(candidate)) return oc;  // a dtype or layout the kernel does not take
-      GateTicket ticket(sharing_, candidate);
+      GateTicket ticket(sharing_, candidate, *sel_.op, exec_);
       in_flight_ = enter(candidate, p.name);
       oc = checkOne(p, candidate, exec_);
       watchdog_->leave();

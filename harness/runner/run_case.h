@@ -40,15 +40,30 @@ Outcome checkOne(const Property& p, const CaseSpec& spec, const ExecContext& exe
 ///   legacy default stream, which a thread's own synchronisation would not
 ///   wait for;
 /// - a variant that puts its ranks on several GPUs;
-/// - a large case: several nightly-size cases at once could run out of the
-///   memory one has alone (a skip one at a time would not see), and its
-///   oracle and judging use every core.
+/// - a case of much work: its oracle and judging, alone, use every core,
+///   where shared they would run on one (M x N elements past
+///   kLargestSharedWork);
+/// - a case of much memory: several nightly-size cases at once could run
+///   out of the memory one has alone, which a skip one at a time would not
+///   see (its pre-run estimate, OpAdapter::peakHostBytes, past
+///   kLargestSharedBytes).
+/// Work is counted over M x N, not the M x ld the buffers hold: a default
+/// tier's 65537 x 3 case padded to ld = 67 is 4.4 M elements of buffers but
+/// 0.2 M of oracle and judging. Run alone, the six such cases of
+/// rmsnorm's 2400-case default tier took 2.2 s of its 10.8 s on the H200,
+/// the other cases waiting (with the drains before them, 15 cores idle a
+/// quarter of the run).
 class CaseGate {
  public:
-  static bool runsAlone(const KernelInfo& k, const CaseSpec& c) {
-    constexpr int64_t kLargestSharedCase = int64_t{1} << 22;  // elements
+  // 2^22 elements: about a second of host oracle and judging on one core.
+  static constexpr int64_t kLargestSharedWork = int64_t{1} << 22;
+  // Sixteen cases at once (kMaxConcurrentCases) then hold at most 8 GiB.
+  static constexpr uint64_t kLargestSharedBytes = uint64_t{512} << 20;
+
+  /// `peak_host_bytes`: the case's pre-run estimate.
+  static bool runsAlone(const KernelInfo& k, const CaseSpec& c, uint64_t peak_host_bytes) {
     return k.remote || !k.plugin_path.empty() || !k.python_file.empty() || k.one_rank_per_gpu ||
-           c.M * c.ld > kLargestSharedCase;
+           c.M * c.N > kLargestSharedWork || peak_host_bytes > kLargestSharedBytes;
   }
 
   void enter(bool alone) {
@@ -84,7 +99,8 @@ class CaseGate {
 /// the GPU. Inactive (`gate` null) when cases run one at a time.
 class GateTicket {
  public:
-  GateTicket(CaseGate* gate, const CaseSpec& c) : gate_(gate), alone_(CaseGate::runsAlone(kernelOf(c), c)) {
+  GateTicket(CaseGate* gate, const CaseSpec& c, const OpAdapter& op, const ExecContext& exec)
+      : gate_(gate), alone_(gate && CaseGate::runsAlone(kernelOf(c), c, op.peakHostBytes(c, exec))) {
     if (!gate_) return;
     gate_->enter(alone_);
     if (!alone_) shared_.emplace(), inline_.emplace();

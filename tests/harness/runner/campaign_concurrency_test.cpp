@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/case_spec.h"
+#include "harness/runner/run_case.h"
 #include "tests/support/cli_support.h"
 #include "tests/support/test_support.h"
 
@@ -82,6 +84,29 @@ TEST(CampaignConcurrency, TheCliSaysHowManyCasesRunAtOnceAndRejectsBadCounts) {
     EXPECT_EQ(r.code, exit_code::kUsage) << bad << ": " << r.output;
     EXPECT_NE(r.output.find("--concurrent-cases"), std::string::npos) << bad << ": " << r.output;
   }
+}
+
+/// Whether CaseGate admits a case beside others, from its case string.
+bool runsAlone(const std::string& text) {
+  const CaseSpec c = parseCaseString(text);
+  const OpAdapter& op = *findOp(c.op);
+  return CaseGate::runsAlone(kernelOf(c), c, op.peakHostBytes(c, testing::hostContext()));
+}
+
+TEST(CaseGate, PaddedRowsShareTheMachineMuchWorkOrMemoryRunsAlone) {
+  const std::string base = "op=rmsnorm kernel=host_separate dtype=fp32 eps=0x1p-20 dist=normal sigma=0x1p+0 ";
+  // The default tier's 65537 x 3 rows padded to ld = 67: 4.4 M elements of
+  // buffers, 0.2 M of work, and an estimate under the shared bound.
+  EXPECT_FALSE(runsAlone(base + "M=65537 N=3 ld=67"));
+  EXPECT_FALSE(runsAlone(base + "M=2048 N=2048 ld=2048"));  // 2^22: the most work shared
+  EXPECT_TRUE(runsAlone(base + "M=2049 N=2048 ld=2048"));   // a row more
+  EXPECT_TRUE(runsAlone(base + "M=4096 N=4096 ld=4096"));
+  // Little work, much memory: 2^20 rows of 1 column padded to 300 (fp32):
+  // 1.2 GiB of each buffer estimated.
+  EXPECT_TRUE(runsAlone(base + "M=1048576 N=1 ld=300"));
+  // A one-row case of 2^22 columns: the work bound holds, the column sums'
+  // memory (453 bytes a column estimated, 1.8 GiB) does not.
+  EXPECT_TRUE(runsAlone(base + "M=1 N=4194304 ld=4194304"));
 }
 
 }  // namespace
