@@ -38,20 +38,20 @@ struct DW {
   double h = 0, l = 0;
 };
 
-ULPCHECK_HD inline DW fastTwoSum(double a, double b) {  // |a| >= |b| or a = 0
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE DW fastTwoSum(double a, double b) {  // |a| >= |b| or a = 0
   const double s = a + b, z = s - a;
   return {s, b - z};
 }
-ULPCHECK_HD inline DW twoSum(double a, double b) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE DW twoSum(double a, double b) {
   const double s = a + b, bb = s - a;
   return {s, (a - (s - bb)) + (b - bb)};
 }
-ULPCHECK_HD inline DW twoProd(double a, double b) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE DW twoProd(double a, double b) {
   const double p = a * b;
   return {p, std::fma(a, b, -p)};
 }
 /// Alg. 4: (x + y), relative error <= 2 u^2.
-ULPCHECK_HD inline DW plus(DW x, double y) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE DW plus(DW x, double y) {
   const DW s = twoSum(x.h, y);
   return fastTwoSum(s.h, x.l + s.l);
 }
@@ -59,37 +59,37 @@ ULPCHECK_HD inline DW plus(DW x, double y) {
 /// the sum is exact): Alg. 4 rounds only x.l + s.l, whose error twoSum
 /// gives, and its fastTwoSum is exact. Far tighter than 2 u^2 where y
 /// dominates x (a bias beside a tiny product) or the sum is exact.
-ULPCHECK_HD inline DW plus(DW x, double y, double& dropped) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE DW plus(DW x, double y, double& dropped) {
   const DW s = twoSum(x.h, y), t = twoSum(x.l, s.l);
   dropped = std::fabs(t.l);
   return fastTwoSum(s.h, t.h);
 }
 /// Alg. 6: (x + y), relative error <= 3 u^2 + 13 u^3.
-ULPCHECK_HD inline DW plus(DW x, DW y) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE DW plus(DW x, DW y) {
   const DW s = twoSum(x.h, y.h), t = twoSum(x.l, y.l);
   const DW v = fastTwoSum(s.h, s.l + t.h);
   return fastTwoSum(v.h, t.l + v.l);
 }
 /// Alg. 9: x y, relative error <= 2 u^2.
-ULPCHECK_HD inline DW times(DW x, double y) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE DW times(DW x, double y) {
   const DW c = twoProd(x.h, y);
   return fastTwoSum(c.h, std::fma(x.l, y, c.l));
 }
 /// Alg. 12: x y, relative error <= 4 u^2.
-ULPCHECK_HD inline DW times(DW x, DW y) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE DW times(DW x, DW y) {
   const DW c = twoProd(x.h, y.h);
   const double tl1 = std::fma(x.h, y.l, x.l * y.l);
   return fastTwoSum(c.h, c.l + std::fma(x.l, y.h, tl1));
 }
 /// Alg. 18: x / y, relative error <= 9.8 u^2.
-ULPCHECK_HD inline DW divide(DW x, DW y) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE DW divide(DW x, DW y) {
   const double th = 1.0 / y.h;
   const DW e = fastTwoSum(std::fma(-y.h, th, 1.0), -y.l * th);
   const DW m = plus(times(e, th), th);
   return times(x, m);
 }
 /// SQRTDWtoDW: sqrt(x), relative error <= 25/8 u^2 (x > 0).
-ULPCHECK_HD inline DW sqrt(DW x) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE DW sqrt(DW x) {
   const double sh = std::sqrt(x.h);
   const double rho = x.l + std::fma(-sh, sh, x.h);
   return fastTwoSum(sh, rho / (2.0 * sh));
@@ -108,7 +108,7 @@ inline constexpr double kExactSumQuanta = 0x1p100;
 /// The largest power of two a finite double is a multiple of (the place of
 /// its lowest set bit); infinity for 0. Sums of values that are multiples
 /// of q are exact below kExactSumQuanta q.
-ULPCHECK_HD inline double quantum(double v) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE double quantum(double v) {
   if (v == 0.0) return INFINITY;
   uint64_t b;
   std::memcpy(&b, &v, sizeof b);
@@ -126,20 +126,20 @@ ULPCHECK_HD inline double quantum(double v) {
 /// A bound computed in double, rounded up past its own rounding errors:
 /// the callers sum a handful of nonnegative terms, each product and sum
 /// rounding by at most 2^-53 relative, so 2^-48 of headroom covers them.
-ULPCHECK_HD inline double up(double bound) { return bound * (1.0 + 0x1p-48); }
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE double up(double bound) { return bound * (1.0 + 0x1p-48); }
 
-ULPCHECK_HD inline bool inRange(const DW& v) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE bool inRange(const DW& v) {
   const double a = std::fabs(v.h);
   return a == 0.0 || (a >= kMinMagnitude && a <= kMaxMagnitude);
 }
 
-ULPCHECK_HD inline uint64_t bitsOf(double d) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE uint64_t bitsOf(double d) {
   uint64_t b;
   std::memcpy(&b, &d, sizeof b);
   return b;
 }
 
-ULPCHECK_HD inline double fromBits(uint64_t b) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE double fromBits(uint64_t b) {
   double d;
   std::memcpy(&d, &b, sizeof d);
   return d;
@@ -147,7 +147,7 @@ ULPCHECK_HD inline double fromBits(uint64_t b) {
 
 /// The gaps from a nonzero finite d to its neighbours above and below
 /// (the neighbours' bit patterns are d's plus and minus one in magnitude).
-ULPCHECK_HD inline void gaps(double d, double& up, double& down) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE void gaps(double d, double& up, double& down) {
   const double a = std::fabs(d);
   const uint64_t b = bitsOf(a);
   const double away = fromBits(b + 1) - a, toward = a - fromBits(b - 1);
@@ -162,7 +162,7 @@ ULPCHECK_HD inline void gaps(double d, double& up, double& down) {
 /// value may be that double or lie on either side of it. The comparisons
 /// of l -+ e with gaps (doubles) survive the rounding of l -+ e, which is
 /// monotonic.
-ULPCHECK_HD inline bool roundToOdd(DW x, double e, double& out) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE bool roundToOdd(DW x, double e, double& out) {
   if (!std::isfinite(x.h) || !std::isfinite(x.l) || !(e >= 0.0)) return false;
   if (e == 0.0 && x.l == 0.0) {  // v = x.h exactly
     out = x.h;
@@ -186,7 +186,7 @@ ULPCHECK_HD inline bool roundToOdd(DW x, double e, double& out) {
 /// they share it: the interval holds no midpoint between doubles (then it
 /// is x.h, x being normalised), or e = 0 (a midpoint itself included: x.h
 /// is RN(x.h + x.l) with ties to even, as MPFR's MPFR_RNDN rounds it).
-ULPCHECK_HD inline bool roundToNearest(DW x, double e, double& out) {
+ULPCHECK_HD inline ULPCHECK_ALWAYS_INLINE bool roundToNearest(DW x, double e, double& out) {
   if (!std::isfinite(x.h) || !std::isfinite(x.l) || !(e >= 0.0)) return false;
   if (e == 0.0) {  // v = x.h + x.l itself, whose nearest double (ties to even) is x.h, x being normalised
     out = x.h;
