@@ -350,6 +350,17 @@ OrderedColumnBound orderedColumnBound(int64_t M, int64_t N, const ColumnOrder& o
 // ones, relative to sum |v| (decideExactLeafColumns).
 inline constexpr double kLeafSumSlack = 0x1p-200;  // M <= 2^40 adds of 2^-256 relative each
 
+/// Column j's exact sum where its leaves are exact doubles, each a multiple
+/// of q (0: a leaf was not a double), and their magnitudes stay below
+/// dw::kExactSumQuanta q: then each chunk's word sum is exact, and so is
+/// their sum in words, whose round-to-odd double is decided with no bound
+/// (below 2^53 q the sum itself is a double). t gets the column's
+/// magnitudes either way.
+inline bool decideExactLeafColumn(const WordColumnFold& words, int64_t j, double q, ColumnTotal& t) {
+  t = magnitudesOf(words.total(), j);
+  return t.abs_terms < dw::kExactSumQuanta * q && dw::roundToOdd(words.total().sum[size_t(j)], 0.0, t.exact);
+}
+
 /// The fast exact sums of columns whose leaves are exact doubles (a bias
 /// gradient's dy, RMSNorm's Llama dW leaves dy q), from their chunk words
 /// and each column's q, a power of two every leaf is a multiple of (over
@@ -360,13 +371,7 @@ inline std::vector<int64_t> decideExactLeafColumns(const WordColumnFold& words, 
   std::vector<int64_t> undecided;
   for (int64_t j = 0; j < int64_t(totals.size()); ++j) {
     ColumnTotal& t = totals[size_t(j)];
-    t = magnitudesOf(words.total(), j);
-    if (t.abs_terms < dw::kExactSumQuanta * q[size_t(j)]) {
-      // Each chunk's word sum is exact, and so is their sum in words: its
-      // round-to-odd double is decided with no bound (below 2^53 q the sum
-      // itself is a double).
-      if (dw::roundToOdd(words.total().sum[size_t(j)], 0.0, t.exact)) continue;
-    }
+    if (decideExactLeafColumn(words, j, q[size_t(j)], t)) continue;
     if (!decideWordColumn(words, j, kLeafSumSlack, widen, t)) undecided.push_back(j);
   }
   return undecided;

@@ -840,11 +840,21 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, Bac
   return true;
 }
 
-/// Row i's dW terms rb (dy x) into the chunk's double words, and the magnitudes.
-void addFastDwRow(const Setup& s, int64_t i, const BackwardRstd& b, mp::WordColumnChunk& chunk) {
+/// Row i's dW terms rb (dy x) into the chunk's double words, and the
+/// magnitudes. `quantum` (stats=T, else null) keeps, per column, the largest
+/// power of two every term so far is a multiple of, 0 once a term is not a
+/// double: rb a T value, 16-bit inputs make terms of at most 33 bits, whose
+/// column sums are often exactly doubles themselves, which no nonzero bound
+/// decides (mp::decideExactLeafColumn sums them exactly instead of MPFR).
+void addFastDwRow(const Setup& s, int64_t i, const BackwardRstd& b, mp::WordColumnChunk& chunk,
+                  std::vector<double>* quantum) {
   for (int64_t j = 0; j < s.N; ++j) {
     const double xv = s.x.value(i, j), dyv = s.in.dy.value(i, j);
     const dw::DW term = dw::times(b.words, dyv * xv);  // dy x exact: 48 bits
+    if (quantum) {
+      double& q = (*quantum)[size_t(j)];
+      q = std::min(q, term.l == 0.0 ? dw::quantum(term.h) : 0.0);
+    }
     chunk.sum[j] = dw::plus(chunk.sum[j], term);
     chunk.err[j] += (b.rel + 2.0 * kU2) * std::fabs(term.h) + 3.01 * kU2 * std::fabs(chunk.sum[j].h);
     addPlainDwMagnitudes(chunk, j, dyv, xv, b.near, b.spread);
@@ -867,17 +877,22 @@ void addFastLlamaDwRow(const Setup& s, int64_t i, double r_near, const std::vect
   }
 }
 
-/// dW from the fast path's chunk sums: the columns in chunk order, those the
-/// double words do not decide summed by MPFR over `whole()`'s inputs; then
-/// the budgets. Returns the undecided columns.
+/// dW from the fast path's chunk sums: the columns in chunk order, summed
+/// exactly where their terms are exact doubles (`leaf_quantum`, per column,
+/// addFastDwRow's; null: not known), those the double words do not decide
+/// summed by MPFR over `whole()`'s inputs; then the budgets. Returns the
+/// undecided columns.
 template <typename Whole>
 std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contract, const mp::WordColumnFold& dw_chunks,
                                   const std::vector<mp::OrderedColumnBound>& ordered, double widen, Whole whole,
-                                  RmsNormReference& ref) {
+                                  RmsNormReference& ref, const std::vector<double>* leaf_quantum = nullptr) {
   std::vector<mp::ColumnTotal> totals(size_t(s.N));
   std::vector<int64_t> undecided;
-  for (int64_t j = 0; j < s.N; ++j)
-    if (!mp::decideWordColumn(dw_chunks, j, kMpfrSlack, widen, totals[size_t(j)])) undecided.push_back(j);
+  for (int64_t j = 0; j < s.N; ++j) {
+    mp::ColumnTotal& t = totals[size_t(j)];
+    if (leaf_quantum && mp::decideExactLeafColumn(dw_chunks, j, (*leaf_quantum)[size_t(j)], t)) continue;
+    if (!mp::decideWordColumn(dw_chunks, j, kMpfrSlack, widen, t)) undecided.push_back(j);
+  }
   if (!undecided.empty()) {
     const Setup& w = *whole();
     RowScratch sc(w.N, false);
@@ -931,8 +946,10 @@ RmsNormReference fastSweep(const Setup& s, const AccuracyContract& contract, Thr
   std::vector<int64_t> fallback_rows(size_t(chunks), 0);
   // Llama: the per-column quantum of the leaves (exact doubles), over every
   // chunk; a row the words do not decide sends the whole case to MPFR
-  // (rare: its leaves would need MPFR's rounding points).
-  std::vector<double> q(s.llama ? size_t(s.N) : 0, INFINITY);
+  // (rare: its leaves would need MPFR's rounding points). stats=T: of the
+  // terms, 0 in a column where one is not a double (addFastDwRow).
+  const bool leaf_quanta = s.llama || s.stats_in_T;
+  std::vector<double> q(leaf_quanta ? size_t(s.N) : 0, INFINITY);
   std::atomic<bool> llama_fell_back{false};
   struct Worker {
     Worker(const Setup& s, bool hold_rows)
@@ -950,7 +967,8 @@ RmsNormReference fastSweep(const Setup& s, const AccuracyContract& contract, Thr
       pool, chunks,
       [&](unsigned worker, int64_t chunk) {
         Worker& w = workers[worker];
-        Chunk out{std::make_unique<mp::WordColumnChunk>(s.N), std::vector<double>(s.llama ? size_t(s.N) : 0, INFINITY)};
+        Chunk out{std::make_unique<mp::WordColumnChunk>(s.N),
+                  std::vector<double>(leaf_quanta ? size_t(s.N) : 0, INFINITY)};
         for (int64_t i = s.M * chunk / chunks; i < s.M * (chunk + 1) / chunks && !llama_fell_back; ++i) {
           if (!hold_rows) setFirstRow(w.window, i);
           BackwardRstd b;
@@ -967,7 +985,7 @@ RmsNormReference fastSweep(const Setup& s, const AccuracyContract& contract, Thr
           fallback_rows[size_t(chunk)] += fell_back;
           rows.rstd_backward[size_t(i)] = s.stats_in_T ? b.near : ref.rstd.exact[size_t(i)];
           if (s.llama) addFastLlamaDwRow(s, i, b.near, w.llama_q, *out.words, out.quantum, rows);
-          else addFastDwRow(s, i, b, *out.words);
+          else addFastDwRow(s, i, b, *out.words, s.stats_in_T ? &out.quantum : nullptr);
         }
         return out;
       },
@@ -993,7 +1011,8 @@ RmsNormReference fastSweep(const Setup& s, const AccuracyContract& contract, Thr
     return ref;
   }
   const std::vector<int64_t> undecided = finishFastDw(
-      s, contract, dw_chunks, orderedBounds(s, contract, rows, pool), widen, [&] { return &s; }, ref);
+      s, contract, dw_chunks, orderedBounds(s, contract, rows, pool), widen, [&] { return &s; }, ref,
+      s.stats_in_T ? &q : nullptr);
   if (counts) {
     int64_t rows_back = 0;
     for (int64_t n : fallback_rows) rows_back += n;

@@ -134,6 +134,33 @@ TEST(OracleAudit, ValuesExactBesideZerosAndTinyTermsAreDecidedInDoubleWords) {
   EXPECT_EQ(counts.fell_back.load(), 0);
 }
 
+TEST(OracleAudit, StatsInTDwColumnsOfExactTermsAreSummedExactlyNotByMpfr) {
+  // Under stats=T the backward's rstd rb is a T value, so with 16-bit
+  // inputs each dW term rb (dy x) is an exact double (at most 33 bits) and
+  // a column's sum is often a double itself, which no nonzero bound
+  // decides: every such column went to MPFR, M products and adds each (all
+  // 4445 columns of a default-tier bf16 case of 58 x 4445). They are now
+  // summed exactly in double words (mp::decideExactLeafColumn), to MPFR's
+  // values; fp32 inputs' terms (56 bits) are not doubles and still take
+  // the words' bound.
+  ThreadPool pool(2);
+  for (const char* text : {"op=rmsnorm kernel=host_separate dtype=bf16 M=58 N=512 stats=bf16",
+                           "op=rmsnorm kernel=host_separate dtype=fp16 M=64 N=300 stats=fp16",
+                           "op=rmsnorm kernel=host_separate dtype=bf16 M=33 N=256 stats=bf16 offset=1",
+                           "op=rmsnorm kernel=host_separate dtype=bf16 M=40 N=128 stats=bf16 wdtype=fp32"}) {
+    const CaseSpec c = parseCaseString(text);
+    const Audited a{c, generateRmsNormInputs(c, identityRows(c.M))};
+    FastOracleCounts counts;
+    const RmsNormReference exact = rmsnormReferenceMpfr(a.inputs(), contractOf(c), pool);
+    const RmsNormReference fast = rmsnormReferenceFast(a.inputs(), contractOf(c), pool, &counts);
+    EXPECT_NO_THROW(auditReferences("rmsnorm", tensors(exact), tensors(fast))) << text;
+    // fell_back counts 2N + 1 for each row sent to MPFR (a dx that is a
+    // double: see FastPathIsBitwiseTheMpfrOracleOnGeneratedCases), 1 for
+    // each dW column (fewer than N): no column is left.
+    EXPECT_EQ(counts.fell_back.load() % (2 * c.N + 1), 0) << text << ": " << counts.fell_back.load();
+  }
+}
+
 TEST(OracleAudit, ForcedFallbacksGiveBitwiseTheSameReferences) {
   // Intervals widened until the double words decide about half, then none,
   // of the values: every mix of fast rows, MPFR rows and MPFR columns.
