@@ -49,6 +49,7 @@ struct FastOracleCounts {
   std::atomic<int64_t> mpfr_only{0};          // a spec the fast path does not model (e.g. rounding=llama)
   std::atomic<int64_t> gpu_judge_audited{0};  // cases the audit judged on the host and the GPU alike
   std::atomic<int64_t> streamed{0};           // of the elements above, made again a block of rows at a time when judged
+  std::atomic<int64_t> mpfr_rows{0};          // rows sent to MPFR whole (their elements are in fell_back; RMSNorm's)
 };
 FastOracleCounts& oracleCounts();
 

@@ -419,6 +419,39 @@ void mpfrRstd(const Setup& s, int64_t i, RowScratch& sc) {
   mpfr_rec_sqrt(sc.r, sc.s, MPFR_RNDN);
 }
 
+/// The backward's c = rb / N sum_j (w_j dy_j) x_j of row i into sc.c, at
+/// 160 bits (sc.rb: the rstd the backward consumes).
+void mpfrBackwardC(const Setup& s, int64_t i, RowScratch& sc) {
+  for (int64_t j = 0; j < s.N; ++j) {
+    const double dyv = s.in.dy.value(i, j);
+    if (s.offset == 0.0) {
+      mpfr_set_d(sc.products[j], s.w[j] * dyv, MPFR_RNDN);  // exact: 48 bits
+    } else {
+      mpfr_mul_d(sc.products[j], s.w_exact[j], dyv, MPFR_RNDN);  // exact: 216 bits
+    }
+    mpfr_mul_d(sc.products[j], sc.products[j], s.x.value(i, j), MPFR_RNDN);  // exact
+  }
+  sc.products.sum(sc.c, s.N);
+  mpfr_mul(sc.c, sc.c, sc.rb, MPFR_RNDN);
+  mpfr_div_si(sc.c, sc.c, long(s.N), MPFR_RNDN);
+}
+
+/// dx_ij = (a - (x rb) c) rb [+ g] at 160 bits, its round-to-odd double:
+/// sc.t holds the backward's x_ij rb, sc.c and sc.rb the row's c and rb.
+double mpfrDxOdd(const Setup& s, int64_t i, int64_t j, RowScratch& sc) {
+  const double dyv = s.in.dy.value(i, j);
+  mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);  // t = x rb c
+  if (s.offset == 0.0) {
+    mpfr_d_sub(sc.s, s.w[j] * dyv, sc.t, MPFR_RNDN);  // a - t, a = w dy exact
+  } else {
+    mpfr_mul_d(sc.weighted, s.w_exact[j], dyv, MPFR_RNDN);  // a = (offset + w) dy, exact
+    mpfr_sub(sc.s, sc.weighted, sc.t, MPFR_RNDN);
+  }
+  mpfr_mul(sc.out, sc.s, sc.rb, MPFR_RNDN);
+  if (s.addend) mpfr_add_d(sc.out, sc.out, addendAt(s, i, j), MPFR_RNDN);  // 160 bits: within 2^-160 of the sum
+  return toDoubleRoundToOdd(sc.out);
+}
+
 /// Row i of y, rstd and dx at 160 bits into `ref` (the whole tensors or a
 /// window that holds row i), and its dW terms into `dwc` and `rows` unless
 /// null (the judge's rows made again need neither).
@@ -445,19 +478,8 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
   if (rows) rows->rstd_backward[size_t(i)] = s.stats_in_T ? rb : r_odd;
 
   // c = r / N * sum_j (w_j dy_j) x_j, and m = r / N * sum_j |w_j dy_j x_j|
-  for (int64_t j = 0; j < N; ++j) {
-    const double dyv = s.in.dy.value(i, j);
-    if (s.offset == 0.0) {
-      mpfr_set_d(sc.products[j], w[j] * dyv, MPFR_RNDN);  // exact: 48 bits
-    } else {
-      mpfr_mul_d(sc.products[j], s.w_exact[j], dyv, MPFR_RNDN);  // exact: 216 bits
-    }
-    mpfr_mul_d(sc.products[j], sc.products[j], x.value(i, j), MPFR_RNDN);  // exact
-  }
+  mpfrBackwardC(s, i, sc);
   const double abs_sum = rowAbsSum(s, i);
-  sc.products.sum(sc.c, N);
-  mpfr_mul(sc.c, sc.c, sc.rb, MPFR_RNDN);
-  mpfr_div_si(sc.c, sc.c, long(N), MPFR_RNDN);
   const double c = mpfr_get_d(sc.c, MPFR_RNDN);
   const double m = abs_sum * rb / double(N);
 
@@ -491,17 +513,7 @@ void mpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, RowScratch& sc, m
     }
 
     if (s.stats_in_T) mpfr_mul_d(sc.t, sc.rb, xv, MPFR_RNDN);  // the backward's x rb
-    mpfr_mul(sc.t, sc.t, sc.c, MPFR_RNDN);                     // t = x rb c
-    if (s.offset == 0.0) {
-      mpfr_d_sub(sc.s, a, sc.t, MPFR_RNDN);  // a - t
-    } else {
-      mpfr_mul_d(sc.weighted, s.w_exact[j], dyv, MPFR_RNDN);  // a = (offset + w) dy, exact
-      mpfr_sub(sc.s, sc.weighted, sc.t, MPFR_RNDN);
-    }
-    mpfr_mul(sc.out, sc.s, sc.rb, MPFR_RNDN);
-    const double g = addendAt(s, i, j);
-    if (s.addend) mpfr_add_d(sc.out, sc.out, g, MPFR_RNDN);  // 160 bits: within 2^-160 of the sum
-    setDx(s, ref, e, toDoubleRoundToOdd(sc.out), a, xv, c, m, rb, spread_r, g);
+    setDx(s, ref, e, mpfrDxOdd(s, i, j, sc), a, xv, c, m, rb, spread_r, addendAt(s, i, j));
   }
 }
 
@@ -679,14 +691,27 @@ struct BackwardRstd {
   double rel = 0, near = 0, spread = 0;
 };
 
+/// stats=T: a row's dx elements the double words leave undecided, made by
+/// MPFR as mpfrRow makes them (the row's c once, then the element) instead
+/// of the whole row. At a T-valued rb the backward is often exact
+/// arithmetic (16-bit inputs, N a power of two: c a double of ~45 bits, x rb
+/// of 16), so a dx can be exactly a double, which no nonzero bound decides:
+/// 27% of the rows of a bf16 stats=bf16 512 x 4096 case went to MPFR whole
+/// for one such element among 4096.
+struct MpfrDxElements {
+  std::unique_ptr<RowScratch>& sc;  // made on first use
+  int64_t made = 0;                 // elements made so far
+};
+
 /// Row i's rstd, y and dx certified from double words into `ref` (the whole
 /// tensors or a window that holds row i); the rstd
 /// its backward consumes into `b`. False where something is not decided
 /// (what was written is then overwritten). `widen` multiplies every
 /// interval (1; the audit's forced fallback sets more). Under Llama
-/// rounding each element's rounding point goes to llama_q.
+/// rounding each element's rounding point goes to llama_q. `mpfr_dx`
+/// (stats=T; null: none) makes undecided dx elements by MPFR.
 bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, BackwardRstd& b,
-             std::vector<RoundingPoint>& llama_q) {
+             std::vector<RoundingPoint>& llama_q, MpfrDxElements* mpfr_dx = nullptr) {
   const HostMatrix& x = s.x;
   const int64_t N = s.N;
   dw::DW sq;
@@ -746,6 +771,7 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, Bac
   const double m = abs_sum * rb / double(N);
   double c_near;
   if (!dw::roundToNearest(c, widen * (e_c + kMpfrSlack * m), c_near)) return false;
+  bool c_by_mpfr = false;  // mpfr_dx's scratch holds this row's c
 
   for (int64_t j = 0; j < N; ++j) {
     const double xv = x.value(i, j), dyv = s.in.dy.value(i, j);
@@ -834,7 +860,19 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, Bac
       dx_terms += std::fabs(g);
     }
     double dx_odd;
-    if (!dw::inRange(dx) || !dw::roundToOdd(dx, widen * dw::up(e_dx + kMpfrSlack * dx_terms), dx_odd)) return false;
+    if (!dw::inRange(dx) || !dw::roundToOdd(dx, widen * dw::up(e_dx + kMpfrSlack * dx_terms), dx_odd)) {
+      if (!s.stats_in_T || !mpfr_dx) return false;
+      std::unique_ptr<RowScratch>& sc = mpfr_dx->sc;
+      if (!sc) sc = std::make_unique<RowScratch>(s.N, s.offset != 0.0);
+      if (!c_by_mpfr) {
+        mpfr_set_d(sc->rb, rb, MPFR_RNDN);  // the saved round_T(r): exact
+        mpfrBackwardC(s, i, *sc);
+        c_by_mpfr = true;
+      }
+      mpfr_mul_d(sc->t, sc->rb, xv, MPFR_RNDN);  // the backward's x rb
+      dx_odd = mpfrDxOdd(s, i, j, *sc);
+      ++mpfr_dx->made;
+    }
     setDx(s, ref, e, dx_odd, a, xv, c_near, m, rb, b.spread, g);
   }
   return true;
@@ -914,11 +952,14 @@ std::vector<int64_t> finishFastDw(const Setup& s, const AccuracyContract& contra
 
 /// Row i by the fast path, or by MPFR where the double words do not decide
 /// it (`fell_back`); `b` is the rstd its backward consumes (for dW's
-/// leaves). `sc` is made on the first fallback.
+/// leaves). `sc` is made on the first fallback. `mpfr_dx`: the row's dx
+/// elements made by MPFR in a row otherwise decided (stats=T).
 void fastOrMpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, BackwardRstd& b,
-                   std::vector<RoundingPoint>& llama_q, std::unique_ptr<RowScratch>& sc, DwRows* rows,
-                   bool& fell_back) {
-  fell_back = !fastRow(s, ref, i, widen, b, llama_q);
+                   std::vector<RoundingPoint>& llama_q, std::unique_ptr<RowScratch>& sc, DwRows* rows, bool& fell_back,
+                   int64_t& mpfr_dx) {
+  MpfrDxElements elements{sc};
+  fell_back = !fastRow(s, ref, i, widen, b, llama_q, &elements);
+  mpfr_dx = fell_back ? 0 : elements.made;
   if (!fell_back) return;
   if (!sc) sc = std::make_unique<RowScratch>(s.N, s.offset != 0.0);
   mpfrRow(s, ref, i, *sc, nullptr, rows);
@@ -943,7 +984,7 @@ RmsNormReference fastSweep(const Setup& s, const AccuracyContract& contract, Thr
   const int64_t chunks = mp::columnChunkCount(s.M, s.N);
   mp::WordColumnFold dw_chunks(chunks, s.N);  // combined in chunk order
   DwRows rows(s, orderedDw(contract));
-  std::vector<int64_t> fallback_rows(size_t(chunks), 0);
+  std::vector<int64_t> fallback_rows(size_t(chunks), 0), fallback_dx(size_t(chunks), 0);
   // Llama: the per-column quantum of the leaves (exact doubles), over every
   // chunk; a row the words do not decide sends the whole case to MPFR
   // (rare: its leaves would need MPFR's rounding points). stats=T: of the
@@ -973,16 +1014,18 @@ RmsNormReference fastSweep(const Setup& s, const AccuracyContract& contract, Thr
           if (!hold_rows) setFirstRow(w.window, i);
           BackwardRstd b;
           bool fell_back = false;
+          int64_t mpfr_dx = 0;
           if (s.llama) {
             if (!fastRow(s, hold_rows ? ref : w.window, i, widen, b, w.llama_q)) {
               llama_fell_back = true;
               break;
             }
           } else {
-            fastOrMpfrRow(s, hold_rows ? ref : w.window, i, widen, b, w.llama_q, w.sc, &rows, fell_back);
+            fastOrMpfrRow(s, hold_rows ? ref : w.window, i, widen, b, w.llama_q, w.sc, &rows, fell_back, mpfr_dx);
           }
           if (!hold_rows) keepStatistics(w.window, i, ref);
           fallback_rows[size_t(chunk)] += fell_back;
+          fallback_dx[size_t(chunk)] += mpfr_dx;
           rows.rstd_backward[size_t(i)] = s.stats_in_T ? b.near : ref.rstd.exact[size_t(i)];
           if (s.llama) addFastLlamaDwRow(s, i, b.near, w.llama_q, *out.words, out.quantum, rows);
           else addFastDwRow(s, i, b, *out.words, s.stats_in_T ? &out.quantum : nullptr);
@@ -1014,11 +1057,13 @@ RmsNormReference fastSweep(const Setup& s, const AccuracyContract& contract, Thr
       s, contract, dw_chunks, orderedBounds(s, contract, rows, pool), widen, [&] { return &s; }, ref,
       s.stats_in_T ? &q : nullptr);
   if (counts) {
-    int64_t rows_back = 0;
+    int64_t rows_back = 0, dx_back = 0;
     for (int64_t n : fallback_rows) rows_back += n;
-    const int64_t fell_back = rows_back * (2 * s.N + 1) + int64_t(undecided.size());
+    for (int64_t n : fallback_dx) dx_back += n;
+    const int64_t fell_back = rows_back * (2 * s.N + 1) + dx_back + int64_t(undecided.size());
     counts->fast += elements - fell_back;
     counts->fell_back += fell_back;
+    counts->mpfr_rows += rows_back;
   }
   return ref;
 }
@@ -1043,7 +1088,8 @@ class RmsNormRows final : public ReferenceRows {
       if (fast_) {
         BackwardRstd b;
         bool fell_back = false;
-        fastOrMpfrRow(s_, block, i, 1.0, b, llama_q, sc, nullptr, fell_back);
+        int64_t mpfr_dx = 0;
+        fastOrMpfrRow(s_, block, i, 1.0, b, llama_q, sc, nullptr, fell_back, mpfr_dx);
       } else {
         if (!sc) sc = std::make_unique<RowScratch>(s_.N, s_.offset != 0.0);
         mpfrRow(s_, block, i, *sc, nullptr, nullptr);
