@@ -103,9 +103,9 @@ double roundToT(DType t, mpfr_srcptr v) { return roundToFormat(t, mp::toDoubleRo
 // sum |d| of the exact one (0 for the usual partials, whose sums fit in
 // 106 bits). The round-to-odd double of the exact sum is taken where that
 // decides it (dw::roundToOdd), and rounding it to T is then round_T of the
-// exact sum, as the MPFR path's toDoubleRoundToOdd is. A zero sum (IEEE's
-// sign is the MPFR path's to keep), a sum not finite and an undecided one
-// are computed by MPFR.
+// exact sum, as the MPFR path's toDoubleRoundToOdd is. A zero sum of adds
+// (IEEE's sign is the MPFR path's to keep), a sum not finite and an
+// undecided one are computed by MPFR; one rank's zero is its own sum.
 // residual_out = round_Rd(s + residual): twoSum of two doubles is exact, so
 // its round-to-odd double is decided, IEEE's x + (-x) = +0 and
 // (-0) + (-0) = -0 included (twoSum's high word holds them).
@@ -121,6 +121,13 @@ bool fastRankSum(const std::vector<HostMatrix>& x, int64_t i, int64_t j, DType T
     const dw::DW high = dw::twoSum(sum.h, v), low = dw::twoSum(sum.l, high.l);
     dropped += std::fabs(low.l);
     sum = dw::twoSum(high.h, low.h);
+  }
+  if (x.size() == 1 && sum.h == 0.0) {
+    // One partial (fused add's): the sum is x_0 itself, its zero's sign
+    // included, as the MPFR path's sum starts from x_0. (A zero made by
+    // adds takes its sign from the order of the adds: MPFR's to compute.)
+    s = roundToFormat(T, sum.h);
+    return true;
   }
   double odd;
   if (sum.h == 0.0 || !std::isfinite(sum.h) || !dw::roundToOdd(sum, dw::up(dropped), odd)) return false;

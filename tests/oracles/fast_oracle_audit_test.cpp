@@ -386,6 +386,32 @@ TEST(OracleAudit, AllreduceResidualSumsAreBitwiseTheMpfrOnes) {
   EXPECT_GT(oracleCounts().fell_back.load() - back_before, 0) << "zero sums go to MPFR";
 }
 
+TEST(OracleAudit, OneRanksZeroPartialIsItsOwnSumNotMpfrs) {
+  // At one rank (fused_add_rmsnorm's) the rank sum is x itself: a zero x is
+  // its own sum, its sign included, as the MPFR path's sum starts from x_0.
+  // Every zero x went to MPFR (half of the 2.2 M elements a 150-case host
+  // campaign of fused_add_rmsnorm recomputed). Signed zeros beside a -0
+  // residual (-0 + -0 = -0, +0 + -0 = +0): bitwise MPFR's, none by MPFR.
+  ThreadPool pool(2);
+  const CaseSpec c = parseCaseString("op=allreduce_rmsnorm kernel=host_unfused dtype=bf16 M=8 N=64 ranks=1");
+  AllreduceRmsNormInputData d = generateAllreduceRmsNormInputs(c, identityRows(c.M));
+  for (int64_t e = 0; e < c.M * c.ld; e += 3) {
+    d.x[0].bits.set(size_t(e), e % 2 ? 0x8000u : 0u);  // bf16 -0, +0
+    if (e % 4 == 0) d.residual.bits.set(size_t(e), 0x8000u);
+  }
+  const AccuracyContract contract{DType::F32, ReductionDepths{c.N, c.M}};
+  for (bool fp32_sum : {false, true}) {
+    const AllreduceRmsNormInputs in{d.x, d.residual, d.w, c.eps, c.spec, fp32_sum};
+    const AllreduceRmsNormReference exact = allreduceRmsNormReference(in, contract, pool, OracleMode::Mpfr);
+    const int64_t back_before = oracleCounts().fell_back.load();
+    const AllreduceRmsNormReference fast = allreduceRmsNormReference(in, contract, pool, OracleMode::Fast);
+    EXPECT_EQ(oracleCounts().fell_back.load() - back_before, 0) << (fp32_sum ? "sum=fp32" : "");
+    EXPECT_NO_THROW(
+        auditReferences("allreduce_rmsnorm", {&exact.residual_out, &exact.y}, {&fast.residual_out, &fast.y}));
+    EXPECT_NO_THROW(allreduceRmsNormReference(in, contract, pool, OracleMode::Audit));
+  }
+}
+
 TEST(OracleAudit, FusedAddBackwardFastPathIsBitwiseTheMpfrOracle) {
   // fused_add_rmsnorm's backward (rmsnorm's oracle at residual_out, the
   // gradient reaching it added to dx, dresidual in the residual's dtype), in
