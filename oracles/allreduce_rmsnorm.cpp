@@ -105,7 +105,7 @@ double roundToT(DType t, mpfr_srcptr v) { return roundToFormat(t, mp::toDoubleRo
 // decides it (dw::roundToOdd), and rounding it to T is then round_T of the
 // exact sum, as the MPFR path's toDoubleRoundToOdd is. A zero sum of adds
 // (IEEE's sign is the MPFR path's to keep), a sum not finite and an
-// undecided one are computed by MPFR; one rank's zero is its own sum.
+// undecided one are computed by MPFR; one rank's sum is x_0 itself.
 // residual_out = round_Rd(s + residual): twoSum of two doubles is exact, so
 // its round-to-odd double is decided, IEEE's x + (-x) = +0 and
 // (-0) + (-0) = -0 included (twoSum's high word holds them).
@@ -115,19 +115,18 @@ bool fastRankSum(const std::vector<HostMatrix>& x, int64_t i, int64_t j, DType T
   dw::DW sum{x[0].value(i, j), 0.0};
   double dropped = 0.0;
   if (!std::isfinite(sum.h)) return false;
+  if (x.size() == 1) {
+    // One partial (fused add's): no add, the sum is x_0 itself, a zero's
+    // sign included, as the MPFR path's sum starts from x_0.
+    s = roundToFormat(T, sum.h);
+    return true;
+  }
   for (size_t r = 1; r < x.size(); ++r) {
     const double v = x[r].value(i, j);
     if (!std::isfinite(v)) return false;
     const dw::DW high = dw::twoSum(sum.h, v), low = dw::twoSum(sum.l, high.l);
     dropped += std::fabs(low.l);
     sum = dw::twoSum(high.h, low.h);
-  }
-  if (x.size() == 1 && sum.h == 0.0) {
-    // One partial (fused add's): the sum is x_0 itself, its zero's sign
-    // included, as the MPFR path's sum starts from x_0. (A zero made by
-    // adds takes its sign from the order of the adds: MPFR's to compute.)
-    s = roundToFormat(T, sum.h);
-    return true;
   }
   double odd;
   if (sum.h == 0.0 || !std::isfinite(sum.h) || !dw::roundToOdd(sum, dw::up(dropped), odd)) return false;

@@ -23,15 +23,15 @@
 
 namespace ulpcheck::mp {
 
-/// The per-column magnitudes the budget of a column sum needs, summed in
-/// double over one chunk of rows (what they hold is the oracle's choice,
-/// e.g. sum |terms|). The fast oracles keep them exactly as the MPFR ones do,
-/// so their budgets are the same doubles.
 /// Which magnitudes a column sum keeps: all, or only sum |terms| and sum
 /// terms^2 (a bias gradient's budget reads no other; the rest, 56 bytes a
 /// column per chunk, are left empty and read as 0).
 enum class Magnitudes { All, OfTermsOnly };
 
+/// The per-column magnitudes the budget of a column sum needs, summed in
+/// double over one chunk of rows (what they hold is the oracle's choice,
+/// e.g. sum |terms|). The fast oracles keep them exactly as the MPFR ones do,
+/// so their budgets are the same doubles.
 struct ColumnMagnitudes {
   explicit ColumnMagnitudes(int64_t N, Magnitudes kept = Magnitudes::All)
       : abs_terms(N, 0.0),

@@ -691,6 +691,13 @@ struct BackwardRstd {
   double rel = 0, near = 0, spread = 0;
 };
 
+/// A worker's MPFR row scratch, made on first use (only rows or elements the
+/// double words do not decide need it).
+RowScratch& scratchOf(const Setup& s, std::unique_ptr<RowScratch>& sc) {
+  if (!sc) sc = std::make_unique<RowScratch>(s.N, s.offset != 0.0);
+  return *sc;
+}
+
 /// stats=T: a row's dx elements the double words leave undecided, made by
 /// MPFR as mpfrRow makes them (the row's c once, then the element) instead
 /// of the whole row. At a T-valued rb the backward is often exact
@@ -862,15 +869,14 @@ bool fastRow(const Setup& s, RmsNormReference& ref, int64_t i, double widen, Bac
     double dx_odd;
     if (!dw::inRange(dx) || !dw::roundToOdd(dx, widen * dw::up(e_dx + kMpfrSlack * dx_terms), dx_odd)) {
       if (!s.stats_in_T || !mpfr_dx) return false;
-      std::unique_ptr<RowScratch>& sc = mpfr_dx->sc;
-      if (!sc) sc = std::make_unique<RowScratch>(s.N, s.offset != 0.0);
+      RowScratch& sc = scratchOf(s, mpfr_dx->sc);
       if (!c_by_mpfr) {
-        mpfr_set_d(sc->rb, rb, MPFR_RNDN);  // the saved round_T(r): exact
-        mpfrBackwardC(s, i, *sc);
+        mpfr_set_d(sc.rb, rb, MPFR_RNDN);  // the saved round_T(r): exact
+        mpfrBackwardC(s, i, sc);
         c_by_mpfr = true;
       }
-      mpfr_mul_d(sc->t, sc->rb, xv, MPFR_RNDN);  // the backward's x rb
-      dx_odd = mpfrDxOdd(s, i, j, *sc);
+      mpfr_mul_d(sc.t, sc.rb, xv, MPFR_RNDN);  // the backward's x rb
+      dx_odd = mpfrDxOdd(s, i, j, sc);
       ++mpfr_dx->made;
     }
     setDx(s, ref, e, dx_odd, a, xv, c_near, m, rb, b.spread, g);
@@ -961,8 +967,7 @@ void fastOrMpfrRow(const Setup& s, RmsNormReference& ref, int64_t i, double wide
   fell_back = !fastRow(s, ref, i, widen, b, llama_q, &elements);
   mpfr_dx = fell_back ? 0 : elements.made;
   if (!fell_back) return;
-  if (!sc) sc = std::make_unique<RowScratch>(s.N, s.offset != 0.0);
-  mpfrRow(s, ref, i, *sc, nullptr, rows);
+  mpfrRow(s, ref, i, scratchOf(s, sc), nullptr, rows);
   // r from its 160-bit value: the double word within 2^-105 of the exact r.
   const double r_near = mpfr_get_d(sc->r, MPFR_RNDN);
   mpfr_sub_d(sc->t, sc->r, r_near, MPFR_RNDN);
@@ -1091,8 +1096,7 @@ class RmsNormRows final : public ReferenceRows {
         int64_t mpfr_dx = 0;
         fastOrMpfrRow(s_, block, i, 1.0, b, llama_q, sc, nullptr, fell_back, mpfr_dx);
       } else {
-        if (!sc) sc = std::make_unique<RowScratch>(s_.N, s_.offset != 0.0);
-        mpfrRow(s_, block, i, *sc, nullptr, nullptr);
+        mpfrRow(s_, block, i, scratchOf(s_, sc), nullptr, nullptr);
       }
     }
     if (s_.backward_may_overflow)  // as finishDw does for a held dx
