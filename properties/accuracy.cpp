@@ -65,13 +65,15 @@ void TensorJudgment::merge(TensorJudgment&& b) {
 
 TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_begin, int64_t row_end,
                                const std::vector<int64_t>* logical_rows, int64_t total_rows,
-                               const ConditionalBounds* conditional) {
+                               const ConditionalBounds* conditional, std::vector<double>* row_sums_sq) {
   TensorJudgment b;
+  if (row_sums_sq) row_sums_sq->assign(size_t(row_end - row_begin), 0.0);
   b.st.tensor = ref.name;
   if (!logical_rows && total_rows == 0) total_rows = ref.first_row + ref.rows;
   std::vector<double> center, cbudget;  // the run's own bounds, rows row_begin.. (ConditionalBounds)
   if (conditional && conditional->bounds(ref.name)) conditional->rows(ref.name, row_begin, row_end, center, cbudget);
-  for (int64_t k = row_begin; k < row_end; ++k)
+  for (int64_t k = row_begin; k < row_end; ++k) {
+    double& sum_sq = row_sums_sq ? (*row_sums_sq)[size_t(k - row_begin)] : b.sum_sq_ulp;
     for (int64_t c = 0; c < ref.cols; ++c) {
       const size_t i = ref.index(k, c);
       const int64_t r = logical_rows ? (*logical_rows)[size_t(k)] : k;
@@ -146,7 +148,7 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
       ++st.elements;
       if (std::isfinite(ulp)) {
         st.max_ulp = std::max(st.max_ulp, ulp);
-        b.sum_sq_ulp += ulp * ulp;
+        sum_sq += ulp * ulp;
         ++b.finite_count;
       }
       st.max_ratio = std::max(st.max_ratio, ratio);
@@ -176,6 +178,9 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
         if (ok) std::sort(list.begin(), list.end(), worse);
       }
     }
+  }
+  if (row_sums_sq)
+    for (const double sq : *row_sums_sq) b.sum_sq_ulp += sq;
   return b;
 }
 

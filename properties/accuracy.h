@@ -40,10 +40,12 @@ struct TensorJudgment {
 /// `conditional`, where given and it bounds the tensor (its rows are ref's
 /// rows, as row_begin and row_end count them): each element must also lie
 /// within its bound about the run's own center, and power is measured with
-/// the narrower of the two.
+/// the narrower of the two. `row_sums_sq`, where given, gets each row's sum
+/// of squared ulp errors (as judging the row alone gives it).
 TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& out, int64_t row_begin, int64_t row_end,
                                const std::vector<int64_t>* logical_rows = nullptr, int64_t total_rows = 0,
-                               const ConditionalBounds* conditional = nullptr);
+                               const ConditionalBounds* conditional = nullptr,
+                               std::vector<double>* row_sums_sq = nullptr);
 
 /// The outcome of judged tensors (in the report's order): the verdict below.
 Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInputs& describe);

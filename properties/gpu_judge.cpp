@@ -1,6 +1,7 @@
 #include "properties/gpu_judge.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -10,6 +11,14 @@
 #include "core/schedule_noise.h"
 
 namespace ulpcheck {
+
+namespace {
+
+/// Bytes between wanted rows that one copy brings along rather than start
+/// another: a copy costs some microseconds, about what this many bytes take.
+constexpr size_t kDownloadGapBytes = size_t{64} << 10;
+
+}  // namespace
 
 void runOrUpload(RunBuffers& buf, const KernelInfo& k, const ExecContext& ctx, const std::vector<const char*>& names,
                  const RunResult* outputs, OutputDigests* digests, size_t workspace_bytes,
@@ -40,10 +49,22 @@ void runOrUpload(RunBuffers& buf, const KernelInfo& k, const ExecContext& ctx, c
 
 OutputTensor downloadRows(const Buffer& b, const std::string& name, DType t, const std::vector<int64_t>& rows,
                           int64_t cols, int64_t ld) {
-  const int w = storageBytes(t);
-  std::vector<uint8_t> bytes(rows.size() * size_t(cols * w));
-  for (size_t k = 0; k < rows.size(); ++k)
-    b.download(bytes.data() + k * size_t(cols * w), size_t(cols * w), size_t(rows[k] * ld * w));
+  const size_t w = size_t(storageBytes(t)), row_bytes = size_t(cols) * w, stride = size_t(ld) * w;
+  std::vector<uint8_t> bytes(rows.size() * row_bytes), span;
+  // Rows close together come in one copy (a tall case's undecided rows are
+  // thousands: a copy each cost more than the rest of its judgment).
+  for (size_t k = 0; k < rows.size();) {
+    size_t end = k + 1;
+    while (end < rows.size() && rows[end] > rows[end - 1] &&
+           size_t(rows[end] - rows[k]) * stride + row_bytes <= (end - k + 1) * row_bytes + kDownloadGapBytes)
+      ++end;
+    const size_t first = size_t(rows[k]) * stride;
+    span.resize(size_t(rows[end - 1] - rows[k]) * stride + row_bytes);
+    b.download(span.data(), span.size(), first);
+    for (size_t r = k; r < end; ++r)
+      std::memcpy(bytes.data() + r * row_bytes, span.data() + (size_t(rows[r]) * stride - first), row_bytes);
+    k = end;
+  }
   return OutputTensor{name, t, int64_t(rows.size()), cols, cols, true, unpackBits(std::move(bytes), t)};
 }
 
@@ -102,18 +123,42 @@ int64_t hostRows(const std::vector<uint8_t>& undecided,
 }
 
 void mergeHostRows(TensorJudgment& judged, const ReferenceTensor& ref, const OutputTensor& out,
-                   const std::vector<int64_t>& rows, const std::vector<uint8_t>& undecided, int64_t M,
+                   const std::vector<int64_t>& rows, const std::vector<uint8_t>& undecided,
+                   const std::vector<gpu_oracle::RowFigures>& figures, int64_t M,
                    const ConditionalBounds* conditional) {
-  for (size_t r = 0; r < rows.size(); ++r) {
-    TensorJudgment row = judgeTensorRows(ref, out, int64_t(r), int64_t(r) + 1, &rows, M, conditional);
-    if (undecided[size_t(rows[r])]) {
-      judged.merge(std::move(row));
-    } else {  // the GPU counted it: only its findings
-      TensorJudgment findings;
-      findings.failures = std::move(row.failures);
-      findings.worst = std::move(row.worst);
-      judged.merge(std::move(findings));
+  // Of the rows the GPU decided, only this tensor's worstRows hold the
+  // findings an outcome shows (accuracyVerdict: its worst failures, or
+  // without any its worst elements within budget): such an element lies in a
+  // row whose own worst is among the kReportedFindings worst rows (ties: the
+  // lower row, as worse() picks). Where there are failures the within-budget
+  // list, not shown, may differ from judging every row's.
+  const std::vector<int64_t> worst = worstRows(figures, undecided);
+  enum class Use { None, Findings, Whole };
+  const auto use = [&](size_t r) {
+    if (undecided[size_t(rows[r])]) return Use::Whole;
+    return std::find(worst.begin(), worst.end(), rows[r]) != worst.end() ? Use::Findings : Use::None;
+  };
+  // Runs of rows alike judged at once; the sums of squares still added row
+  // by row, as the GPU's rows are.
+  std::vector<double> row_sq;
+  for (size_t r = 0; r < rows.size();) {
+    const Use u = use(r);
+    size_t end = r + 1;
+    while (end < rows.size() && use(end) == u) ++end;
+    if (u != Use::None) {
+      TensorJudgment run = judgeTensorRows(ref, out, int64_t(r), int64_t(end), &rows, M, conditional, &row_sq);
+      if (u == Use::Whole) {
+        run.sum_sq_ulp = 0;
+        for (const double sq : row_sq) judged.sum_sq_ulp += sq;
+        judged.merge(std::move(run));
+      } else {  // the GPU counted them: only their findings
+        TensorJudgment findings;
+        findings.failures = std::move(run.failures);
+        findings.worst = std::move(run.worst);
+        judged.merge(std::move(findings));
+      }
     }
+    r = end;
   }
 }
 

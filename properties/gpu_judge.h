@@ -45,11 +45,13 @@ TensorJudgment fromDevice(const std::string& name, const std::vector<gpu_oracle:
 int64_t hostRows(const std::vector<uint8_t>& undecided,
                  const std::vector<const std::vector<gpu_oracle::RowFigures>*>& figures, std::vector<int64_t>& rows);
 
-/// `judged`, one tensor's, completed by the host's judgments of `rows`
-/// (row r of `ref` and `out` is the case's row rows[r]): a row the GPU left
-/// undecided counts whole, one it judged gives only its findings.
+/// `judged`, one tensor's (`figures` its rows' from the GPU), completed by
+/// the host's judgments of `rows` (row r of `ref` and `out` is the case's
+/// row rows[r]): a row the GPU left undecided counts whole, one of the
+/// tensor's worstRows gives only its findings, any other is not its concern.
 void mergeHostRows(TensorJudgment& judged, const ReferenceTensor& ref, const OutputTensor& out,
-                   const std::vector<int64_t>& rows, const std::vector<uint8_t>& undecided, int64_t M,
+                   const std::vector<int64_t>& rows, const std::vector<uint8_t>& undecided,
+                   const std::vector<gpu_oracle::RowFigures>& figures, int64_t M,
                    const ConditionalBounds* conditional = nullptr);
 
 }  // namespace ulpcheck

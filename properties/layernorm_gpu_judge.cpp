@@ -131,7 +131,8 @@ Outcome layernormAccuracyOnGpu(const CaseSpec& c, const LayerNormKernel& k, cons
   for (int t = 0; t < gpu_oracle::kLayerNormTensors; ++t) {
     TensorJudgment j = fromDevice(gpu_oracle::kLayerNormTensorNames[t], judged.figures[size_t(t)], judged.undecided,
                                   judged.distribution[size_t(t)]);
-    mergeHostRows(j, *sub_refs[size_t(t)], sub_out[size_t(t)], rows, judged.undecided, M, own.get());
+    mergeHostRows(j, *sub_refs[size_t(t)], sub_out[size_t(t)], rows, judged.undecided, judged.figures[size_t(t)], M,
+                  own.get());
     tensors.push_back(std::move(j));
   }
 

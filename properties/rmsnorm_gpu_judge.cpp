@@ -104,7 +104,7 @@ Outcome rmsnormAccuracyOnGpu(const CaseSpec& c, const RmsNormKernel& k, const Ex
   for (int t = 0; t < gpu_oracle::kTensors; ++t) {
     TensorJudgment j = fromDevice(gpu_oracle::kTensorNames[t], judged.figures[size_t(t)], judged.undecided,
                                   judged.distribution[size_t(t)]);
-    mergeHostRows(j, *sub_refs[size_t(t)], sub_out[size_t(t)], rows, judged.undecided, M);
+    mergeHostRows(j, *sub_refs[size_t(t)], sub_out[size_t(t)], rows, judged.undecided, judged.figures[size_t(t)], M);
     tensors.push_back(std::move(j));
   }
 
