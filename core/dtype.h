@@ -64,36 +64,38 @@ ULPCHECK_HD inline double minSubnormal(DType t) {
   return pow2(f.emin - f.precision + 1);
 }
 
-/// Rounds a double to the nearest value of the format, ties to even. Values at
-/// or beyond max + ulp/2 become Inf, as IEEE 754 overflow does; values below
-/// half the smallest subnormal become a signed zero.
+/// Rounds a double to the nearest number of `precision` significand bits
+/// (hidden bit included) on the grid of a format whose smallest normal is
+/// 2^emin, ties to even, with no largest exponent: the caller says what a
+/// result past its largest finite value becomes (roundToFormat: Inf, as
+/// IEEE 754 overflow; fp8's rounding: its spec's rule, core/fp8.h). Values
+/// below half the smallest subnormal become a signed zero; NaN, Inf and
+/// zeros come back as they are.
 ///
 /// On the bits (the hot path of input generation: no frexp/ldexp). In the
-/// format's normal range the value keeps p - 1 of the double's 52 fraction
-/// bits: adding half a unit of the kept last place, less one where that place
-/// is even, and truncating rounds to nearest with ties to even, a carry out
-/// of the fraction stepping the exponent up exactly as the rounded value
-/// does. Below the format's normal range the quantum is fixed at 2^(emin-p+1):
-/// scaling by powers of two is exact there, and rint rounds ties to even.
-ULPCHECK_HD inline double roundToFormat(DType t, double x) {
+/// normal range the value keeps p - 1 of the double's 52 fraction bits:
+/// adding half a unit of the kept last place, less one where that place is
+/// even, and truncating rounds to nearest with ties to even, a carry out of
+/// the fraction stepping the exponent up exactly as the rounded value does.
+/// Below the normal range the quantum is fixed at 2^(emin-p+1): scaling by
+/// powers of two is exact there, and rint rounds ties to even.
+ULPCHECK_HD inline double roundToGrid(double x, int precision, int emin) {
   if (!(x == x) || x == 0.0 || std::isinf(x)) return x;
-  const FloatFormat f = formatOf(t);
   uint64_t bits;
   std::memcpy(&bits, &x, sizeof bits);
   const uint64_t sign = bits & (uint64_t{1} << 63);
   uint64_t mag = bits ^ sign;
   const int exponent = int(mag >> 52) - 1023;  // floor(log2 |x|) for a normal double
   double rounded;
-  if (exponent >= f.emin) {
-    const int drop = 52 - (f.precision - 1);
+  if (exponent >= emin) {
+    const int drop = 52 - (precision - 1);
     const uint64_t half = uint64_t{1} << (drop - 1);
     mag = (mag + half - 1 + ((mag >> drop) & 1)) & ~((uint64_t{1} << drop) - 1);
     std::memcpy(&rounded, &mag, sizeof rounded);
-    if (rounded > maxFinite(t)) rounded = INFINITY;
   } else {
     // Double subnormals (exponent field 0) lie far below half the smallest
     // subnormal of every format here and round to zero.
-    const int quantum = f.emin - (f.precision - 1);
+    const int quantum = emin - (precision - 1);
     double a;
     std::memcpy(&a, &mag, sizeof a);
     rounded = mag >> 52 == 0 ? 0.0 : std::rint(a * pow2(-quantum)) * pow2(quantum);
@@ -103,6 +105,15 @@ ULPCHECK_HD inline double roundToFormat(DType t, double x) {
   out |= sign;
   std::memcpy(&rounded, &out, sizeof rounded);
   return rounded;
+}
+
+/// Rounds a double to the nearest value of the format, ties to even. Values at
+/// or beyond max + ulp/2 become Inf, as IEEE 754 overflow does; values below
+/// half the smallest subnormal become a signed zero.
+ULPCHECK_HD inline double roundToFormat(DType t, double x) {
+  const FloatFormat f = formatOf(t);
+  const double rounded = roundToGrid(x, f.precision, f.emin);
+  return std::fabs(rounded) > maxFinite(t) ? std::copysign(INFINITY, rounded) : rounded;
 }
 
 /// Encodes a value that is exactly representable in the format (as produced
