@@ -113,7 +113,9 @@ ULPCHECK_HD inline double roundToGrid(double x, int precision, int emin) {
 ULPCHECK_HD inline double roundToFormat(DType t, double x) {
   const FloatFormat f = formatOf(t);
   const double rounded = roundToGrid(x, f.precision, f.emin);
-  return std::fabs(rounded) > maxFinite(t) ? std::copysign(INFINITY, rounded) : rounded;
+  // (No std::copysign: device code may not call it.)
+  if (!(std::fabs(rounded) > maxFinite(t))) return rounded;
+  return std::signbit(rounded) ? -double(INFINITY) : double(INFINITY);
 }
 
 /// Encodes a value that is exactly representable in the format (as produced

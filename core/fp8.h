@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"
 #include "core/hd.h"
@@ -25,6 +26,13 @@
 namespace ulpcheck {
 
 enum class Fp8Format : uint8_t { E4M3FN = 0, E5M2 = 1 };
+
+/// floor(log2 a) of a positive normal double, from its exponent field.
+ULPCHECK_HD inline int binadeOf(double a) {
+  uint64_t bits;
+  std::memcpy(&bits, &a, sizeof bits);
+  return int((bits >> 52) & 0x7ff) - 1023;
+}
 
 /// What a value whose rounding lies past the largest finite one becomes
 /// (round to nearest, ties to even, comes first in both):
@@ -53,8 +61,12 @@ ULPCHECK_HD inline double roundToFp8(Fp8Format f, double x, Fp8Overflow overflow
   const FloatFormat g = fp8FormatOf(f);
   const double rounded = roundToGrid(x, g.precision, g.emin);
   if (!(std::fabs(rounded) > fp8MaxFinite(f))) return rounded;  // NaN included
-  if (overflow == Fp8Overflow::Saturate) return std::copysign(fp8MaxFinite(f), rounded);
-  return f == Fp8Format::E4M3FN ? std::copysign(NAN, rounded) : std::copysign(INFINITY, rounded);
+  // (No std::copysign: device code may not call it. Negation sets a NaN's
+  // sign; a product by -1 need not.)
+  const double magnitude = overflow == Fp8Overflow::Saturate ? fp8MaxFinite(f)
+                           : f == Fp8Format::E4M3FN          ? double(NAN)
+                                                             : double(INFINITY);
+  return std::signbit(rounded) ? -magnitude : magnitude;
 }
 
 /// The bits of a value of the format (as roundToFp8 gives it): NaN becomes
@@ -71,7 +83,7 @@ ULPCHECK_HD inline uint8_t encodeFp8(Fp8Format f, double v) {
   const double a = std::fabs(v);
   if (a < pow2(g.emin))  // zero or subnormal: units of the smallest subnormal (exact)
     return uint8_t(sign | uint32_t(a * pow2(mant_bits - g.emin)));
-  const int e = std::ilogb(a);
+  const int e = binadeOf(a);
   const uint32_t fraction = uint32_t(a * pow2(mant_bits - e)) - (1u << mant_bits);
   return uint8_t(sign | (uint32_t(e + bias) << mant_bits) | fraction);
 }
@@ -84,7 +96,7 @@ ULPCHECK_HD inline double decodeFp8(Fp8Format f, uint8_t bits) {
   const uint32_t exponent = (bits >> mant_bits) & exp_all_ones, fraction = bits & ((1u << mant_bits) - 1u);
   const double sign = bits & 0x80u ? -1.0 : 1.0;
   if (f == Fp8Format::E4M3FN ? (bits & 0x7fu) == 0x7fu : exponent == exp_all_ones && fraction != 0)
-    return std::copysign(NAN, sign);
+    return bits & 0x80u ? -double(NAN) : double(NAN);  // negation: the sign bit, as a product need not set
   if (exponent == exp_all_ones && f == Fp8Format::E5M2) return sign * INFINITY;
   if (exponent == 0) return sign * double(fraction) * pow2(g.emin - mant_bits);
   return sign * double((1u << mant_bits) | fraction) * pow2(int(exponent) - bias - mant_bits);
@@ -98,7 +110,7 @@ ULPCHECK_HD inline double fp8Ulp(Fp8Format f, double x) {
   const double a = std::fabs(x);
   int e = g.emin;  // zero, subnormal, NaN
   if (std::isinf(a)) e = g.emax;
-  else if (a >= pow2(g.emin)) e = std::ilogb(a) < g.emax ? std::ilogb(a) : g.emax;
+  else if (a >= pow2(g.emin)) e = binadeOf(a) < g.emax ? binadeOf(a) : g.emax;
   return pow2(e - (g.precision - 1));
 }
 
