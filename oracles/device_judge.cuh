@@ -155,6 +155,7 @@ __device__ inline void judgeElement(DType t, double exact, double rigorous, doub
     f.sharp += sharp_budget <= (seen < unit ? unit : seen);
   }
   if (!ok) ++f.wrong;
+  addBiasElement(t, exact, rigorous, got, f.bias);
 }
 
 /// `mine` of every thread combined over the CTA in a fixed tree (strides
@@ -178,17 +179,27 @@ __device__ T reduceCta(const T& mine, T* shared, Combine combine) {
   return total;
 }
 
-/// Per-row figures summed over the CTA (maxima and counts exact; the sum of
-/// squares in a fixed tree).
-__device__ inline RowFigures reduceFigures(const RowFigures& mine, RowFigures* shared) {
-  return reduceCta(mine, shared, [](RowFigures& a, const RowFigures& b) {
-    if (a.max_ratio < b.max_ratio) a.max_ratio = b.max_ratio;
-    if (a.max_ulp < b.max_ulp) a.max_ulp = b.max_ulp;
-    a.sum_sq_ulp += b.sum_sq_ulp;
-    a.elements += b.elements, a.finite += b.finite, a.wrong += b.wrong, a.nonzero += b.nonzero, a.sharp += b.sharp;
-    a.nontrivial |= b.nontrivial;
-    a.statistical_flags += b.statistical_flags;
-  });
+/// The scratch reduceFigures takes, per thread.
+inline constexpr size_t kFiguresScratch = sizeof(ErrorFigures) > sizeof(BiasSums) ? sizeof(ErrorFigures)
+                                                                                  : sizeof(BiasSums);
+
+/// Per-row figures summed over the CTA (maxima and counts exact; the sums
+/// in a fixed tree), in `scratch` of blockDim.x kFiguresScratch bytes.
+__device__ inline RowFigures reduceFigures(const RowFigures& mine, unsigned char* scratch) {
+  RowFigures out;
+  static_cast<ErrorFigures&>(out) = reduceCta(
+      static_cast<const ErrorFigures&>(mine), reinterpret_cast<ErrorFigures*>(scratch),
+      [](ErrorFigures& a, const ErrorFigures& b) {
+        if (a.max_ratio < b.max_ratio) a.max_ratio = b.max_ratio;
+        if (a.max_ulp < b.max_ulp) a.max_ulp = b.max_ulp;
+        a.sum_sq_ulp += b.sum_sq_ulp;
+        a.elements += b.elements, a.finite += b.finite, a.wrong += b.wrong, a.nonzero += b.nonzero, a.sharp += b.sharp;
+        a.nontrivial |= b.nontrivial;
+        a.statistical_flags += b.statistical_flags;
+      });
+  out.bias = reduceCta(mine.bias, reinterpret_cast<BiasSums*>(scratch),
+                       [](BiasSums& a, const BiasSums& b) { a.add(b); });
+  return out;
 }
 
 /// Device memory for a few arrays, freed on every path out (stream-ordered:

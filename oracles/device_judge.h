@@ -8,15 +8,22 @@
 #include <cstdint>
 
 #include "core/error_buckets.h"
+#include "oracles/rounding_bias.h"
 
 namespace ulpcheck::gpu_oracle {
 
-/// A tensor's figures over one row (TensorJudgment's, per row).
-struct RowFigures {
+/// A tensor's figures over one row (TensorJudgment's, per row): its
+/// elements' errors, and the rounding-bias statistic's sums over the row
+/// (oracles/rounding_bias.h). Reduced over a CTA in two parts, each in the
+/// scratch the kernels' other sums take.
+struct ErrorFigures {
   double max_ratio = 0, max_ulp = 0, sum_sq_ulp = 0;
   int64_t elements = 0, finite = 0, wrong = 0, nonzero = 0, sharp = 0;
   int64_t nontrivial = 0;
   int64_t statistical_flags = 0;  // within the rigorous budget, over the probabilistic one
+};
+struct RowFigures : ErrorFigures {
+  BiasSums bias;
 };
 
 /// ErrorDistribution's arrays (properties/error_distribution.h), as summed on the device.

@@ -153,11 +153,9 @@ struct RowOutputs {
 
 __global__ void __launch_bounds__(kThreads, 2) judgeLayerNormRowsKernel(LayerNormDeviceCase c, RowOutputs out) {
   __shared__ SharedDistribution dist[kLayerNormTensors];
-  constexpr size_t kScratch = kThreads *
-                              (sizeof(TreeSums) > sizeof(RowFigures) ? sizeof(TreeSums) : sizeof(RowFigures));
+  constexpr size_t kScratch = kThreads * (sizeof(TreeSums) > kFiguresScratch ? sizeof(TreeSums) : kFiguresScratch);
   __shared__ __align__(16) unsigned char scratch[kScratch];
   TreeSums* tree = reinterpret_cast<TreeSums*>(scratch);
-  RowFigures* figures = reinterpret_cast<RowFigures*>(scratch);
   __shared__ double tile[kTileTerms][kTile];
   __shared__ __align__(16) unsigned char row_storage[sizeof(Row)];
   Row& row = *reinterpret_cast<Row*>(row_storage);
@@ -436,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 2) judgeLayerNormRowsKernel(LayerNor
                    -1.0, lnb::dxMagnitude(row.r_near, a, row.c1_near, e.xhat, row.c2_near), load(c.T, c.dx, base_i + j),
                    row_fraction, col_fraction, fdx, dist[3], max_ulp_at_scale[3], dx_mid, dx_half);
     }
-    const RowFigures y_row = reduceFigures(fy, figures), dx_row = reduceFigures(fdx, figures);
+    const RowFigures y_row = reduceFigures(fy, scratch), dx_row = reduceFigures(fdx, scratch);
     if (t == 0) {
       out.figures[0][i] = y_row;
       out.figures[3][i] = dx_row;

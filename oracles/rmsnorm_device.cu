@@ -118,10 +118,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     judgeRowsKernel(RmsNormDeviceCase c, rmsnorm_budget::Constants k, rmsnorm_budget::Constants ks, RowOutputs out) {
   __shared__ SharedDistribution dist[kTensors];
   // The row sums' and the figures' reductions take turns in one buffer.
-  constexpr size_t kScratch = kThreads * (sizeof(RowSums) > sizeof(RowFigures) ? sizeof(RowSums) : sizeof(RowFigures));
+  constexpr size_t kScratch = kThreads * (sizeof(RowSums) > kFiguresScratch ? sizeof(RowSums) : kFiguresScratch);
   __shared__ __align__(16) unsigned char scratch[kScratch];
   RowSums* sums = reinterpret_cast<RowSums*>(scratch);
-  RowFigures* figures = reinterpret_cast<RowFigures*>(scratch);
   __shared__ RowValues row;
   __shared__ double abs_sum;
   __shared__ int undecided;
@@ -223,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       judgeElement(c.T, e.dx_exact, e.dx_budget, e.dx_statistical, e.dx_magnitude, load(c.T, c.dx, base + j),
                    row_fraction, col_fraction, fdx, dist[2], max_ulp_at_scale[2]);
     }
-    const RowFigures y_row = reduceFigures(fy, figures), dx_row = reduceFigures(fdx, figures);
+    const RowFigures y_row = reduceFigures(fy, scratch), dx_row = reduceFigures(fdx, scratch);
     if (t == 0) {
       out.figures[0][i] = y_row;
       out.figures[2][i] = dx_row;

@@ -44,6 +44,14 @@ inline constexpr double kMinTensorPower = 0.5;
 // a CI run of thousands of cases must not cry wolf.
 inline constexpr double kStatisticalFalseAlarm = 1e-6;
 
+// The rounding-bias statistic (properties/property.h, RoundingBias;
+// oracles/rounding_bias.h): it counts the elements whose computation error
+// bound, before the final rounding to the output dtype, is at most this many
+// ulps there, where the final rounding's direction is what a bias shows
+// (truncation misses the correctly rounded value by half an ulp on average)
+// and few elements may miss it rightly.
+inline constexpr double kBiasSelectUlps = 0.25;
+
 // The oracle's self-checks (Boost.Multiprecision cross-check, MPFR finite
 // differences, round-to-odd) keep their agreement constants, each with its
 // derivation, beside them in tests/oracles/rmsnorm_test.cpp.

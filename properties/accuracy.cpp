@@ -59,6 +59,7 @@ void TensorJudgment::merge(TensorJudgment&& b) {
   finite_count += b.finite_count;
   statistical_flags += b.statistical_flags;
   nontrivial |= b.nontrivial;
+  bias.add(b.bias);
   addFindings(b.failures, failures);
   addFindings(b.worst, worst);
 }
@@ -84,6 +85,7 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
       const double exact = ref.exact[i], rigorous = ref.budget[i], got = out.value(k, c);
       const double budget = statistical ? std::min(rigorous, ref.statistical_budget[i]) : rigorous;
       const double unit = ulpOf(ref.dtype, exact);
+      addBiasElement(ref.dtype, exact, rigorous, got, b.bias);
       // A Finding (strings and all) is made only for an element kept in a
       // list: the loop runs over every element of every case.
       std::string note;
@@ -264,6 +266,28 @@ std::vector<ReferenceTensor> RowsWithStatisticalBudgets::rows(int64_t begin, int
   return block;
 }
 
+std::string describeBias(const RoundingBias& b) {
+  if (b.elements == 0) return "none counted (no error bound within a quarter ulp)";
+  // The allowances are what rounding to nearest permits: -below .. +above.
+  return fmt::format("off the correctly rounded values by {:+.3g} ulp on average, {:+.3g} away from zero (rounding "
+                     "to nearest allows {:+.3g}..{:+.3g} and {:+.3g}..{:+.3g}); error {:+.3g} ulp, {:+.3g} away from "
+                     "zero; {} elements",
+                     b.miss_ulp, b.miss_outward_ulp, -b.below, b.above, -b.outward_below, b.outward_above, b.error_ulp,
+                     b.error_outward_ulp, b.elements);
+}
+
+RoundingBias roundingBias(const BiasSums& sums) {
+  RoundingBias b;
+  b.elements = sums.elements;
+  if (sums.elements == 0) return b;
+  const double n = double(sums.elements);
+  b.error_ulp = sums.error_ulp / n, b.error_outward_ulp = sums.error_outward_ulp / n;
+  b.miss_ulp = sums.miss_ulp / n, b.miss_outward_ulp = sums.miss_outward_ulp / n;
+  b.below = sums.below / n, b.above = sums.above / n;
+  b.outward_below = sums.outward_below / n, b.outward_above = sums.outward_above / n;
+  return b;
+}
+
 Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInputs& describe) {
   Outcome o;
   std::vector<Finding> failures, worst;
@@ -276,8 +300,15 @@ Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInput
     addFindings(t.worst, worst);
     TensorStats st = std::move(t.st);
     st.rms_ulp = t.finite_count ? std::sqrt(t.sum_sq_ulp / double(t.finite_count)) : 0;
+    st.bias = roundingBias(t.bias);
     o.stats.push_back(std::move(st));
   }
+  // The tensors whose rounding misses the correctly rounded values one way
+  // beyond what rounding to nearest allows them.
+  std::string biased;
+  for (const auto& s : o.stats)
+    if (s.bias.biased()) biased += fmt::format("{}{}: {}", biased.empty() ? "" : "; ", s.tensor, describeBias(s.bias));
+  if (!biased.empty()) biased = "rounding biased in " + biased;
 
   auto& shown = failures.empty() ? worst : failures;
   std::sort(shown.begin(), shown.end(), worse);
@@ -300,12 +331,18 @@ Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInput
     o.verdict = Verdict::Fail;
     const Finding& f = o.findings.front();
     o.summary = fmt::format(
-        "{} elements over budget{}; worst {}[{},{}] = {} vs exact {} ({:.3g} ulp, {:.3g}x budget){}", wrong,
+        "{} elements over budget{}; worst {}[{},{}] = {} vs exact {} ({:.3g} ulp, {:.3g}x budget){}{}", wrong,
         statistical_flags ? fmt::format(" ({} over the probabilistic budget only: false-alarm probability "
                                         "<= {:g} per case)",
                                         statistical_flags, tolerance::kStatisticalFalseAlarm)
                           : "",
-        f.tensor, f.row, f.col, hexFloat(f.got), hexFloat(f.exact), f.ulp, f.ratio, f.note.empty() ? "" : " " + f.note);
+        f.tensor, f.row, f.col, hexFloat(f.got), hexFloat(f.exact), f.ulp, f.ratio, f.note.empty() ? "" : " " + f.note,
+        biased.empty() ? "" : "; " + biased);
+  } else if (!biased.empty()) {
+    // Every element within its budget, the errors all leaning one way: a
+    // truncating or one-way conversion hiding inside the budgets.
+    o.verdict = Verdict::Fail;
+    o.summary = fmt::format("{}; every element within budget (max {:.3g} of budget)", biased, max_ratio);
   } else if (!nontrivial) {
     // Never a vacuous pass: a reference of all zeros (all-zero inputs, say a
     // one-row case of zero or signed-zero partials) proves nothing about the
@@ -361,6 +398,22 @@ std::string outcomeDifference(const Outcome& a, const Outcome& b) {
     // rms_ulp's sum of squares runs in another order on the GPU.
     if (std::fabs(x.rms_ulp - y.rms_ulp) > 1e-9 * std::max(x.rms_ulp, y.rms_ulp))
       return where + fmt::format("rms ulp {} vs {}", x.rms_ulp, y.rms_ulp);
+    // So do the rounding bias's sums: the misses and their bounds are small
+    // multiples of powers of two, exact in any order, where the outputs are
+    // near their exact values (a garbage output's miss is not); the errors
+    // are not.
+    const RoundingBias &p = x.bias, &q = y.bias;
+    const auto near = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(a)); };
+    if (p.elements != q.elements || p.biased() != q.biased() || !near(p.miss_ulp, q.miss_ulp) ||
+        !near(p.miss_outward_ulp, q.miss_outward_ulp) || !near(p.below, q.below) || !near(p.above, q.above) ||
+        !near(p.outward_below, q.outward_below) || !near(p.outward_above, q.outward_above) ||
+        !near(p.error_ulp, q.error_ulp) || !near(p.error_outward_ulp, q.error_outward_ulp))
+      return where +
+             fmt::format("rounding bias (elements, error, misses, allowed) {} {} {} {} {} [{} {}] vs {} {} {} {} {} "
+                         "[{} {}]",
+                         p.elements, p.error_ulp, p.error_outward_ulp, p.miss_ulp, p.miss_outward_ulp, p.outward_below,
+                         p.outward_above, q.elements, q.error_ulp, q.error_outward_ulp, q.miss_ulp, q.miss_outward_ulp,
+                         q.outward_below, q.outward_above);
     const ErrorDistribution &d = x.errors, &e = y.errors;
     if (d.count != e.count || !(d.max_ulp_at_scale == e.max_ulp_at_scale) || d.ratio != e.ratio ||
         d.ulp_at_scale != e.ulp_at_scale || d.worst_where != e.worst_where || d.scale_count != e.scale_count ||

@@ -12,6 +12,7 @@
 
 #include "kernels/registry.h"
 #include "oracles/probabilistic.h"
+#include "oracles/rounding_bias.h"
 #include "properties/property.h"
 
 namespace ulpcheck {
@@ -30,6 +31,7 @@ struct TensorJudgment {
   double sum_sq_ulp = 0;  // of the finite ulp errors: rms_ulp
   int64_t finite_count = 0, statistical_flags = 0;
   bool nontrivial = false;  // some exact value is not zero
+  BiasSums bias;
   std::vector<Finding> failures, worst;
   void merge(TensorJudgment&& other);
 };
@@ -47,14 +49,20 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
                                const ConditionalBounds* conditional = nullptr,
                                std::vector<double>* row_sums_sq = nullptr);
 
+/// A tensor's RoundingBias from its sums.
+RoundingBias roundingBias(const BiasSums& sums);
+/// Its figures in words, for summaries and tables.
+std::string describeBias(const RoundingBias& b);
+
 /// The outcome of judged tensors (in the report's order): the verdict below.
 Outcome accuracyVerdict(std::vector<TensorJudgment> tensors, const DescribeInputs& describe);
 
-/// Pass when every element is within its budget and every tensor is judged
-/// with power (tolerance::kMinTensorPower); Fail on any element over budget
-/// (whatever the power); Inconclusive when the budgets of some tensor are too
-/// wide to see errors of tolerance::kPowerErrorFraction of its values, or
-/// every exact value is zero.
+/// Pass when every element is within its budget, no tensor's rounding is
+/// biased (RoundingBias) and every tensor is judged with power
+/// (tolerance::kMinTensorPower); Fail on any element over budget or a biased
+/// rounding (whatever the power); Inconclusive when the budgets of some
+/// tensor are too wide to see errors of tolerance::kPowerErrorFraction of
+/// its values, or every exact value is zero.
 Outcome judgeAccuracy(const RunResult& run, const std::vector<ReferenceTensor>& reference,
                       const DescribeInputs& describe, const ConditionalBounds* conditional = nullptr);
 

@@ -97,6 +97,7 @@ TensorJudgment fromDevice(const std::string& name, const std::vector<gpu_oracle:
     j.finite_count += f.finite;
     j.nontrivial |= f.nontrivial != 0;
     j.statistical_flags += f.statistical_flags;
+    j.bias.add(f.bias);
   }
   ErrorDistribution& e = j.st.errors;
   e.count = d.count;

@@ -40,6 +40,26 @@ struct Finding {
   bool bitwise = false;
 };
 
+/// A tensor's rounding bias, the signed-error statistic (its bound:
+/// oracles/rounding_bias.h), over the elements whose computation error bound
+/// before the final rounding is at most tolerance::kBiasSelectUlps ulps: the
+/// mean error in ulps, and the mean miss off the correctly rounded value,
+/// which a kernel rounding to nearest keeps within what the elements whose
+/// bound reaches a rounding boundary allow. Each also away from zero (times
+/// the sign of the exact value): a kernel that truncates (aiter #5151: CK's
+/// fp32 to bf16 conversion) misses by -1/2 ulp there on average.
+struct RoundingBias {
+  int64_t elements = 0;
+  double error_ulp = 0, error_outward_ulp = 0;  // mean (got - exact) / ulp
+  double miss_ulp = 0, miss_outward_ulp = 0;    // mean (got - correctly rounded) / ulp
+  // What rounding to nearest allows the mean misses: [-below, above].
+  double below = 0, above = 0, outward_below = 0, outward_above = 0;
+  bool biased() const {
+    return miss_ulp < -below || miss_ulp > above || miss_outward_ulp < -outward_below ||
+           miss_outward_ulp > outward_above;
+  }
+};
+
 /// Per-tensor accuracy figures, for reports.
 struct TensorStats {
   std::string tensor;
@@ -56,6 +76,7 @@ struct TensorStats {
   bool withoutPower() const { return nonzero && power() < tolerance::kMinTensorPower; }
   // err/budget and ulp@scale of every element, in buckets (what reports plot).
   ErrorDistribution errors;
+  RoundingBias bias;
 };
 
 struct Outcome {

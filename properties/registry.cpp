@@ -103,9 +103,26 @@ nlohmann::json toJson(const Finding& f) {
 }
 
 nlohmann::json toJson(const TensorStats& s) {
-  return {{"tensor", s.tensor},   {"elements", s.elements},     {"wrong", s.wrong},     {"max_ulp", s.max_ulp},
-          {"rms_ulp", s.rms_ulp}, {"max_ratio", s.max_ratio},   {"nonzero", s.nonzero}, {"sharp", s.sharp},
-          {"power", s.power()},   {"errors", s.errors.toJson()}};
+  const RoundingBias& b = s.bias;
+  return {{"tensor", s.tensor},
+          {"elements", s.elements},
+          {"wrong", s.wrong},
+          {"max_ulp", s.max_ulp},
+          {"rms_ulp", s.rms_ulp},
+          {"max_ratio", s.max_ratio},
+          {"nonzero", s.nonzero},
+          {"sharp", s.sharp},
+          {"power", s.power()},
+          {"errors", s.errors.toJson()},
+          {"bias",
+           {{"elements", b.elements},
+            {"error_ulp", b.error_ulp},
+            {"error_outward_ulp", b.error_outward_ulp},
+            {"miss_ulp", b.miss_ulp},
+            {"miss_outward_ulp", b.miss_outward_ulp},
+            {"allowed", {-b.below, b.above}},
+            {"allowed_outward", {-b.outward_below, b.outward_above}},
+            {"biased", b.biased()}}}};
 }
 
 nlohmann::json toJson(const Outcome& o) {
@@ -155,6 +172,15 @@ Outcome outcomeFromJson(const nlohmann::json& j) {
     t.nonzero = s.at("nonzero");
     t.sharp = s.at("sharp");
     if (s.contains("errors")) t.errors = ErrorDistribution::fromJson(s.at("errors"));
+    if (s.contains("bias")) {
+      const nlohmann::json& b = s.at("bias");
+      t.bias.elements = b.at("elements");
+      t.bias.error_ulp = b.at("error_ulp"), t.bias.error_outward_ulp = b.at("error_outward_ulp");
+      t.bias.miss_ulp = b.at("miss_ulp"), t.bias.miss_outward_ulp = b.at("miss_outward_ulp");
+      t.bias.below = -b.at("allowed")[0].get<double>(), t.bias.above = b.at("allowed")[1];
+      t.bias.outward_below = -b.at("allowed_outward")[0].get<double>(),
+      t.bias.outward_above = b.at("allowed_outward")[1];
+    }
     o.stats.push_back(std::move(t));
   }
   return o;

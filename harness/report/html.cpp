@@ -198,6 +198,34 @@ struct Op {
   std::vector<json> failures;  // "failure" records: shrunk case, outcome with findings
 };
 
+/// An accuracy outcome's per-tensor figures, its rounding bias
+/// (RoundingBias: the mean miss off the correctly rounded values, away from
+/// zero, and what rounding to nearest allows it) among them.
+std::string statsTable(const json& outcome) {
+  std::string s;
+  for (const json& t : member(outcome, "stats", true)) {
+    const json& b = member(t, "bias");
+    const bool have = b.value("elements", 0) > 0;
+    const auto range = [&](const char* key) {
+      const json& r = member(b, key, true);
+      return r.size() == 2 ? fmt::format("{:+.3g}..{:+.3g}", r[0].get<double>(), r[1].get<double>()) : "-";
+    };
+    s += fmt::format(
+        "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td></tr>",
+        b.value("biased", false) ? "fail" : "pass", htmlEscape(t.value("tensor", "")), t.value("elements", 0),
+        t.value("wrong", 0), figure(number(t, "max_ulp")), figure(number(t, "rms_ulp")), figure(number(t, "max_ratio")),
+        have ? fmt::format("{:+.3g}", number(b, "error_outward_ulp")) : "-",
+        have ? fmt::format("{:+.3g}", number(b, "miss_outward_ulp")) : "-", have ? range("allowed_outward") : "-",
+        b.value("elements", 0));
+  }
+  if (s.empty()) return "";
+  return "<table class=\"findings\"><tr><th>tensor</th><th>elements</th><th>#wrong</th><th>max ulp</th><th>rms ulp</th>"
+         "<th>max err/budget</th><th>mean error away from zero (ulp)</th><th>mean miss off the correctly rounded, "
+         "away from zero (ulp)</th><th>rounding to nearest allows</th><th>elements counted</th></tr>" +
+         s + "</table>";
+}
+
 std::string findingsTable(const json& outcome) {
   if (!outcome.contains("findings")) return "";
   std::string s;
@@ -312,7 +340,7 @@ std::string summarySection(const Op& op, int& failure_number) {
                      htmlEscape(f.value("shrunk", "")));
     if (full) {
       s += fmt::format("<p>{}</p>", htmlEscape(full->at("outcome").value("summary", "")));
-      s += findingsTable(full->at("outcome"));
+      s += findingsTable(full->at("outcome")) + statsTable(full->at("outcome"));
     } else if (!f.value("summary", "").empty()) {
       s += fmt::format("<p>{}</p>", htmlEscape(f.value("summary", "")));
     }

@@ -9,6 +9,7 @@
 #include "core/phase_timer.h"
 #include "harness/runner/campaign.h"
 #include "harness/runner/campaign_json.h"
+#include "properties/accuracy.h"
 
 namespace ulpcheck {
 
@@ -148,11 +149,11 @@ std::string formatFindings(const Outcome& o) {
 
 std::string formatStats(const Outcome& o) {
   if (o.stats.empty()) return "";
-  std::string out = fmt::format("    {:<6} {:>9} {:>7} {:>11} {:>11} {:>11}\n", "tensor", "elements", "#wrong",
-                                "max_ulp", "rms_ulp", "max_err/bud");
+  std::string out = fmt::format("    {:<6} {:>9} {:>7} {:>11} {:>11} {:>11}  {}\n", "tensor", "elements", "#wrong",
+                                "max_ulp", "rms_ulp", "max_err/bud", "rounding bias");
   for (const TensorStats& s : o.stats)
-    out += fmt::format("    {:<6} {:>9} {:>7} {:>11.4g} {:>11.4g} {:>11.4g}\n", s.tensor, s.elements, s.wrong,
-                       s.max_ulp, s.rms_ulp, s.max_ratio);
+    out += fmt::format("    {:<6} {:>9} {:>7} {:>11.4g} {:>11.4g} {:>11.4g}  {}\n", s.tensor, s.elements, s.wrong,
+                       s.max_ulp, s.rms_ulp, s.max_ratio, describeBias(s.bias) + (s.bias.biased() ? "  BIASED" : ""));
   return out;
 }
 

@@ -64,6 +64,10 @@ enum KernelDefect : unsigned {
   // RMSNorm forms offset + w in the activation dtype, not in fp32 (the
   // Gemma weight bug shown on vLLM PR #29810: bf16 1 + 15.8125 = 16.75).
   kOffsetInActivationDtype = 1u << 10,
+  // RMSNorm forward converts y from fp32 to a 16-bit T by truncation (round
+  // toward zero), not to nearest: CK's default fp32 -> bf16 conversion,
+  // which biased every output of aiter's kernels (aiter #5151).
+  kYStoredTruncated = 1u << 11,
 };
 
 /// Host-side launch defects; all false is the correct launch code.

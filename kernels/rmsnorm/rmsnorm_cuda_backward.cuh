@@ -285,7 +285,8 @@ bool registerVariant(const char* name, const char* description, Contracts contra
                      cuda_defects::MutantSpec mutant = {}) {
   // The spec defects are in both passes.
   constexpr unsigned kSpecDefects = D & (cuda_defects::kLlamaXhatUnrounded | cuda_defects::kOffsetInActivationDtype);
-  constexpr unsigned kForwardDefects = D & (cuda_defects::kXSquaredInFp16 | cuda_defects::kRstdInBf16) | kSpecDefects;
+  constexpr unsigned kForwardDefects =
+      D & (cuda_defects::kXSquaredInFp16 | cuda_defects::kRstdInBf16 | cuda_defects::kYStoredTruncated) | kSpecDefects;
   constexpr unsigned kBackwardDefects = D & (cuda_defects::kNoFenceBeforeTicket |
                                              cuda_defects::kAtomicEpilogueReadsPeersPartials |
                                              cuda_defects::kLastBlockDropsPartialOnLargeGrid) |

@@ -67,6 +67,16 @@ __device__ __forceinline__ float accumulateDw(float acc, float g, float xhat, co
   return __fmaf_rn(g, weighted, acc);
 }
 
+/// y converted to T: rounded to nearest, or under kYStoredTruncated
+/// truncated toward zero (aiter #5151).
+template <typename T, unsigned D>
+__device__ __forceinline__ T yFromFloat(float v) {
+  if constexpr ((D & cuda_defects::kYStoredTruncated) != 0 && std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rz(v);
+  else if constexpr ((D & cuda_defects::kYStoredTruncated) != 0 && std::is_same_v<T, __half>) return __float2half_rz(v);
+  else return fromFloat<T>(v);
+}
+
 /// Normalises one row. The caller provides the row's input: load(vi) returns
 /// vector vi for the first pass (VPT > 0 keeps it in registers), reload(vi)
 /// returns it again for the second pass when VPT == 0, and x_tail is this
@@ -74,7 +84,7 @@ __device__ __forceinline__ float accumulateDw(float acc, float g, float xhat, co
 /// none). Writes y and, when rstd is not null, thread 0 stores rstd. The
 /// weights w are T or float (W).
 /// D: cuda_defects bits (kXSquaredInFp16, kRstdInBf16, kLlamaXhatUnrounded,
-/// kOffsetInActivationDtype).
+/// kOffsetInActivationDtype, kYStoredTruncated).
 template <typename T, int VEC, int VPT, unsigned D = cuda_defects::kNone, typename Load, typename Reload, typename W>
 __device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x_tail, const W* __restrict__ w,
                                            T* __restrict__ yr, float* rstd, int64_t N, float eps, int64_t nvec,
@@ -107,14 +117,14 @@ __device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x
     VecT<T, VEC> out;
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
-      out.v[k] = fromFloat<T>(
+      out.v[k] = yFromFloat<T, D>(
           __fmul_rn(weightedXhat<T, D>(__fmul_rn(toFloat(xv.v[k]), r), spec), effectiveWeight<T, D>(wv.v[k], spec)));
     storeVec<T, VEC>(yr + vi * VEC, out);
   }
   if (t < tail) {
     const int64_t col = nvec * VEC + t;
-    yr[col] =
-        fromFloat<T>(__fmul_rn(weightedXhat<T, D>(__fmul_rn(x_tail, r), spec), effectiveWeight<T, D>(w[col], spec)));
+    yr[col] = yFromFloat<T, D>(
+        __fmul_rn(weightedXhat<T, D>(__fmul_rn(x_tail, r), spec), effectiveWeight<T, D>(w[col], spec)));
   }
 }
 

@@ -52,6 +52,15 @@ float accumulateDw(float acc, float g, float xhat, const RoundingPoints& p) {
   return p.dw_terms_in_t ? acc + float(roundToFormat(p.T, g * weighted)) : std::fma(g, weighted, acc);
 }
 
+/// v to T truncated toward zero (Defects::y_stored_truncated): the nearest
+/// value, or where that lies beyond v the next code toward zero (codes of
+/// one sign are ordered as their magnitudes).
+void storeTruncated(void* base, DType t, int64_t i, float v) {
+  uint32_t bits = doubleToBits(t, v);
+  if (std::fabs(decodeBits(t, bits)) > std::fabs(double(v))) --bits;
+  std::memcpy(static_cast<char*>(base) + i * storageBytes(t), &bits, size_t(storageBytes(t)));
+}
+
 }  // namespace
 
 /// The row stride the port addresses rows with: ld, or N with the defect.
@@ -81,7 +90,9 @@ void forward(const RmsNormForwardArgs& f, const LaunchEnv&, const Defects& defec
     f.rstd[row] = savedStat(s, r);
     for (int64_t col = 0; col < s.N; ++col) {
       const float scaled = weightedXhat(load(f.x, xt, base + col) * r, points) * w[size_t(col)];
-      store(f.y, s.dtype, base + col, f.b ? scaled + load(f.b, wt, col) : scaled);
+      const float y = f.b ? scaled + load(f.b, wt, col) : scaled;
+      if (defects.y_stored_truncated) storeTruncated(f.y, s.dtype, base + col, y);
+      else store(f.y, s.dtype, base + col, y);
     }
   }
 }

@@ -35,6 +35,9 @@ struct Defects {
   // offset + w formed in the activation dtype, not fp32 (the Gemma weight
   // bug a vLLM reviewer showed on PR #29810: 1 + 15.8125 in bf16).
   bool offset_in_activation_dtype = false;
+  // y converted from fp32 to a 16-bit T by truncation (toward zero), not to
+  // nearest: CK's default fp32 -> bf16 conversion (aiter #5151).
+  bool y_stored_truncated = false;
 };
 
 using rmsnorm_plan::DwStrategy;

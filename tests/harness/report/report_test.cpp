@@ -190,6 +190,8 @@ TEST(ReportHtml, AFailingRunPutsItsFailuresFirstWithTheirRepro) {
   }
   EXPECT_NE(page.find("class=\"failure\""), std::string::npos);
   EXPECT_NE(page.find("<button class=\"copy\""), std::string::npos);
+  // A failure's per-tensor figures, its rounding bias among them.
+  EXPECT_NE(page.find("mean miss off the correctly rounded"), std::string::npos);
   expectRendered(runs().dir + "fail.html", {"class=\"verdict fail\"", "FAILED accuracy", "ulpcheck repro"});
 }
 
