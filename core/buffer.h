@@ -18,7 +18,12 @@ enum class Backend : uint8_t { Host = 0, Cuda = 1 };
 const char* backendName(Backend b);
 
 /// Signalling-NaN poison with a recognisable payload, per element width.
-constexpr uint32_t poisonBits(DType t) { return t == DType::F32 ? 0x7fbadbadu : t == DType::F16 ? 0x7dadu : 0x7fadu; }
+constexpr uint32_t poisonBits(DType t) {
+  // FP8: a NaN code (E4M3FN's only one, S.1111.111; E5M2's S.11111.11). Under a
+  // spec whose overflow gives NaN it is also a legal output: such a spec
+  // needs its own way to see an unwritten element (issue 34).
+  return t == DType::F32 ? 0x7fbadbadu : t == DType::F16 ? 0x7dadu : t == DType::BF16 ? 0x7fadu : 0x7fu;
+}
 constexpr uint32_t kPoisonF32 = 0x7fbadbadu;  // fp32 side buffers (rstd, partials)
 constexpr uint8_t kCanaryByte = 0xca;
 

@@ -9,6 +9,8 @@ const char* dtypeName(DType t) {
     case DType::F32: return "fp32";
     case DType::F16: return "fp16";
     case DType::BF16: return "bf16";
+    case DType::E4M3: return "e4m3";
+    case DType::E5M2: return "e5m2";
   }
   return "?";
 }

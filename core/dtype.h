@@ -1,6 +1,11 @@
-// The three storage formats at the bit level: decoding, correctly rounded
+// The storage formats at the bit level: decoding, correctly rounded
 // encoding (round to nearest, ties to even, with subnormals, signed zeros,
-// overflow to Inf), the ulp of a value and ULP distances.
+// overflow to Inf), the ulp of a value and ULP distances. fp32, fp16 and
+// bf16 are the activation dtypes a case names (kAllDTypes); the two FP8
+// formats (core/fp8.h) are output dtypes of quantizing norms only, stored a
+// byte an element, whose overflow goes to the format's non-finite value (NaN
+// in E4M3FN, which has no Inf) as torch's casts do; a spec that saturates
+// says so where its values are judged (oracles/fp8_quant.h).
 //
 // Everything here is exact double arithmetic (power-of-two scaling and rint),
 // so it gives identical bits on the host and on the GPU. Conversions start
@@ -16,41 +21,41 @@
 #include <string>
 #include <string_view>
 
+#include "core/float_grid.h"
+#include "core/fp8.h"
 #include "core/hd.h"
 
 namespace ulpcheck {
 
-enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2 };
+enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, E4M3 = 3, E5M2 = 4 };
 
-struct FloatFormat {
-  int storage_bits;  // 32 or 16
-  int precision;     // significand bits, hidden bit included
-  int emin;          // exponent of the smallest normal
-  int emax;          // exponent of the largest finite binade
-};
+ULPCHECK_HD constexpr bool isFp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
+/// The FP8 format of an FP8 dtype.
+ULPCHECK_HD constexpr Fp8Format fp8Of(DType t) { return t == DType::E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2; }
 
-ULPCHECK_HD constexpr FloatFormat formatOf(DType t) {
-  return t == DType::F32   ? FloatFormat{32, 24, -126, 127}
-         : t == DType::F16 ? FloatFormat{16, 11, -14, 15}
-                           : FloatFormat{16, 8, -126, 127};
+ULPCHECK_HD ULPCHECK_ALWAYS_INLINE constexpr FloatFormat formatOf(DType t) {
+  return t == DType::F32    ? FloatFormat{32, 24, -126, 127}
+         : t == DType::F16  ? FloatFormat{16, 11, -14, 15}
+         : t == DType::BF16 ? FloatFormat{16, 8, -126, 127}
+                            : fp8FormatOf(fp8Of(t));
+}
+
+/// The FP8 dtypes' conversions, out of line (ULPCHECK_NOINLINE): their
+/// callers below are per-element hot paths of the other formats.
+ULPCHECK_HD ULPCHECK_NOINLINE inline uint32_t encodeFp8DType(DType t, double v) { return encodeFp8(fp8Of(t), v); }
+ULPCHECK_HD ULPCHECK_NOINLINE inline double decodeFp8DType(DType t, uint32_t bits) {
+  return decodeFp8(fp8Of(t), static_cast<uint8_t>(bits));
 }
 
 ULPCHECK_HD constexpr int storageBytes(DType t) { return formatOf(t).storage_bits / 8; }
 
 /// Unit roundoff 2^-p of a format: the relative error bound of one rounding.
-/// 2^k for k in the normal range of double, [-1022, 1023], from its bits:
-/// the oracles call the helpers below per element (no ldexp there).
-ULPCHECK_HD inline double pow2(int k) {
-  const uint64_t bits = uint64_t(k + 1023) << 52;
-  double d;
-  std::memcpy(&d, &bits, sizeof d);
-  return d;
-}
-
 ULPCHECK_HD inline double unitRoundoff(DType t) { return pow2(-formatOf(t).precision); }
 
-/// Largest finite value of the format, (2 - 2^(1-p)) 2^emax (exact).
+/// Largest finite value of the format, (2 - 2^(1-p)) 2^emax (exact); FP8's
+/// 1.75 x 2^emax (E4M3FN's top code is NaN).
 ULPCHECK_HD inline double maxFinite(DType t) {
+  if (isFp8(t)) return fp8MaxFinite(fp8Of(t));
   const FloatFormat f = formatOf(t);
   return (2.0 - pow2(1 - f.precision)) * pow2(f.emax);
 }
@@ -64,58 +69,28 @@ ULPCHECK_HD inline double minSubnormal(DType t) {
   return pow2(f.emin - f.precision + 1);
 }
 
-/// Rounds a double to the nearest number of `precision` significand bits
-/// (hidden bit included) on the grid of a format whose smallest normal is
-/// 2^emin, ties to even, with no largest exponent: the caller says what a
-/// result past its largest finite value becomes (roundToFormat: Inf, as
-/// IEEE 754 overflow; fp8's rounding: its spec's rule, core/fp8.h). Values
-/// below half the smallest subnormal become a signed zero; NaN, Inf and
-/// zeros come back as they are.
-///
-/// On the bits (the hot path of input generation: no frexp/ldexp). In the
-/// normal range the value keeps p - 1 of the double's 52 fraction bits:
-/// adding half a unit of the kept last place, less one where that place is
-/// even, and truncating rounds to nearest with ties to even, a carry out of
-/// the fraction stepping the exponent up exactly as the rounded value does.
-/// Below the normal range the quantum is fixed at 2^(emin-p+1): scaling by
-/// powers of two is exact there, and rint rounds ties to even.
-ULPCHECK_HD inline double roundToGrid(double x, int precision, int emin) {
-  if (!(x == x) || x == 0.0 || std::isinf(x)) return x;
-  uint64_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  const uint64_t sign = bits & (uint64_t{1} << 63);
-  uint64_t mag = bits ^ sign;
-  const int exponent = int(mag >> 52) - 1023;  // floor(log2 |x|) for a normal double
-  double rounded;
-  if (exponent >= emin) {
-    const int drop = 52 - (precision - 1);
-    const uint64_t half = uint64_t{1} << (drop - 1);
-    mag = (mag + half - 1 + ((mag >> drop) & 1)) & ~((uint64_t{1} << drop) - 1);
-    std::memcpy(&rounded, &mag, sizeof rounded);
-  } else {
-    // Double subnormals (exponent field 0) lie far below half the smallest
-    // subnormal of every format here and round to zero.
-    const int quantum = emin - (precision - 1);
-    double a;
-    std::memcpy(&a, &mag, sizeof a);
-    rounded = mag >> 52 == 0 ? 0.0 : std::rint(a * pow2(-quantum)) * pow2(quantum);
-  }
-  uint64_t out;
-  std::memcpy(&out, &rounded, sizeof out);
-  out |= sign;
-  std::memcpy(&rounded, &out, sizeof rounded);
-  return rounded;
+/// roundToFormat's rare path: `rounded`, a grid value at or past the
+/// format's top grid value `top`, is that largest finite value, or overflows.
+ULPCHECK_HD ULPCHECK_NOINLINE inline double roundedPastTop(DType t, double rounded, double top) {
+  // E4M3FN's top grid value (480) is its NaN code: overflow (core/fp8.h).
+  if (std::fabs(rounded) == top && t != DType::E4M3) return rounded;
+  // (No std::copysign: device code may not call it.)
+  const double overflow = t == DType::E4M3 ? double(NAN) : double(INFINITY);
+  return std::signbit(rounded) ? -overflow : overflow;
 }
 
 /// Rounds a double to the nearest value of the format, ties to even. Values at
-/// or beyond max + ulp/2 become Inf, as IEEE 754 overflow does; values below
-/// half the smallest subnormal become a signed zero.
+/// or beyond max + ulp/2 become Inf, as IEEE 754 overflow does (FP8: the
+/// format's non-finite value, NaN in E4M3FN); values below half the smallest
+/// subnormal become a signed zero.
 ULPCHECK_HD inline double roundToFormat(DType t, double x) {
   const FloatFormat f = formatOf(t);
   const double rounded = roundToGrid(x, f.precision, f.emin);
-  // (No std::copysign: device code may not call it.)
-  if (!(std::fabs(rounded) > maxFinite(t))) return rounded;
-  return std::signbit(rounded) ? -double(INFINITY) : double(INFINITY);
+  // The format's top grid value, (2 - 2^(1-p)) 2^emax: its largest finite
+  // value (E4M3FN's is one code below). One comparison on the common path.
+  const double top = (2.0 - pow2(1 - f.precision)) * pow2(f.emax);
+  if (!(std::fabs(rounded) >= top)) return rounded;
+  return roundedPastTop(t, rounded, top);
 }
 
 /// Encodes a value that is exactly representable in the format (as produced
@@ -123,6 +98,7 @@ ULPCHECK_HD inline double roundToFormat(DType t, double x) {
 /// quiet NaN with the sign of the input. fp32 and bf16 are read off the
 /// float's bits (bf16 is its upper half); fp16 rebiases them.
 ULPCHECK_HD inline uint32_t encodeBits(DType t, double v) {
+  if (ULPCHECK_UNLIKELY(isFp8(t))) return encodeFp8DType(t, v);
   const FloatFormat f = formatOf(t);
   const int mant_bits = f.precision - 1;
   const int exp_bits = f.storage_bits - 1 - mant_bits;
@@ -149,6 +125,8 @@ ULPCHECK_HD inline double decodeBits(DType t, uint32_t bits) {
   uint32_t f32 = bits;
   if (t == DType::BF16) {
     f32 = bits << 16;  // bf16 is the upper half of fp32
+  } else if (ULPCHECK_UNLIKELY(isFp8(t))) {
+    return decodeFp8DType(t, bits);
   } else if (t == DType::F16) {
     const uint32_t sign = (bits & 0x8000u) << 16, exp = (bits >> 10) & 0x1fu, frac = bits & 0x3ffu;
     if (exp == 0x1f) {
@@ -206,6 +184,7 @@ ULPCHECK_HD inline bool isNanBits(DType t, uint32_t bits) { return decodeBits(t,
 
 const char* dtypeName(DType t);
 std::optional<DType> parseDType(std::string_view name);
+/// The activation dtypes a case may name (parseDType's); the FP8 ones are outputs only.
 inline constexpr DType kAllDTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 /// printf("%a") of a double: the exact value a person can paste back.

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/dtype.h"
+#include "core/float_grid.h"
 #include "core/hd.h"
 
 namespace ulpcheck {

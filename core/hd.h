@@ -17,3 +17,19 @@
 #else
 #define ULPCHECK_ALWAYS_INLINE
 #endif
+
+// Keeps a rare path out of its callers' loops: the FP8 and overflow
+// branches of core/dtype.h's per-element conversions (decodeBits and
+// roundToFormat run per element in generation, the oracle and the judge).
+#if defined(__CUDA_ARCH__)
+#define ULPCHECK_NOINLINE __noinline__
+#elif defined(__GNUC__) || defined(__clang__)
+#define ULPCHECK_NOINLINE __attribute__((noinline))
+#else
+#define ULPCHECK_NOINLINE
+#endif
+#if defined(__GNUC__) || defined(__clang__) || defined(__CUDACC__)
+#define ULPCHECK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define ULPCHECK_UNLIKELY(x) (x)
+#endif

@@ -1,4 +1,4 @@
-// The bits of a tensor's elements, held at a width of 2 or 4 bytes each. A
+// The bits of a tensor's elements, held at a width of 1, 2 or 4 bytes each. A
 // tensor generated or downloaded is held at its dtype's storage width, byte
 // for byte what the device holds (a bf16 matrix in 2 bytes an element, not
 // 4, and its upload needs no packed copy); one built element by element
@@ -57,10 +57,14 @@ class PackedBits {
 
   /// Empty, 4 bytes an element.
   PackedBits() = default;
-  /// `n` elements of `fill` at `width` bytes (2: the low 16 bits are kept).
-  PackedBits(int width, size_t n, uint32_t fill = 0) : width_(width == 2 ? 2 : 4), bytes_(n * size_t(width_)) {
+  /// `n` elements of `fill` at `width` bytes (1, 2: the low 8 or 16 bits are kept).
+  PackedBits(int width, size_t n, uint32_t fill = 0)
+      : width_(width == 1 || width == 2 ? width : 4), bytes_(n * size_t(width_)) {
+    const uint8_t byte = static_cast<uint8_t>(fill);
     const uint16_t half = static_cast<uint16_t>(fill);
-    const void* one = width_ == 2 ? static_cast<const void*>(&half) : static_cast<const void*>(&fill);
+    const void* one = width_ == 1   ? static_cast<const void*>(&byte)
+                      : width_ == 2 ? static_cast<const void*>(&half)
+                                    : static_cast<const void*>(&fill);
     for (size_t i = 0; i < n; ++i) std::memcpy(bytes_.data() + i * size_t(width_), one, size_t(width_));
   }
   /// Elements built one uint32 each: 4 bytes an element.
@@ -95,6 +99,7 @@ class PackedBits {
   const std::vector<uint8_t>& bytes() const { return bytes_; }
 
   uint32_t get(size_t i) const {
+    if (width_ == 1) return bytes_[i];
     if (width_ == 2) {
       uint16_t h;
       std::memcpy(&h, bytes_.data() + 2 * i, 2);
@@ -105,7 +110,9 @@ class PackedBits {
     return w;
   }
   void set(size_t i, uint32_t bits) {
-    if (width_ == 2) {
+    if (width_ == 1) {
+      bytes_[i] = static_cast<uint8_t>(bits);
+    } else if (width_ == 2) {
       const uint16_t h = static_cast<uint16_t>(bits);
       std::memcpy(bytes_.data() + 2 * i, &h, 2);
     } else {

@@ -27,7 +27,10 @@ namespace ulpcheck::gpu_oracle {
 namespace eb = error_buckets;
 
 __device__ inline double load(DType t, const void* p, int64_t i) {
-  const uint32_t bits = storageBytes(t) == 4 ? static_cast<const uint32_t*>(p)[i] : static_cast<const uint16_t*>(p)[i];
+  const int bytes = storageBytes(t);
+  const uint32_t bits = bytes == 4   ? static_cast<const uint32_t*>(p)[i]
+                        : bytes == 2 ? static_cast<const uint16_t*>(p)[i]
+                                     : static_cast<const uint8_t*>(p)[i];
   return decodeBits(t, bits);
 }
 

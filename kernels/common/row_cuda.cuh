@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "core/dtype.h"
@@ -135,7 +137,11 @@ void withStorageType(DType t, Fn&& fn) {
     case DType::F32: fn(float{}); return;
     case DType::F16: fn(__half{}); return;
     case DType::BF16: fn(__nv_bfloat16{}); return;
+    case DType::E4M3:
+    case DType::E5M2: break;
   }
+  throw std::invalid_argument(std::string("the row-wise norm kernels take fp32, fp16 or bf16 activations, not ") +
+                              dtypeName(t));
 }
 
 /// Calls fn(weight_tag) with a value of the weights' storage type: T's, or

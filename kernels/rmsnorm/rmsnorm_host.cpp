@@ -58,7 +58,7 @@ float accumulateDw(float acc, float g, float xhat, const RoundingPoints& p) {
 void storeTruncated(void* base, DType t, int64_t i, float v) {
   uint32_t bits = doubleToBits(t, v);
   if (std::fabs(decodeBits(t, bits)) > std::fabs(double(v))) --bits;
-  std::memcpy(static_cast<char*>(base) + i * storageBytes(t), &bits, size_t(storageBytes(t)));
+  setElementBits(base, t, i, bits);
 }
 
 }  // namespace

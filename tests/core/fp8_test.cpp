@@ -7,7 +7,10 @@
 #include <random>
 #include <vector>
 
+#include "core/buffer.h"
+#include "core/dtype.h"
 #include "core/fp8.h"
+#include "core/packed_bits.h"
 
 namespace ulpcheck {
 namespace {
@@ -151,6 +154,43 @@ TEST(Fp8, AnUlpIsTheSpacingOfTheCodesInTheValuesBinade) {
     EXPECT_EQ(fp8Ulp(f, INFINITY), fp8Ulp(f, fp8MaxFinite(f)));
     EXPECT_EQ(fp8Ulp(f, 0.0), decodeFp8(f, 1));  // the subnormal spacing at 0
   }
+}
+
+TEST(Fp8, AsOutputDTypesTheyAreTheFormatsWithTheNonFiniteOverflow) {
+  // DType::E4M3 and E5M2 (core/dtype.h): every code decodes and encodes as
+  // core/fp8.h's, rounding is its non-finite rule, the limits and ulps its,
+  // a byte an element; not an activation dtype a case may name.
+  std::mt19937_64 rng(0xd7);
+  std::normal_distribution<double> normal;
+  for (const DType t : {DType::E4M3, DType::E5M2}) {
+    const Fp8Format f = fp8Of(t);
+    EXPECT_EQ(storageBytes(t), 1);
+    EXPECT_EQ(maxFinite(t), fp8MaxFinite(f));
+    EXPECT_EQ(minSubnormal(t), decodeFp8(f, 1));
+    EXPECT_EQ(minNormal(t), std::ldexp(1.0, fp8FormatOf(f).emin));
+    for (int code = 0; code < 0x100; ++code) {
+      const double v = decodeFp8(f, uint8_t(code));
+      EXPECT_TRUE(decodeBits(t, uint32_t(code)) == v || (std::isnan(v) && std::isnan(decodeBits(t, uint32_t(code)))));
+      if (std::isfinite(v)) {
+        EXPECT_EQ(encodeBits(t, v), encodeFp8(f, v));
+        EXPECT_EQ(ulpOf(t, v), fp8Ulp(f, v)) << dtypeName(t) << " " << v;
+      }
+    }
+    for (int k = 0; k < 20000; ++k) {
+      const double x = normal(rng) * std::ldexp(1.0, int(normal(rng) * 8));
+      const double want = roundToFp8(f, x, Fp8Overflow::NonFinite), got = roundToFormat(t, x);
+      EXPECT_TRUE(got == want || (std::isnan(got) && std::isnan(want))) << x;
+      EXPECT_EQ(doubleToBits(t, x), uint32_t(encodeFp8(f, want)));
+    }
+    EXPECT_FALSE(parseDType(dtypeName(t)).has_value());
+    PackedBits bytes(storageBytes(t), 3, poisonBits(t));
+    bytes[1] = doubleToBits(t, -1.5);
+    EXPECT_EQ(bytes.bytes().size(), 3u);
+    EXPECT_TRUE(std::isnan(decodeBits(t, bytes[0])));  // the poison is a NaN code
+    EXPECT_EQ(decodeBits(t, bytes[1]), -1.5);
+  }
+  EXPECT_STREQ(dtypeName(DType::E4M3), "e4m3");
+  EXPECT_STREQ(dtypeName(DType::E5M2), "e5m2");
 }
 
 }  // namespace
