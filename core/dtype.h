@@ -33,7 +33,7 @@ ULPCHECK_HD constexpr bool isFp8(DType t) { return t == DType::E4M3 || t == DTyp
 /// The FP8 format of an FP8 dtype.
 ULPCHECK_HD constexpr Fp8Format fp8Of(DType t) { return t == DType::E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2; }
 
-ULPCHECK_HD ULPCHECK_ALWAYS_INLINE constexpr FloatFormat formatOf(DType t) {
+ULPCHECK_HD constexpr FloatFormat formatOf(DType t) {
   return t == DType::F32    ? FloatFormat{32, 24, -126, 127}
          : t == DType::F16  ? FloatFormat{16, 11, -14, 15}
          : t == DType::BF16 ? FloatFormat{16, 8, -126, 127}
@@ -70,13 +70,13 @@ ULPCHECK_HD inline double minSubnormal(DType t) {
 }
 
 /// roundToFormat's rare path: `rounded`, a grid value at or past the
-/// format's top grid value `top`, is that largest finite value, or overflows.
+/// format's top grid value `top`, is that largest finite value, or overflows
+/// (FP8: core/fp8.h's non-finite rule, whose E4M3FN top grid value 480 is NaN).
 ULPCHECK_HD ULPCHECK_NOINLINE inline double roundedPastTop(DType t, double rounded, double top) {
-  // E4M3FN's top grid value (480) is its NaN code: overflow (core/fp8.h).
-  if (std::fabs(rounded) == top && t != DType::E4M3) return rounded;
+  if (isFp8(t)) return roundToFp8(fp8Of(t), rounded, Fp8Overflow::NonFinite);
+  if (std::fabs(rounded) == top) return rounded;
   // (No std::copysign: device code may not call it.)
-  const double overflow = t == DType::E4M3 ? double(NAN) : double(INFINITY);
-  return std::signbit(rounded) ? -overflow : overflow;
+  return std::signbit(rounded) ? -double(INFINITY) : double(INFINITY);
 }
 
 /// Rounds a double to the nearest value of the format, ties to even. Values at

@@ -158,7 +158,7 @@ __device__ inline void judgeElement(DType t, double exact, double rigorous, doub
     f.sharp += sharp_budget <= (seen < unit ? unit : seen);
   }
   if (!ok) ++f.wrong;
-  addBiasElement(t, exact, rigorous, got, f.bias);
+  addBiasElement(t, exact, rigorous, got, unit, f.bias);
 }
 
 /// `mine` of every thread combined over the CTA in a fixed tree (strides

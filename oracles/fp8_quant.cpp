@@ -19,6 +19,13 @@ double up32(double x) {
   return r < x ? double(std::nextafter(float(r), INFINITY)) : r;
 }
 
+/// The fp32 values a kernel's y may take in the real interval; where none
+/// (a bound narrower than fp32's spacing), the nearest ones outward.
+Interval fp32Values(Interval real) {
+  const Interval inner = fp32Within(real);
+  return inner.lo <= inner.hi ? inner : Interval{down32(real.lo), up32(real.hi)};
+}
+
 /// The spec's y as it is scaled: the fp32 y, or it rounded to T.
 double scaledInput(const QuantSpec& spec, double y) {
   return spec.y_rounded_to ? roundToFormat(*spec.y_rounded_to, y) : y;
@@ -62,10 +69,7 @@ double quantize(const QuantSpec& spec, double y, double by) {
 }
 
 Fp8Range admissible(const QuantSpec& spec, Interval y, Interval scale) {
-  // The kernel's fp32 y lies in the real interval; where no fp32 value does
-  // (a bound narrower than fp32's spacing), the nearest ones outward.
-  Interval ys = fp32Within(y);
-  if (ys.lo > ys.hi) ys = {down32(y.lo), up32(y.hi)};
+  const Interval ys = fp32Values(y);
   const Interval by = spec.apply == Apply::Reciprocal ? reciprocalRange(spec, scale) : scale;
   // The chain is monotone in y, and in the scale's side one way or the
   // other by y's sign: its extremes are at the corners.
@@ -90,8 +94,7 @@ Interval perTokenScale(const QuantSpec& spec, const PerTokenScale& rule, const s
   // amax = max_j |y_j| is nondecreasing in each |y_j|.
   Interval amax{0, 0};
   for (const Interval& e : row) {
-    Interval ys = fp32Within(e);
-    if (ys.lo > ys.hi) ys = {down32(e.lo), up32(e.hi)};
+    const Interval ys = fp32Values(e);
     const double lo = scaledInput(spec, ys.lo), hi = scaledInput(spec, ys.hi);
     const double smallest = lo <= 0 && hi >= 0 ? 0.0 : std::min(std::fabs(lo), std::fabs(hi));
     amax.lo = std::max(amax.lo, smallest);

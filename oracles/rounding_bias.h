@@ -51,11 +51,12 @@ struct BiasSums {
   }
 };
 
-/// Element (exact, its budget `rigorous`, got) into `sums`, where the
-/// statistic counts it.
-ULPCHECK_HD inline void addBiasElement(DType t, double exact, double rigorous, double got, BiasSums& sums) {
+/// Element (exact, its budget `rigorous`, got; unit = ulpOf(t, exact), which
+/// the judges have at hand) into `sums`, where the statistic counts it.
+ULPCHECK_HD inline void addBiasElement(DType t, double exact, double rigorous, double got, double unit,
+                                       BiasSums& sums) {
   if (!(std::isfinite(exact) && exact != 0.0 && std::isfinite(got) && std::isfinite(rigorous))) return;
-  const double unit = ulpOf(t, exact), bound = rigorous - 0.5 * unit;
+  const double bound = rigorous - 0.5 * unit;
   if (!(bound <= tolerance::kBiasSelectUlps * unit)) return;
   const double computed = bound > 0 ? bound : 0.0;
   const double nearest = roundToFormat(t, exact), low = roundToFormat(t, exact - computed),

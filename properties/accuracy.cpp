@@ -85,7 +85,7 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
       const double exact = ref.exact[i], rigorous = ref.budget[i], got = out.value(k, c);
       const double budget = statistical ? std::min(rigorous, ref.statistical_budget[i]) : rigorous;
       const double unit = ulpOf(ref.dtype, exact);
-      addBiasElement(ref.dtype, exact, rigorous, got, b.bias);
+      addBiasElement(ref.dtype, exact, rigorous, got, unit, b.bias);
       // A Finding (strings and all) is made only for an element kept in a
       // list: the loop runs over every element of every case.
       std::string note;
