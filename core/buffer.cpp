@@ -23,7 +23,8 @@ namespace {
 void fillHostPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes) {
   // Payloads are 256-byte aligned (kRedZoneBytes), so typed stores are aligned.
   if (element_bytes == 4) std::fill_n(static_cast<uint32_t*>(p), bytes / 4, pattern);
-  else std::fill_n(static_cast<uint16_t*>(p), bytes / 2, static_cast<uint16_t>(pattern));
+  else if (element_bytes == 2) std::fill_n(static_cast<uint16_t*>(p), bytes / 2, static_cast<uint16_t>(pattern));
+  else std::memset(p, int(pattern & 0xff), bytes);  // fp8: a byte an element
 }
 
 /// Released allocations kept for the next Buffer of the same size class.

@@ -121,6 +121,10 @@ void setBytes(void* p, uint8_t value, size_t bytes) { ULPCHECK_CUDA(cudaMemset(p
 void fillPattern(void* p, size_t bytes, uint32_t pattern, int element_bytes) {
   const size_t n = bytes / element_bytes;
   if (n == 0) return;
+  if (element_bytes == 1) {  // fp8: a byte an element
+    ULPCHECK_CUDA(cudaMemset(p, int(pattern & 0xff), bytes));
+    return;
+  }
   const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 4096));
   if (element_bytes == 4) fillWords<uint32_t><<<blocks, 256>>>(static_cast<uint32_t*>(p), n, pattern);
   else fillWords<uint16_t><<<blocks, 256>>>(static_cast<uint16_t*>(p), n, static_cast<uint16_t>(pattern));

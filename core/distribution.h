@@ -64,6 +64,7 @@ enum class TensorStream : uint64_t {
   Residual = 4,
   Bias = 5,
   ResidualGrad = 6,  // the gradient reaching a fused add's residual_out
+  QuantScale = 7,    // a quantizing norm's static scale
   RankPartial = 32,
   RowFeature = 100,
   ColFeature = 101

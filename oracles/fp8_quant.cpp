@@ -81,6 +81,7 @@ Fp8Range admissible(const QuantSpec& spec, Interval y, Interval scale) {
       high = std::max(high, p);
     }
   Fp8Range r;
+  r.converted = {low, high};
   r.lo = roundToFp8(spec.format, low, Fp8Overflow::Saturate);
   r.hi = roundToFp8(spec.format, high, Fp8Overflow::Saturate);
   r.overflow_below = overflows(spec, low) && low < 0;
@@ -91,6 +92,10 @@ Fp8Range admissible(const QuantSpec& spec, Interval y, Interval scale) {
 }
 
 Interval perTokenScale(const QuantSpec& spec, const PerTokenScale& rule, const std::vector<Interval>& row) {
+  return perTokenScaleBounds(spec, rule, row).stored;
+}
+
+ScaleBounds perTokenScaleBounds(const QuantSpec& spec, const PerTokenScale& rule, const std::vector<Interval>& row) {
   // amax = max_j |y_j| is nondecreasing in each |y_j|.
   Interval amax{0, 0};
   for (const Interval& e : row) {
@@ -101,12 +106,15 @@ Interval perTokenScale(const QuantSpec& spec, const PerTokenScale& rule, const s
     amax.hi = std::max(amax.hi, std::max(std::fabs(lo), std::fabs(hi)));
   }
   const double inverse_fmax = nearest32(1.0 / rule.fmax);
-  const auto scaleOf = [&](double a) {
+  // The scale before its rounding to fp32; a clamp after the division
+  // commutes with it (min_scale is an fp32 value: fl(max(v, m)) = max(fl(v), m)).
+  const auto computed = [&](double a) {
     if (rule.clamp_amax_first) a = std::max(a, rule.min_amax);
-    const double s = nearest32(rule.by_reciprocal ? a * inverse_fmax : a / rule.fmax);
+    const double s = rule.by_reciprocal ? a * inverse_fmax : a / rule.fmax;
     return rule.clamp_amax_first ? s : std::max(s, rule.min_scale);
   };
-  return {scaleOf(amax.lo), scaleOf(amax.hi)};
+  const Interval before{computed(amax.lo), computed(amax.hi)};
+  return {{nearest32(before.lo), nearest32(before.hi)}, before};
 }
 
 }  // namespace ulpcheck::fp8_quant

@@ -61,6 +61,9 @@ struct Fp8Range {
   double lo = 0, hi = 0;
   bool finite = true;
   bool overflow_below = false, overflow_above = false;
+  // The fp32 values the conversion may read (the chain before its last
+  // step): what the stored value is the rounding of.
+  Interval converted;
   /// Whether the fp8 value v (decoded) is one of them.
   bool admits(Fp8Format f, double v) const;
 };
@@ -97,5 +100,13 @@ struct PerTokenScale {
 /// The fp32 values a kernel may store as the scale of a row whose elements'
 /// fp32 y lie in `row` (real bounds each).
 Interval perTokenScale(const QuantSpec& spec, const PerTokenScale& rule, const std::vector<Interval>& row);
+
+/// The same scale's values before its one rounding to fp32 (the division
+/// by fmax, or the product by fl(1 / fmax)): the stored scale is the
+/// nearest fp32 value to one of them.
+struct ScaleBounds {
+  Interval stored, computed;
+};
+ScaleBounds perTokenScaleBounds(const QuantSpec& spec, const PerTokenScale& rule, const std::vector<Interval>& row);
 
 }  // namespace ulpcheck::fp8_quant

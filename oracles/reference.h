@@ -18,6 +18,31 @@ namespace ulpcheck {
 
 class ReferenceRows;
 
+/// The values an element may take where the spec gives them exactly (a
+/// quantized output: oracles/fp8_quant.h), narrower on one side than a
+/// budget about the exact value: the format's values in [lo[i], hi[i]]
+/// (none where lo[i] > hi[i]), and its overflow value, NaN in E4M3 or
+/// -Inf / +Inf in E5M2, where overflow[i] has bit 0 (below) / bit 1 (above).
+struct AdmissibleValues {
+  static constexpr uint8_t kOverflowBelow = 1, kOverflowAbove = 2;
+  std::vector<double> lo, hi;
+  std::vector<uint8_t> overflow;
+
+  bool empty() const { return lo.empty(); }
+  void assign(size_t n) {
+    lo.assign(n, 0.0);
+    hi.assign(n, 0.0);
+    overflow.assign(n, 0);
+  }
+  /// Whether `got`, a value of `dtype`, is one of element i's.
+  bool admits(DType dtype, size_t i, double got) const {
+    if (std::isnan(got)) return dtype == DType::E4M3 && overflow[i] != 0;
+    if (std::isinf(got))
+      return dtype != DType::E4M3 && (overflow[i] & (got > 0 ? kOverflowAbove : kOverflowBelow)) != 0;
+    return lo[i] <= got && got <= hi[i];
+  }
+};
+
 struct ReferenceTensor {
   std::string name;
   DType dtype = DType::F32;
@@ -36,6 +61,10 @@ struct ReferenceTensor {
   // `budget`; empty where the statistical check does not apply. An element
   // over it fails as one over `budget` does, and power is measured with it.
   std::vector<double> statistical_budget;
+  // Where the spec admits exactly these values (a quantized output): an
+  // element must be one of them; `budget` stays a bound about exact that
+  // holds them all (ulps, power and the rounding bias read it). Empty elsewhere.
+  AdmissibleValues admissible;
   // A block of a tensor (ReferenceRows::rows) holds rows first_row ..
   // first_row + rows - 1; a whole tensor, 0 .. rows - 1.
   int64_t first_row = 0;

@@ -89,8 +89,24 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
       // A Finding (strings and all) is made only for an element kept in a
       // list: the loop runs over every element of every case.
       std::string note;
+      const auto nanNote = [&] {
+        // The buffer's own dtype: saved statistics of T values are fp32 arrays (stats=T).
+        const uint32_t bits = out.at(k, c), all_ones = uint32_t(0xffffffffu >> (32 - 8 * storageBytes(out.dtype)));
+        return bits == poisonBits(out.dtype) ? "never written (poison)"
+               : bits == all_ones ? "never written by the library (its allocator's memory was poisoned all ones)"
+                                  : "NaN";
+      };
       bool ok;
-      if (!std::isfinite(exact) && std::isinf(rigorous)) {
+      const bool exactly_admitted = !ref.admissible.empty();
+      if (exactly_admitted) {
+        // The spec gives every value it admits (a quantized output): one of them, or not.
+        ok = ref.admissible.admits(ref.dtype, i, got);
+        if (!ok)
+          note = std::isnan(got)      ? std::string(nanNote())
+                 : std::isfinite(got) ? fmt::format("outside the values the spec admits, {}..{}", ref.admissible.lo[i],
+                                                    ref.admissible.hi[i])
+                                      : "Inf where the spec's value cannot overflow that way";
+      } else if (!std::isfinite(exact) && std::isinf(rigorous)) {
         // The spec's own result overflowed (oracles/reference.h, anyNonFiniteWhereNotFinite).
         ok = !std::isfinite(got);
         if (!ok) note = "finite where the spec's result is not (a saved statistic beyond the dtype's range)";
@@ -99,11 +115,7 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
         if (!ok) note = "exact result is NaN";
       } else if (std::isnan(got)) {
         ok = false;
-        // The buffer's own dtype: saved statistics of T values are fp32 arrays (stats=T).
-        const uint32_t bits = out.at(k, c), all_ones = out.dtype == DType::F32 ? 0xffffffffu : 0xffffu;
-        note = bits == poisonBits(out.dtype) ? "never written (poison)"
-               : bits == all_ones ? "never written by the library (its allocator's memory was poisoned all ones)"
-                                  : "NaN";
+        note = nanNote();
       } else if (std::isinf(got)) {
         // Allowed where the budget reaches overflow on got's side of exact
         // (either side where it exceeds |exact|: a constant row at a tiny eps,
@@ -123,6 +135,7 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
                            err / rigorous);
         ++b.statistical_flags;
       }
+      if (exactly_admitted) ratio = ok ? std::min(ratio, 1.0) : std::max(ratio, std::nextafter(1.0, 2.0));
       ok = ok && ratio <= 1.0;
       // Within the budget about the exact value, and about the run's own
       // center where one is given: the narrower bound measures power.

@@ -53,13 +53,18 @@ Buffer* RunBuffers::find(const std::string& name) const {
   return nullptr;
 }
 
-void* RunBuffers::output(const std::string& name, DType t, int64_t rows, int64_t cols, int64_t ld, bool per_row) {
+void* RunBuffers::output(const std::string& name, DType t, int64_t rows, int64_t cols, int64_t ld, bool per_row,
+                         std::optional<uint32_t> poison) {
   const PhaseScope phase(Phase::Buffers);
   if (std::find(unprovided_.begin(), unprovided_.end(), name) != unprovided_.end())
     return scratch(name, size_t(rows * ld) * storageBytes(t));
   Entry e{std::make_unique<Buffer>(where_, size_t(rows * ld) * storageBytes(t), name),
-          OutputTensor{name, t, rows, cols, ld, per_row, {}}, Entry::kOutput, nullptr};
-  e.buffer->fillPattern(poisonBits(t), storageBytes(t));
+          OutputTensor{name, t, rows, cols, ld, per_row, {}},
+          Entry::kOutput,
+          nullptr,
+          0,
+          poison.value_or(poisonBits(t))};
+  e.buffer->fillPattern(e.poison, storageBytes(t));
   entries_.push_back(std::move(e));
   return entries_.back().buffer->data();
 }
@@ -155,7 +160,7 @@ RunResult RunBuffers::collect(const RunResult* expected) {
     }
     PackedBits bits = unpackBits(e.buffer->downloadAll(), g.dtype);  // kept as downloaded: no copy
     release();
-    const uint32_t poison = poisonBits(g.dtype);
+    const uint32_t poison = e.poison;
     for (int64_t row = 0; row < g.rows; ++row)
       for (int64_t col = 0; col < g.ld; ++col) {
         const uint32_t b = bits.get(size_t(row * g.ld + col));
@@ -173,6 +178,28 @@ RunResult RunBuffers::collect(const RunResult* expected) {
   }
   if (mem.unwritten) note(mem, fmt::format("{} output elements never written", mem.unwritten));
   return r;
+}
+
+void recountUnwritten(RunResult& first, uint32_t first_poison, const RunResult& second, uint32_t second_poison,
+                      const std::string& tensor) {
+  const OutputTensor* a = first.find(tensor);
+  const OutputTensor* b = second.find(tensor);
+  if (!a || !b || !a->downloaded || !b->downloaded) return;  // a repeat's checks are the run's it repeats
+  MemoryReport& mem = first.memory;
+  // The first run's count of this tensor and its notes go; the rest stay.
+  int64_t theirs = 0, unwritten = 0;
+  for (int64_t row = 0; row < a->rows; ++row)
+    for (int64_t col = 0; col < a->cols; ++col) theirs += a->at(row, col) == first_poison;
+  std::erase_if(mem.details,
+                [&](const std::string& d) { return d.starts_with(fmt::format("'{}' not written", tensor)); });
+  for (int64_t row = 0; row < a->rows; ++row)
+    for (int64_t col = 0; col < a->cols; ++col)
+      if (a->at(row, col) == first_poison && b->at(row, col) == second_poison && unwritten++ == 0)
+        note(mem, fmt::format("'{}' not written at row {} col {} (its poison after runs with two poisons)", tensor, row,
+                              col));
+  mem.unwritten += unwritten - theirs;
+  std::erase_if(mem.details, [](const std::string& d) { return d.ends_with("output elements never written"); });
+  if (mem.unwritten) note(mem, fmt::format("{} output elements never written", mem.unwritten));
 }
 
 }  // namespace ulpcheck

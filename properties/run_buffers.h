@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,10 @@ class RunBuffers {
                   int64_t rows, int64_t cols, int64_t ld);
   /// The buffer of a named output or input (null if none).
   Buffer* find(const std::string& name) const;
-  void* output(const std::string& name, DType t, int64_t rows, int64_t cols, int64_t ld, bool per_row);
+  /// An output, poisoned with `poison` (the dtype's NaN poison unless
+  /// given): an element still holding it after the run was never written.
+  void* output(const std::string& name, DType t, int64_t rows, int64_t cols, int64_t ld, bool per_row,
+               std::optional<uint32_t> poison = std::nullopt);
   void* scratch(const std::string& name, size_t bytes);
 
   /// Downloads the outputs and runs the memory checks. With `expected` (an
@@ -49,10 +53,19 @@ class RunBuffers {
     enum Kind { kInput, kOutput, kScratch } kind;
     const HostMatrix* uploaded = nullptr;  // inputs: what was uploaded, which must come back unchanged
     uint64_t generated_digest = 0;         // inputs generated in place (uploaded null): their digest
+    uint32_t poison = 0;                   // outputs: what an unwritten element holds
   };
   Backend where_;
   std::vector<std::string> unprovided_;
   std::vector<Entry> entries_;
 };
+
+/// Where every value of an output is legal, its poison included (an fp8
+/// output whose spec overflows to NaN): `first` ran with one poison and
+/// `second`, the same case again, with another. An element is unwritten
+/// only where each run left its own poison: `first`'s memory report is
+/// counted again for `tensor` so.
+void recountUnwritten(RunResult& first, uint32_t first_poison, const RunResult& second, uint32_t second_poison,
+                      const std::string& tensor);
 
 }  // namespace ulpcheck

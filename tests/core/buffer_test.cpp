@@ -1,4 +1,5 @@
-// Buffers find out-of-bounds writes on either side (their red zones).
+// Buffers find out-of-bounds writes on either side (their red zones), and
+// poison every element of every storage width (fp32, 16-bit, fp8's byte).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -20,6 +21,17 @@ TEST(Buffer, RedZonesCatchWritesOnEitherSide) {
   static_cast<char*>(b.data())[-3] = 1;  // before the start
   EXPECT_EQ(b.damagedCanaryBytes(), 2u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 256, 0u);
+}
+
+TEST(Buffer, PoisonFillsEveryElementOfEveryWidth) {
+  for (const DType t : {DType::F32, DType::BF16, DType::E4M3}) {
+    const int width = storageBytes(t);
+    Buffer b(Backend::Host, size_t(12 * width), "t");
+    b.fillPattern(poisonBits(t), width);
+    const std::vector<uint8_t> payload = b.downloadAll();
+    for (size_t i = 0; i < payload.size(); ++i)
+      EXPECT_EQ(payload[i], uint8_t(poisonBits(t) >> (8 * (i % size_t(width))))) << dtypeName(t) << " byte " << i;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,107 @@
+// Oracle of RMSNorm + FP8 quantization.
+//
+// rmsnorm's oracle at an fp32 output gives every element's exact y and a
+// budget b: the fp32 y a kernel honouring its contract stores (and, under
+// scaled=T, rounds to T) is within b of it. Every later step of the spec's
+// chain is monotone (oracles/fp8_quant.h), so from the interval [y - b,
+// y + b] and the scale's interval the fp8 values an element may take follow
+// exactly: a static scale is one value; a per-token scale's fp32 values
+// follow from its row's intervals. Nothing is judged by distance alone: the
+// element must be one of those values (ReferenceTensor::admissible).
+//
+// Its budget, for ulps, power and the rounding bias: the conversion reads
+// an fp32 value p in [p_lo, p_hi] (Fp8Range::converted) and stores round(p);
+// with x the exact value and E = max(x - p_lo, p_hi - x), a kernel stores a
+// value within E + half an fp8 ulp of x, and round-to-nearest's monotonicity
+// puts it in [RN(x - E), RN(x + E)], which the rounding bias's allowance
+// needs (oracles/rounding_bias.h). Where the spec saturates, x and p are
+// clamped to the format's range first: clamping is monotone and 1-Lipschitz,
+// and rounding a clamped value gives what saturating conversion gives.
+#include "oracles/rmsnorm_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "oracles/rmsnorm.h"
+
+namespace ulpcheck {
+
+namespace {
+
+using fp8_quant::Interval;
+
+/// A real bound widened by 2^-50 of itself: the double arithmetic of
+/// fp8_quant's unrounded scales (a quotient by fmax) is within 2^-53.
+double widened(double e, double x) { return e + 0x1p-50 * std::fabs(x); }
+
+}  // namespace
+
+RmsNormQuantReference rmsnormQuantReference(const RmsNormQuantInputs& in, const AccuracyContract& contract,
+                                            ThreadPool& pool, OracleMode mode) {
+  const int64_t M = in.x.rows, N = in.x.cols;
+  const DType T = in.x.dtype;
+  const fp8_quant::QuantSpec& q = in.quant;
+  const DType qt = q.format == Fp8Format::E4M3FN ? DType::E4M3 : DType::E5M2;
+  const double fmax = fp8MaxFinite(q.format);
+  const bool saturates = q.overflow == Fp8Overflow::Saturate, per_token = in.per_token.has_value();
+
+  // The fp32 y: rmsnorm's oracle at an fp32 output (its backward at a zero
+  // gradient, unread).
+  const HostMatrix no_grad{T, M, N, N, PackedBits(storageBytes(T), size_t(M * N))};
+  const RmsNormReference norm = rmsnormReference(
+      RmsNormInputs{.x = in.x, .w = in.w, .dy = no_grad, .eps = in.eps, .spec = in.spec, .y_dtype = DType::F32},
+      contract, pool, mode);
+
+  RmsNormQuantReference ref;
+  ref.y = ReferenceTensor::zeros("y", qt, M, N, true);
+  ref.y.admissible.assign(size_t(M * N));
+  if (per_token) {
+    ref.scale = ReferenceTensor::zeros("scale", DType::F32, M, 1, true);
+    ref.scale.admissible.assign(size_t(M));
+  }
+  const auto clamped = [&](double v) { return saturates ? std::clamp(v, -fmax, fmax) : v; };
+  pool.forChunks(M, [&](unsigned, int64_t begin, int64_t end) {
+    std::vector<Interval> row(static_cast<size_t>(N));
+    for (int64_t i = begin; i < end; ++i) {
+      double amax = 0;
+      for (int64_t j = 0; j < N; ++j) {
+        const size_t at = size_t(i * N + j);
+        const double y = norm.y.exact[at], b = norm.y.budget[at];
+        row[size_t(j)] = {y - b, y + b};
+        amax = std::max(amax, std::fabs(y));
+      }
+      Interval scale{in.static_scale, in.static_scale};
+      double exact_scale = in.static_scale;
+      if (per_token) {
+        const fp8_quant::ScaleBounds s = fp8_quant::perTokenScaleBounds(q, *in.per_token, row);
+        // The exact scale of the exact y (unrounded, clamped as the rule clamps).
+        const fp8_quant::PerTokenScale& rule = *in.per_token;
+        exact_scale = std::max(std::max(amax, rule.min_amax) / rule.fmax, rule.min_scale);
+        scale = s.stored;
+        const double e = widened(std::max({exact_scale - s.computed.lo, s.computed.hi - exact_scale, 0.0}),
+                                 exact_scale);
+        ref.scale.exact[size_t(i)] = exact_scale;
+        ref.scale.budget[size_t(i)] = budgetFromError(DType::F32, exact_scale, e);
+        ref.scale.admissible.lo[size_t(i)] = s.stored.lo;
+        ref.scale.admissible.hi[size_t(i)] = s.stored.hi;
+      }
+      for (int64_t j = 0; j < N; ++j) {
+        const size_t at = size_t(i * N + j);
+        const fp8_quant::Fp8Range r = fp8_quant::admissible(q, row[size_t(j)], scale);
+        const double x = clamped(norm.y.exact[at] / exact_scale);
+        const double e = widened(std::max({x - clamped(r.converted.lo), clamped(r.converted.hi) - x, 0.0}), x);
+        ref.y.exact[at] = x;
+        ref.y.budget[at] = budgetFromError(qt, x, e);
+        ref.y.admissible.lo[at] = r.finite ? r.lo : INFINITY;
+        ref.y.admissible.hi[at] = r.finite ? r.hi : -INFINITY;
+        ref.y.admissible.overflow[at] = uint8_t((r.overflow_below ? AdmissibleValues::kOverflowBelow : 0) |
+                                                (r.overflow_above ? AdmissibleValues::kOverflowAbove : 0));
+      }
+    }
+  });
+  return ref;
+}
+
+}  // namespace ulpcheck

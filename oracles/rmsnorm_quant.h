@@ -1,0 +1,47 @@
+// Oracle of RMSNorm with its output quantized to FP8 (spec in
+// kernels/rmsnorm_quant/rmsnorm_quant.h): rmsnorm's oracle gives each
+// element's fp32 y within its budget, and oracles/fp8_quant.h the fp8
+// values, exactly, a kernel whose y lies there may store, and the fp32
+// values of a per-token scale.
+#pragma once
+
+#include <optional>
+
+#include "core/accuracy.h"
+#include "core/datagen.h"
+#include "core/parallel.h"
+#include "core/spec.h"
+#include "oracles/fp8_quant.h"
+#include "oracles/oracle_mode.h"
+#include "oracles/reference.h"
+
+namespace ulpcheck {
+
+struct RmsNormQuantInputs {
+  const HostMatrix& x;  // M x N, row stride ld
+  const HostMatrix& w;  // 1 x N, in the spec's weight dtype
+  float eps;
+  Spec spec;  // the norm's fields (its weight offset)
+  fp8_quant::QuantSpec quant;
+  // quant=token: how the row's scale is made; none: the static scale.
+  std::optional<fp8_quant::PerTokenScale> per_token;
+  float static_scale = 1;
+};
+
+struct RmsNormQuantReference {
+  // y: M x N in the spec's fp8 dtype. Its exact value is y / s of the exact
+  // y and scale (clamped to the format's range where the spec saturates);
+  // its admissible values (ReferenceTensor::admissible) what the spec's
+  // chain stores from any y and scale within their budgets; its budget the
+  // distance to the farther of the fp32 values the conversion may read,
+  // plus half an fp8 ulp.
+  ReferenceTensor y;
+  // quant=token: M x 1 fp32, the exact max(amax / fmax, min_scale) and the
+  // fp32 values a kernel may store; empty under quant=static.
+  ReferenceTensor scale;
+};
+
+RmsNormQuantReference rmsnormQuantReference(const RmsNormQuantInputs& in, const AccuracyContract& contract,
+                                            ThreadPool& pool, OracleMode mode);
+
+}  // namespace ulpcheck
