@@ -25,7 +25,7 @@ inline float staticQuantScale(const CaseSpec& c) {
 }
 
 struct RmsNormQuantInputData {
-  HostMatrix x, w, scale;    // scale: 1 x 1 fp32 (quant=static; unused under token)
+  HostMatrix x, w, scale;     // scale: 1 x 1 fp32 (quant=static; unused under token)
   std::vector<int64_t> rows;  // the logical ids they were made at
 };
 

@@ -125,8 +125,8 @@ class RmsNormQuantOp final : public OpAdapter {
     const RowShape shape{c.dtype, M, c.N, c.ld, c.eps, c.spec};
     const LaunchEnv env = launchEnv(c, ctx);
     RmsNormQuantInputData fresh;
-    const RmsNormQuantInputData& in =
-        caseInputs(ctx, layout, fresh, [&] { return generateRmsNormQuantInputs(c, layout); });
+    const RmsNormQuantInputData& in = caseInputs(ctx, layout, fresh,
+                                                 [&] { return generateRmsNormQuantInputs(c, layout); });
 
     RunBuffers buf(k.info.backend, k.info.unprovided_outputs);
     RmsNormQuantArgs args;
@@ -136,8 +136,7 @@ class RmsNormQuantOp final : public OpAdapter {
     args.y = buf.output("y", quantDtype(c.spec), M, c.N, c.ld, true, poison);
     if (kQuantScale(c.spec) == QuantScale::Static)
       args.static_scale = static_cast<const float*>(buf.input("static_scale", in.scale));
-    else
-      args.scale = static_cast<float*>(buf.output("scale", DType::F32, M, 1, 1, true));
+    else args.scale = static_cast<float*>(buf.output("scale", DType::F32, M, 1, 1, true));
 
     // Started after the inputs are in place, so the load overlaps the launch.
     ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);

@@ -111,6 +111,7 @@ int cmdRun(const RunArgs& a) {
   if (!a.report_to_coordinator) sayWhenInterrupted();  // a worker dies with its coordinator, which says it
   RunRequest run;
   run.ops = opsToRun(a.op, a.kernels);
+  run.all_ops = a.op == "all";
   checkCorpusOption(a.corpus);
   if (!a.report_to_coordinator) checkOutputFiles({{"--html", a.html}, {"--junit", a.junit}});
   const ExecContext exec = execContext(a.backend, a.perturb_schedule, a.oracle, a.report_to_coordinator);

@@ -255,6 +255,11 @@ int runOps(const RunRequest& run, const ExecContext& exec) {
     if (i && !run.to_coordinator) fmt::print("\n");
     CampaignOptions o = run.campaign;
     o.op = run.ops[i];
+    if (run.all_ops && o.kernels.empty() && defaultKernels(o.op, exec.backend).empty()) {
+      if (!run.to_coordinator)
+        fmt::print("# op {}: no {} kernel variant is registered; passed over\n", o.op, backendName(exec.backend));
+      continue;
+    }
     o.seed = run.seed ? *run.seed : randomSeed();  // one seed for all of an op's workers
     if (run.time_budget_s > 0) {  // --time-budget is for the whole run: share what is left among the ops to go
       const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -18,6 +18,9 @@ namespace ulpcheck {
 
 struct RunRequest {
   std::vector<std::string> ops;  // opsToRun
+  // `--op all` (the default): an op with no variant on the run's backend
+  // (rmsnorm_quant's host port only, on a GPU) is passed over, saying so.
+  bool all_ops = false;
   // Every op's campaign options but its op, its seed and its time budget (set per op).
   CampaignOptions campaign;
   std::optional<uint64_t> seed;   // nullopt: a random seed per op, printed in its header

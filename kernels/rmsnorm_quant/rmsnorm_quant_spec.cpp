@@ -22,8 +22,8 @@ SpecField declaredChoice(const char* key, const char* meaning, int draw_slot, st
 
 // Draw slots 9 to 13: after allreduce_rmsnorm's acc (8).
 const SpecField& quantScaleField() {
-  static const SpecField field =
-      declaredChoice("quant", "where the fp8 scale comes from: given, or per row (token)", 9, {"static", "token"});
+  static const SpecField field = declaredChoice("quant", "where the fp8 scale comes from: given, or per row (token)", 9,
+                                                {"static", "token"});
   return field;
 }
 
@@ -34,8 +34,9 @@ const SpecField& fp8FormatField() {
 
 const SpecField& fp8OverflowField() {
   // satfinite: CUDA's cvt .satfinite (FlashInfer, vLLM); nonfinite: torch's casts.
-  static const SpecField field = declaredChoice(
-      "overflow", "what an fp8 value past the largest finite one becomes: it, or NaN/Inf", 11, {"satfinite", "nonfinite"});
+  static const SpecField field = declaredChoice("overflow",
+                                                "what an fp8 value past the largest finite one becomes: it, or NaN/Inf",
+                                                11, {"satfinite", "nonfinite"});
   return field;
 }
 

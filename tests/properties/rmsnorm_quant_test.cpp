@@ -27,8 +27,7 @@ const std::string kBase = "op=rmsnorm_quant M=7 N=96 ld=100 eps=0x1.0c6f7ap-20 d
 /// elements pass the format's largest finite value.
 CaseSpec overflowingCase(const std::string& kernel, const std::string& spec, const std::string& dtype = "bf16") {
   for (uint64_t seed = 0;; ++seed) {
-    CaseSpec c =
-        parseCaseString(fmt::format("{} kernel={} dtype={} seed={:#x} {}", kBase, kernel, dtype, seed, spec));
+    CaseSpec c = parseCaseString(fmt::format("{} kernel={} dtype={} seed={:#x} {}", kBase, kernel, dtype, seed, spec));
     if (double(staticQuantScale(c)) * fp8MaxFinite(kFp8Format(c.spec)) < 1.0) return c;
   }
 }
@@ -53,8 +52,8 @@ TEST(RmsNormQuant, EveryValueTheHostPortStoresIsAdmittedOnEverySpec) {
               int judged_by = 0;
               for (const ReplayResult& r : runCase(c, {}, testing::hostContext())) {
                 judged_by += r.applies && r.outcome.judged();
-                EXPECT_EQ(r.outcome.verdict, Verdict::Pass) << toCaseString(c) << "\n" << r.property << ": "
-                                                            << r.outcome.summary;
+                EXPECT_EQ(r.outcome.verdict, Verdict::Pass) << toCaseString(c) << "\n"
+                                                            << r.property << ": " << r.outcome.summary;
               }
               EXPECT_EQ(judged_by, 4) << toCaseString(c) << ": accuracy, batch invariance, determinism, memory safety";
               ++cases;
@@ -80,8 +79,7 @@ TEST(RmsNormQuant, PastTheRangeASaturatingSpecAdmitsTheLargestFiniteValueANonFin
       EXPECT_EQ(s.admissible.overflow[i], 0);
       EXPECT_EQ(s.exact[i], std::copysign(fmax, x)) << "a saturating spec's exact value is clamped";
       EXPECT_GT(n.admissible.lo[i], n.admissible.hi[i]) << "no finite value";
-      EXPECT_EQ(n.admissible.overflow[i],
-                x > 0 ? AdmissibleValues::kOverflowAbove : AdmissibleValues::kOverflowBelow);
+      EXPECT_EQ(n.admissible.overflow[i], x > 0 ? AdmissibleValues::kOverflowAbove : AdmissibleValues::kOverflowBelow);
       EXPECT_EQ(n.admissible.admits(n.dtype, i, NAN), n.dtype == DType::E4M3);
       EXPECT_EQ(n.admissible.admits(n.dtype, i, std::copysign(INFINITY, x)), n.dtype == DType::E5M2);
       EXPECT_FALSE(n.admissible.admits(n.dtype, i, std::copysign(fmax, x)));
