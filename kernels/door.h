@@ -127,17 +127,19 @@ const Kernel& registeredVariant(const std::string& op, const std::string& name) 
 }
 
 /// `door` with the parts every op whose variants live in a
-/// KernelRegistry<Kernel> (with `info`, `workspace_bytes`, `backward` and
-/// `depths`) shares: forward_into, add_remote and find, given how the op
-/// forwards a variant's entry points through a RemoteEntry (`forwarded`,
-/// which sets info.remote). A variant without a backward (its
-/// OpDoor::backward_outputs unprovided) gets none in the worker either.
+/// KernelRegistry<Kernel> (with `info` and `depths`, and `workspace_bytes`
+/// and `backward` where its variants have them) shares: forward_into,
+/// add_remote and find, given how the op forwards a variant's entry points
+/// through a RemoteEntry (`forwarded`, which sets info.remote). A variant
+/// without a backward (its OpDoor::backward_outputs unprovided) gets none in
+/// the worker either.
 template <typename Kernel>
 OpDoor withRegistry(OpDoor door, Kernel (*forwarded)(Kernel, RemoteEntry)) {
   using Registry = KernelRegistry<Kernel>;
   auto forward = [forwarded, optional = door.backward_outputs](Kernel k, RemoteEntry call) {
     k = forwarded(std::move(k), std::move(call));
-    if (!optional.empty() && !k.info.provides(optional.front())) k.backward = nullptr;
+    if constexpr (requires { k.backward; })
+      if (!optional.empty() && !k.info.provides(optional.front())) k.backward = nullptr;
     return k;
   };
   door.forward_into = [forward, op = door.op](const std::string& name, RemoteEntry call) {
@@ -146,7 +148,8 @@ OpDoor withRegistry(OpDoor door, Kernel (*forwarded)(Kernel, RemoteEntry)) {
   door.add_remote = [forward](KernelInfo info, RemoteEntry call, DepthsOf depths) {
     Kernel k{};
     k.info = std::move(info);
-    k.workspace_bytes = [](const RowShape&, const LaunchEnv&) { return size_t(0); };
+    if constexpr (requires { k.workspace_bytes; })
+      k.workspace_bytes = [](const RowShape&, const LaunchEnv&) { return size_t(0); };
     k.depths = std::move(depths);
     Registry::add(forward(std::move(k), std::move(call)));
   };

@@ -214,6 +214,13 @@ def allreduce_rmsnorm(name: str, *, forward: Callable, **kw) -> Variant:
     return _register("allreduce_rmsnorm", name, forward=forward, backward=None, **kw)
 
 
+def rmsnorm_quant(name: str, *, forward: Callable, **kw) -> Variant:
+    """Registers an RMSNorm whose output is quantized to FP8, forward only
+    (see ulpcheck/ops/rmsnorm_quant.py): quant=, fp8=, overflow=, scaled=
+    and inverse= name the spec it implements."""
+    return _register("rmsnorm_quant", name, forward=forward, backward=None, **kw)
+
+
 def variants() -> List[Variant]:
     return list(_registry)
 

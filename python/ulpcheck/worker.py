@@ -33,13 +33,21 @@ from ulpcheck import ops
 DTYPE_CODES = {0: "fp32", 1: "fp16", 2: "bf16"}  # core/dtype.h's DType
 
 
+_FP8_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+
+
 def _torch_dtype(name):
     import torch
+    if name in _FP8_DTYPES:  # torch >= 2.1 has them
+        if not hasattr(torch, _FP8_DTYPES[name]):
+            raise ValueError(f"torch {torch.__version__} has no torch.{_FP8_DTYPES[name]}: an fp8 output needs torch 2.1 "
+                             "or later")
+        return getattr(torch, _FP8_DTYPES[name])
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
 def _element_bytes(name):
-    return 4 if name == "fp32" else 2
+    return {"fp32": 4, "fp16": 2, "bf16": 2, "e4m3": 1, "e5m2": 1}[name]
 
 
 def load_kernels(path):
@@ -242,6 +250,8 @@ class Call:
         self.sdt = spec.get("stats", "fp32")
         # The residual's dtype (a norm that adds one): x's unless the spec says (res=fp32).
         self.rdt = spec.get("res", self.dt)
+        # A quantized output's fp8 format (rmsnorm_quant's fp8=e5m2; e4m3 the default).
+        self.qdt = spec.get("fp8", "e4m3")
         self.ptrs = req["ptrs"]
         self.regions = regions
         self.rank = req.get("rank")  # a multi-rank op's call: [rank, ranks, generation, device]
@@ -267,6 +277,14 @@ class Call:
     def residual(self, name):
         """A residual or residual_out: M x N with row stride ld, in the residual's dtype."""
         return self.regions.tensor(self.ptrs[name], self.rdt, self.M, self.N, self.ld)
+
+    def quantized(self, name):
+        """A quantized output: M x N with row stride ld, in the spec's fp8 dtype."""
+        return self.regions.tensor(self.ptrs[name], self.qdt, self.M, self.N, self.ld)
+
+    def scalar(self, name):
+        """A given fp32 value (a static scale), as a 1-element tensor."""
+        return self.regions.tensor(self.ptrs[name], "fp32", 1, 1, 1)[0]
 
     def vec(self, name):
         """A weight or its gradient; None where the spec has none (LayerNorm's affine=nobias|none)."""

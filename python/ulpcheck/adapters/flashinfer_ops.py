@@ -120,3 +120,32 @@ for which in ("cute", "cuda"):
             aligned_rows=True, libraries=("torch", "flashinfer"),
             description=f"FlashInfer's rmsnorm, its {'CuTe DSL' if which == 'cute' else 'CUDA JIT'} backend{what}: "
                         "forward only")
+
+
+def _rmsnorm_quant_variant(which):
+    def forward(x, w, scale, eps):
+        # fp8 out with the input's row stride; scale: ulpcheck's 1-element fp32 tensor, as FlashInfer takes it.
+        out = torch.empty((x.shape[0], x.stride(0)), dtype=torch.float8_e4m3fn, device=x.device)[:, :x.shape[1]]
+        if which == "cute":
+            fi_norm.rmsnorm_quant_cute(out, x, w, scale, eps, weight_bias=0.0, enable_pdl=False)
+        else:
+            fi_norm.get_norm_module().rmsnorm_quant(out, x, w, scale, eps, False)
+        return out
+
+    return forward
+
+
+# flashinfer.rmsnorm_quant(out, input, weight, scale, eps): y = x rstd w in
+# fp32, not rounded to x's dtype, times 1/scale (rcp.approx in the CuTe
+# kernel, fast-math division in the CUDA one: inverse="approx"), converted
+# with cvt .satfinite (the CUDA kernel clamps to +-448 first): the spec's
+# defaults otherwise. Its own test compares with rtol=1, atol=1.
+for which in ("cute", "cuda"):
+    if which == "cute" and not hasattr(fi_norm, "rmsnorm_quant_cute"):
+        continue
+    ulpcheck.rmsnorm_quant(
+        f"flashinfer_rmsnorm_quant_{which}", forward=_rmsnorm_quant_variant(which), backend="cuda",
+        dtypes=("fp16", "bf16"), inverse="approx", compiles_per_shape=True, aligned_rows=True,
+        libraries=("torch", "flashinfer"),
+        description=f"FlashInfer's rmsnorm_quant, its {'CuTe DSL' if which == 'cute' else 'CUDA JIT'} backend: "
+                    "E4M3 with a static scale, satfinite")

@@ -251,3 +251,35 @@ ulpcheck.allreduce_rmsnorm("torch_allreduce_rms_norm_cpu", forward=allreduce_fp3
                            dtypes=_cpu_dtypes, batch_invariant=False, fp32_weights=True, fp32_residual=True,
                            description=f"torch.distributed.all_reduce (gloo) of the partials in fp32, rounded to "
                                        f"x's dtype, x + residual, then {_rms}, on the CPU")
+
+
+# RMSNorm quantized to FP8 (rmsnorm_quant) as a user's reference writes it:
+# F.rms_norm of x in fp32, then (y / scale).to(torch.float8_e4m3fn), torch's
+# cast rounding to nearest even and overflowing to NaN (overflow="nonfinite"),
+# the scale applied by division (inverse="divide"). Per token, the scale is
+# the row's amax / 448 clamped at 1 / (512 * 448), vLLM's and FlashInfer's
+# floor. torch 2.1 and later (float8 dtypes).
+_FP8_MAX = 448.0
+
+
+def rms_norm_static_fp8_forward(x, w, scale, eps):
+    y = _rms_norm(x.float(), w.float(), eps)
+    return (y / scale).to(torch.float8_e4m3fn)
+
+
+def rms_norm_token_fp8_forward(x, w, scale, eps):
+    y = _rms_norm(x.float(), w.float(), eps)
+    s = torch.clamp(y.abs().amax(dim=-1, keepdim=True) / _FP8_MAX, min=1.0 / (512 * _FP8_MAX))
+    return (y / s).to(torch.float8_e4m3fn), s
+
+
+if hasattr(torch, "float8_e4m3fn"):
+    for _backend, _suffix, _where in (("cuda", "", "the GPU"), ("host", "_cpu", "the CPU")):
+        ulpcheck.rmsnorm_quant(f"torch_rms_norm_static_fp8{_suffix}", forward=rms_norm_static_fp8_forward,
+                               backend=_backend, fp32_weights=True, overflow="nonfinite", inverse="divide",
+                               description=f"{_rms} in fp32 on {_where}, then (y / scale).to(float8_e4m3fn)")
+        ulpcheck.rmsnorm_quant(f"torch_rms_norm_token_fp8{_suffix}", forward=rms_norm_token_fp8_forward,
+                               backend=_backend, fp32_weights=True, quant="token", overflow="nonfinite",
+                               inverse="divide",
+                               description=f"{_rms} in fp32 on {_where}, a per-row scale amax / 448 (at least "
+                                           "1 / (512 * 448)), then (y / scale).to(float8_e4m3fn)")

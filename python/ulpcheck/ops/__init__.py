@@ -32,9 +32,10 @@ class Op:
     multi_rank: bool = False
 
 
-from . import allreduce_rmsnorm, fused_add_rmsnorm, layernorm, rmsnorm  # noqa: E402  (the registration list)
+from . import allreduce_rmsnorm, fused_add_rmsnorm, layernorm, rmsnorm, rmsnorm_quant  # noqa: E402  (the registration list)
 
-OPS: Dict[str, Op] = {m.OP.name: m.OP for m in (rmsnorm, layernorm, fused_add_rmsnorm, allreduce_rmsnorm)}
+OPS: Dict[str, Op] = {m.OP.name: m.OP for m in (rmsnorm, layernorm, fused_add_rmsnorm, allreduce_rmsnorm,
+                                                rmsnorm_quant)}
 
 
 def serving(entry: str) -> Op:
