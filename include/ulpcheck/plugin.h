@@ -1,4 +1,4 @@
-/* ulpcheck plugin ABI, version 5: how a shared library puts its own norm
+/* ulpcheck plugin ABI, version 6: how a shared library puts its own norm
  * kernels under ulpcheck's properties without editing ulpcheck.
  *
  * A plugin is a shared library that exports one C function,
@@ -58,6 +58,11 @@
  * that fails, faults or does not return fails the case on every rank, and
  * every rank's process is restarted (the buffers are kept).
  *
+ * Version 6 appends RMSNorm with its output quantized to FP8 (op
+ * "rmsnorm_quant": ulpcheck_variant::rmsnorm_quant) and the FP8 dtypes of
+ * its output tensor (ULPCHECK_E4M3, ULPCHECK_E5M2: output dtypes only, a
+ * byte an element, never a variant's activation dtype).
+ *
  * The specs (what the outputs must equal, up to a rounding-error budget):
  *   RMSNorm   rstd_i = 1 / sqrt(mean_j x_ij^2 + eps)      (fp32, rows x 1)
  *             y_ij   = x_ij rstd_i w_j
@@ -81,9 +86,17 @@
 extern "C" {
 #endif
 
-#define ULPCHECK_ABI_VERSION 5u
+#define ULPCHECK_ABI_VERSION 6u
 
-typedef enum { ULPCHECK_F32 = 0, ULPCHECK_F16 = 1, ULPCHECK_BF16 = 2 } ulpcheck_dtype;
+/* (Version 6: ULPCHECK_E4M3 (float8_e4m3fn: max 448, NaN, no Inf) and
+ * ULPCHECK_E5M2 (float8_e5m2), rmsnorm_quant's output only.) */
+typedef enum {
+  ULPCHECK_F32 = 0,
+  ULPCHECK_F16 = 1,
+  ULPCHECK_BF16 = 2,
+  ULPCHECK_E4M3 = 3,
+  ULPCHECK_E5M2 = 4
+} ulpcheck_dtype;
 #define ULPCHECK_DTYPE_BIT(t) (1u << (unsigned)(t))
 
 typedef enum { ULPCHECK_HOST = 0, ULPCHECK_CUDA = 1 } ulpcheck_backend;
@@ -205,6 +218,30 @@ typedef struct {
 } ulpcheck_allreduce_rmsnorm_args;
 typedef int (*ulpcheck_allreduce_rmsnorm_fn)(const ulpcheck_allreduce_rmsnorm_args*, const ulpcheck_launch*);
 
+/* Version 6: RMSNorm with its output quantized to FP8 (op "rmsnorm_quant"),
+ * forward only. With the spec the variant declares (its options below):
+ *   y    = x rstd (offset + w)                      in fp32
+ *   v    = y, or y rounded to x's dtype             scaled=activation
+ *   s    = static_scale's value                     quant=static (the default)
+ *        = max(fl(amax / fmax), fl(1 / (512 fmax))) quant=token: amax the row's
+ *                                                   largest |v|, fmax 448 (E4M3)
+ *                                                   or 57344 (E5M2); stored to
+ *                                                   scale, one per row
+ *   y_q  = fp8(fl(v * fl(1/s)))                     inverse=exact (the default);
+ *          an approximate 1/s (inverse=approx, rcp.approx) or fl(v / s)
+ *          (inverse=divide); rounded to nearest even, then past the largest
+ *          finite value that value (overflow=satfinite, the default: cvt
+ *          .satfinite) or NaN / +-Inf (overflow=nonfinite)
+ * y_q's dtype is ULPCHECK_E4M3 (fp8=e4m3, the default) or ULPCHECK_E5M2. */
+typedef struct {
+  ulpcheck_tensor x, w;         /* inputs: M x N; 1 x N in the weights' dtype */
+  ulpcheck_tensor static_scale; /* input: 1 x 1 fp32 under quant=static; data NULL under quant=token */
+  ulpcheck_tensor y;            /* output: M x N in the fp8 dtype, row stride x's */
+  ulpcheck_tensor scale;        /* output: M x 1 fp32 under quant=token; data NULL under quant=static */
+  float eps;
+} ulpcheck_rmsnorm_quant_args;
+typedef int (*ulpcheck_rmsnorm_quant_fn)(const ulpcheck_rmsnorm_quant_args*, const ulpcheck_launch*);
+
 /* Contracts: what the properties hold the variant to. */
 #define ULPCHECK_DETERMINISTIC (1u << 0)                 /* repeated runs give identical bits */
 #define ULPCHECK_BATCH_INVARIANT (1u << 1)               /* a row's outputs do not depend on M or where the row sits */
@@ -235,7 +272,8 @@ typedef int (*ulpcheck_allreduce_rmsnorm_fn)(const ulpcheck_allreduce_rmsnorm_ar
 
 typedef struct {
   /* Identity. name must be unique among every variant ulpcheck knows. */
-  const char* op; /* "rmsnorm", "layernorm", (version 2) "fused_add_rmsnorm", (version 5) "allreduce_rmsnorm" */
+  const char* op; /* "rmsnorm", "layernorm", (version 2) "fused_add_rmsnorm", (version 5) "allreduce_rmsnorm",
+                     (version 6) "rmsnorm_quant" */
   const char* name;
   const char* description;
   ulpcheck_backend backend;
@@ -286,7 +324,10 @@ typedef struct {
    * fp32_weights, weight_offset, fp32_residual and allreduce_acc=activation
    * (the ranks' partials added in the activation dtype one rank at a time,
    * in rank order, each add rounded, rather than summed in fp32 and rounded
-   * once: FlashInfer's fp32_acc=False).
+   * once: FlashInfer's fp32_acc=False); rmsnorm_quant (version 6) takes
+   * fp32_weights, weight_offset and the one value it implements of each of
+   * quant=static|token, fp8=e4m3|e5m2, overflow=satfinite|nonfinite,
+   * scaled=fp32|activation and inverse=exact|approx|divide.
    * A value ulpcheck cannot read, or an option the op does not have, refuses
    * the plugin saying which. */
   const char* spec;
@@ -322,6 +363,10 @@ typedef struct {
    * 4); 0: any of 1 to ULPCHECK_MAX_RANKS. A CUDA variant runs one rank per
    * GPU, so at most as many ranks as the machine has GPUs. */
   uint32_t rank_counts;
+
+  /* ---- ABI version 6 ---- */
+  /* rmsnorm_quant's entry point. */
+  ulpcheck_rmsnorm_quant_fn rmsnorm_quant;
 } ulpcheck_variant;
 
 typedef struct {

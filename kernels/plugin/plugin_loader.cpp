@@ -31,11 +31,13 @@ constexpr size_t kLargestWorkspaceBytes = size_t{1} << 47;
 // Version 1's ulpcheck_variant: every field before version 2's `spec`;
 // version 2's, every field before version 3's fused add backward; version
 // 3's, every field before version 4's unfused pipeline; version 4's, every
-// field before version 5's allreduce_rmsnorm.
+// field before version 5's allreduce_rmsnorm; version 5's, every field
+// before version 6's rmsnorm_quant (its uint32_t rank_counts padded to 8).
 constexpr size_t kVariantSizeV1 = offsetof(ulpcheck_variant, spec);
 constexpr size_t kVariantSizeV2 = offsetof(ulpcheck_variant, fused_add_rmsnorm_backward);
 constexpr size_t kVariantSizeV3 = offsetof(ulpcheck_variant, unfused_pipeline);
 constexpr size_t kVariantSizeV4 = offsetof(ulpcheck_variant, allreduce_rmsnorm);
+constexpr size_t kVariantSizeV5 = offsetof(ulpcheck_variant, rmsnorm_quant);
 
 /// The variant size a plugin of ABI version `abi` must state (0: a version
 /// this ulpcheck cannot read).
@@ -45,7 +47,8 @@ size_t variantSizeOf(uint32_t abi) {
     case 2: return kVariantSizeV2;
     case 3: return kVariantSizeV3;
     case 4: return kVariantSizeV4;
-    case 5: return sizeof(ulpcheck_variant);
+    case 5: return kVariantSizeV5;
+    case 6: return sizeof(ulpcheck_variant);
     default: return 0;
   }
 }
@@ -70,7 +73,14 @@ DType dtypeOf(ulpcheck_dtype t) {
   return t == ULPCHECK_F32 ? DType::F32 : t == ULPCHECK_F16 ? DType::F16 : DType::BF16;
 }
 ulpcheck_dtype abiDtype(DType t) {
-  return t == DType::F32 ? ULPCHECK_F32 : t == DType::F16 ? ULPCHECK_F16 : ULPCHECK_BF16;
+  switch (t) {
+    case DType::F32: return ULPCHECK_F32;
+    case DType::F16: return ULPCHECK_F16;
+    case DType::BF16: return ULPCHECK_BF16;
+    case DType::E4M3: return ULPCHECK_E4M3;
+    case DType::E5M2: return ULPCHECK_E5M2;
+  }
+  return ULPCHECK_F32;
 }
 
 size_t PluginVariant::workspaceBytes(const RowShape& s) const {

@@ -6,11 +6,13 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {
 
 TEST(DeviceBuffer, PoisonFillsEveryElementOfEveryWidth) {
+  ULPCHECK_REQUIRE_GPU();
   for (const DType t : {DType::F32, DType::BF16, DType::E4M3}) {
     const int width = storageBytes(t);
     Buffer b(Backend::Cuda, size_t(1000 * width), "t");

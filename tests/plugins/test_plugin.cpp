@@ -5,9 +5,12 @@
 // The kernels are the example library's host RMSNorm (examples/plugin).
 #include <ulpcheck/plugin.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "../../examples/plugin/mylib_rmsnorm.h"
 
@@ -146,6 +149,43 @@ mylib::Dtype dtypeOfTensor(const ulpcheck_tensor& t) { return shapeOf(t, 0.f).dt
 }
 #endif
 
+#if ULPCHECK_ABI_VERSION >= 6
+// Version 6: mylib's fp32 RMSNorm quantized to E4M3 with a static scale,
+// the spec's defaults: y times fl(1/s), to nearest even, saturating at 448;
+// and the same converting by truncation, which must fail. The conversion is
+// this file's own (a table of E4M3's 127 magnitudes), not ulpcheck's.
+double e4m3Magnitude(int code) {  // codes 0..126: exponent code >> 3 (bias 7), 3 fraction bits
+  const int e = code >> 3, m = code & 7;
+  return e == 0 ? std::ldexp(double(m), -9) : std::ldexp(1.0 + m / 8.0, e - 7);
+}
+uint8_t toE4m3(float p, bool truncate) {
+  static const std::vector<double> magnitudes = [] {
+    std::vector<double> t(127);
+    for (int c = 0; c < 127; ++c) t[size_t(c)] = e4m3Magnitude(c);
+    return t;
+  }();
+  const double a = std::fabs(double(p));
+  const uint8_t sign = std::signbit(p) ? 0x80 : 0;
+  if (a >= 448) return uint8_t(sign | 126);  // satfinite
+  const int below = int(std::upper_bound(magnitudes.begin(), magnitudes.end(), a) - magnitudes.begin()) - 1;
+  const double down = a - magnitudes[size_t(below)], up = magnitudes[size_t(below) + 1] - a;
+  const int code = truncate || down < up || (down == up && below % 2 == 0) ? below : below + 1;
+  return uint8_t(sign | code);
+}
+template <bool kTruncate>
+int rmsnormQuantE4m3(const ulpcheck_rmsnorm_quant_args* a, const ulpcheck_launch*) {
+  const mylib::RmsNormShape s = shapeOf(a->x, a->eps);  // fp32 only: y is the fp32 y
+  std::vector<float> y(size_t(s.rows * s.stride)), rstd(size_t(s.rows));
+  mylib::rmsnormForwardHost(s, a->x.data, a->w.data, y.data(), rstd.data());
+  const float inverse = 1.0f / *static_cast<const float*>(a->static_scale.data);
+  for (int64_t i = 0; i < s.rows; ++i)
+    for (int64_t j = 0; j < s.cols; ++j)
+      static_cast<uint8_t*>(a->y.data)[i * a->y.row_stride + j] = toE4m3(y[size_t(i * s.stride + j)] * inverse,
+                                                                         kTruncate);
+  return 0;
+}
+#endif
+
 const char* lastError() { return "scratch too small for more than 64 rows"; }
 
 /// Size queries a library may answer with an error code or an absurd size.
@@ -191,10 +231,20 @@ ulpcheck_variant variant(const char* op, const char* name, uint32_t precondition
 }
 #endif
 
+#if ULPCHECK_ABI_VERSION >= 6
+[[maybe_unused]] ulpcheck_variant rmsnormQuant(const char* name, ulpcheck_rmsnorm_quant_fn entry) {
+  ulpcheck_variant v = variant("rmsnorm_quant", name, 0, 0, nullptr);
+  v.dtypes = ULPCHECK_DTYPE_BIT(ULPCHECK_F32);
+  v.rmsnorm_forward = nullptr;
+  v.rmsnorm_quant = entry;
+  return v;
+}
+#endif
+
 #if TEST_PLUGIN_KIND == KIND_GOOD
-// Built against this ulpcheck's header and, as test_plugin_good_v1, _v2 and
-// _v3, against version 1's, 2's and 3's (tests/plugins/v1, v2, v3): the
-// same table less what the later versions added.
+// Built against this ulpcheck's header and, as test_plugin_good_v1 to _v5,
+// against versions 1 to 5's (tests/plugins/v1 ... v5): the same table less
+// what the later versions added.
 const ulpcheck_variant kVariants[] = {
     variant("rmsnorm", "test_rmsnorm_contiguous", ULPCHECK_NEEDS_CONTIGUOUS_ROWS, 512, backwardContiguous),
     variant("rmsnorm", "test_rmsnorm_fails_past_64_rows", 0, 0, backwardFailsPast64Rows),
@@ -207,6 +257,10 @@ const ulpcheck_variant kVariants[] = {
     withSpec(variant("rmsnorm", "test_rmsnorm_fp32_weights_read_as_activations", 0, 0, backwardWithSpec),
              "fp32_weights=true", forwardReadingWeightsAsActivations),
     fusedAdd(),
+#endif
+#if ULPCHECK_ABI_VERSION >= 6
+    rmsnormQuant("test_rmsnorm_quant", rmsnormQuantE4m3<false>),
+    rmsnormQuant("test_rmsnorm_quant_truncating", rmsnormQuantE4m3<true>),
 #endif
 };
 #elif TEST_PLUGIN_KIND == KIND_SPEC_UNKNOWN_OPTION

@@ -5,6 +5,7 @@
 
 #include "harness/runner/exit_codes.h"
 #include "tests/support/cli_support.h"
+#include "tests/support/test_support.h"
 
 namespace ulpcheck {
 namespace {
@@ -12,6 +13,7 @@ namespace {
 using testing::cli;
 
 TEST(GpuMainJob, AnOpWithoutACudaVariantIsPassedOverSayingSo) {
+  ULPCHECK_REQUIRE_GPU();
   const auto all = cli("run --backend cuda --tier smoke --cases 6 --seed 0x2a11 --no-corpus --no-save");
   EXPECT_EQ(all.code, exit_code::kOk) << all.output;
   EXPECT_NE(all.output.find("# op rmsnorm_quant: no cuda kernel variant is registered; passed over"), std::string::npos)

@@ -139,6 +139,36 @@ TEST(Plugin, AVersion1PluginLoadsAndPassesUnchanged) {
   EXPECT_EQ(contiguous.code, exit_code::kOk) << contiguous.output;
 }
 
+TEST(Plugin, AnRmsNormQuantVariantIsJudgedThroughTheCAbi) {
+  // Version 6: E4M3 output and a static scale through the ABI. The correct
+  // variant passes every property; the one truncating its conversion fails
+  // accuracy, the rounding bias naming it.
+  const std::string good = std::string(" --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD;
+  const Result r =
+      cli("run --op rmsnorm_quant --kernel test_rmsnorm_quant --per-cell 10 --seed 3 --no-save --no-corpus" + good);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("accuracy           "), std::string::npos) << r.output;
+  const Result bad = cli("repro 'op=rmsnorm_quant kernel=test_rmsnorm_quant_truncating dtype=fp32 M=16 N=256 seed=0x4' "
+                         "--property accuracy" +
+                         good);
+  EXPECT_EQ(bad.code, exit_code::kPropertyFailed) << bad.output;
+  EXPECT_NE(bad.output.find("outside the values the spec admits"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("rounding biased"), std::string::npos) << bad.output;
+}
+
+TEST(Plugin, AVersion5PluginLoadsAndPassesUnchanged) {
+  // Built against version 5's header (tests/plugins/v5), before
+  // rmsnorm_quant: read with version 5's variant size.
+  const std::string v5 = std::string(" --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD_V5;
+  const Result list = cli("list" + v5);
+  EXPECT_EQ(list.code, exit_code::kOk) << list.output;
+  EXPECT_EQ(list.output.find("test_rmsnorm_quant"), std::string::npos) << "a version 6 variant\n" << list.output;
+  const Result all = cli("run --op fused_add_rmsnorm --kernel test_fused_add_rmsnorm --per-cell 10 --seed 3 "
+                         "--no-save --no-corpus" +
+                         v5);
+  EXPECT_EQ(all.code, exit_code::kOk) << all.output;
+}
+
 TEST(Plugin, AVersion4PluginLoadsAndPassesUnchanged) {
   // Built against version 4's header (tests/plugins/v4), before the
   // multi-rank door: read with version 4's variant size.
