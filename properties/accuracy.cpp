@@ -102,10 +102,12 @@ TensorJudgment judgeTensorRows(const ReferenceTensor& ref, const OutputTensor& o
         // The spec gives every value it admits (a quantized output): one of them, or not.
         ok = ref.admissible.admits(ref.dtype, i, got);
         if (!ok)
-          note = std::isnan(got)      ? std::string(nanNote())
-                 : std::isfinite(got) ? fmt::format("outside the values the spec admits, {}..{}", ref.admissible.lo[i],
-                                                    ref.admissible.hi[i])
-                                      : "Inf where the spec's value cannot overflow that way";
+          note = std::isnan(got)       ? std::string(nanNote())
+                 : !std::isfinite(got) ? "Inf where the spec's value cannot overflow that way"
+                 : ref.admissible.lo[i] > ref.admissible.hi[i]
+                     ? "finite where every value the spec admits overflows (its NaN or Inf is due)"
+                     : fmt::format("outside the values the spec admits, {}..{}", ref.admissible.lo[i],
+                                   ref.admissible.hi[i]);
       } else if (!std::isfinite(exact) && std::isinf(rigorous)) {
         // The spec's own result overflowed (oracles/reference.h, anyNonFiniteWhereNotFinite).
         ok = !std::isfinite(got);
