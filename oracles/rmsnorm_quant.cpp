@@ -57,49 +57,55 @@ RmsNormQuantReference rmsnormQuantReference(const RmsNormQuantInputs& in, const 
   RmsNormQuantReference ref;
   ref.y = ReferenceTensor::zeros("y", qt, M, N, true);
   ref.y.admissible.assign(size_t(M * N));
+  const int64_t group = per_token ? in.group_columns : N, groups = (N + group - 1) / group;
   if (per_token) {
-    ref.scale = ReferenceTensor::zeros("scale", DType::F32, M, 1, true);
-    ref.scale.admissible.assign(size_t(M));
+    ref.scale = ReferenceTensor::zeros("scale", DType::F32, M, groups, true);
+    ref.scale.admissible.assign(size_t(M * groups));
   }
   const auto clamped = [&](double v) { return saturates ? std::clamp(v, -fmax, fmax) : v; };
   pool.forChunks(M, [&](unsigned, int64_t begin, int64_t end) {
-    std::vector<Interval> row(static_cast<size_t>(N));
-    for (int64_t i = begin; i < end; ++i) {
-      double amax = 0;
-      for (int64_t j = 0; j < N; ++j) {
-        const size_t at = size_t(i * N + j);
-        const double y = norm.y.exact[at], b = norm.y.budget[at];
-        row[size_t(j)] = {y - b, y + b};
-        amax = std::max(amax, std::fabs(y));
+    std::vector<Interval> part;
+    for (int64_t i = begin; i < end; ++i)
+      for (int64_t g = 0; g < groups; ++g) {
+        // Columns [first, last) share one scale: the row's, or a group's.
+        const int64_t first = g * group, last = std::min(N, first + group);
+        part.clear();
+        double amax = 0;
+        for (int64_t j = first; j < last; ++j) {
+          const size_t at = size_t(i * N + j);
+          const double y = norm.y.exact[at], b = norm.y.budget[at];
+          part.push_back({y - b, y + b});
+          amax = std::max(amax, std::fabs(y));
+        }
+        Interval scale{in.static_scale, in.static_scale};
+        double exact_scale = in.static_scale;
+        if (per_token) {
+          const fp8_quant::ScaleBounds s = fp8_quant::perTokenScaleBounds(q, *in.per_token, part);
+          // The exact scale of the exact y (unrounded, clamped as the rule clamps).
+          const fp8_quant::PerTokenScale& rule = *in.per_token;
+          exact_scale = std::max(std::max(amax, rule.min_amax) / rule.fmax, rule.min_scale);
+          scale = s.stored;
+          const double e = widened(std::max({exact_scale - s.computed.lo, s.computed.hi - exact_scale, 0.0}),
+                                   exact_scale);
+          const size_t at = size_t(i * groups + g);
+          ref.scale.exact[at] = exact_scale;
+          ref.scale.budget[at] = budgetFromError(DType::F32, exact_scale, e);
+          ref.scale.admissible.lo[at] = s.stored.lo;
+          ref.scale.admissible.hi[at] = s.stored.hi;
+        }
+        for (int64_t j = first; j < last; ++j) {
+          const size_t at = size_t(i * N + j);
+          const fp8_quant::Fp8Range r = fp8_quant::admissible(q, part[size_t(j - first)], scale);
+          const double x = clamped(norm.y.exact[at] / exact_scale);
+          const double e = widened(std::max({x - clamped(r.converted.lo), clamped(r.converted.hi) - x, 0.0}), x);
+          ref.y.exact[at] = x;
+          ref.y.budget[at] = budgetFromError(qt, x, e);
+          ref.y.admissible.lo[at] = r.finite ? r.lo : INFINITY;
+          ref.y.admissible.hi[at] = r.finite ? r.hi : -INFINITY;
+          ref.y.admissible.overflow[at] = uint8_t((r.overflow_below ? AdmissibleValues::kOverflowBelow : 0) |
+                                                  (r.overflow_above ? AdmissibleValues::kOverflowAbove : 0));
+        }
       }
-      Interval scale{in.static_scale, in.static_scale};
-      double exact_scale = in.static_scale;
-      if (per_token) {
-        const fp8_quant::ScaleBounds s = fp8_quant::perTokenScaleBounds(q, *in.per_token, row);
-        // The exact scale of the exact y (unrounded, clamped as the rule clamps).
-        const fp8_quant::PerTokenScale& rule = *in.per_token;
-        exact_scale = std::max(std::max(amax, rule.min_amax) / rule.fmax, rule.min_scale);
-        scale = s.stored;
-        const double e = widened(std::max({exact_scale - s.computed.lo, s.computed.hi - exact_scale, 0.0}),
-                                 exact_scale);
-        ref.scale.exact[size_t(i)] = exact_scale;
-        ref.scale.budget[size_t(i)] = budgetFromError(DType::F32, exact_scale, e);
-        ref.scale.admissible.lo[size_t(i)] = s.stored.lo;
-        ref.scale.admissible.hi[size_t(i)] = s.stored.hi;
-      }
-      for (int64_t j = 0; j < N; ++j) {
-        const size_t at = size_t(i * N + j);
-        const fp8_quant::Fp8Range r = fp8_quant::admissible(q, row[size_t(j)], scale);
-        const double x = clamped(norm.y.exact[at] / exact_scale);
-        const double e = widened(std::max({x - clamped(r.converted.lo), clamped(r.converted.hi) - x, 0.0}), x);
-        ref.y.exact[at] = x;
-        ref.y.budget[at] = budgetFromError(qt, x, e);
-        ref.y.admissible.lo[at] = r.finite ? r.lo : INFINITY;
-        ref.y.admissible.hi[at] = r.finite ? r.hi : -INFINITY;
-        ref.y.admissible.overflow[at] = uint8_t((r.overflow_below ? AdmissibleValues::kOverflowBelow : 0) |
-                                                (r.overflow_above ? AdmissibleValues::kOverflowAbove : 0));
-      }
-    }
   });
   return ref;
 }

@@ -23,8 +23,11 @@ struct RmsNormQuantInputs {
   float eps;
   Spec spec;  // the norm's fields (its weight offset)
   fp8_quant::QuantSpec quant;
-  // quant=token: how the row's scale is made; none: the static scale.
+  // quant=token or group: how each scale is made, over groups of
+  // `group_columns` columns of a row (N per token; the last group shorter
+  // where it does not divide N); none: the static scale.
   std::optional<fp8_quant::PerTokenScale> per_token;
+  int64_t group_columns = 0;
   float static_scale = 1;
 };
 
@@ -36,8 +39,9 @@ struct RmsNormQuantReference {
   // distance to the farther of the fp32 values the conversion may read,
   // plus half an fp8 ulp.
   ReferenceTensor y;
-  // quant=token: M x 1 fp32, the exact max(amax / fmax, min_scale) and the
-  // fp32 values a kernel may store; empty under quant=static.
+  // quant=token or group: M x groups fp32, each the exact max(amax / fmax,
+  // min_scale) of its group and the fp32 values a kernel may store; empty
+  // under quant=static.
   ReferenceTensor scale;
 };
 

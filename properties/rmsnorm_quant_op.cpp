@@ -1,6 +1,7 @@
 // The rmsnorm_quant op: runs a registered variant's forward on x, w and
 // (quant=static) the scale, and asks the oracle for y_q's admissible fp8
 // values and, under quant=token, the scales'.
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -94,8 +95,10 @@ class RmsNormQuantOp final : public OpAdapter {
                               .quant = quantSpecOf(c.spec, c.dtype),
                               .per_token = std::nullopt,
                               .static_scale = float(in.scale.value(0, 0))};
-    if (kQuantScale(c.spec) == QuantScale::Token)
+    if (kQuantScale(c.spec) != QuantScale::Static) {
       inputs.per_token = fp8_quant::PerTokenScale{.fmax = fp8MaxFinite(format), .min_scale = minTokenScale(format)};
+      inputs.group_columns = scaleGroupColumns(c.spec, c.N);
+    }
     ThreadPool& pool = ctx.pool ? *ctx.pool : ThreadPool::shared();
     RmsNormQuantReference ref = rmsnormQuantReference(inputs, contract, pool, ctx.oracle);
     if (inputs.per_token) return movedTensors(ref.y, ref.scale);
@@ -104,10 +107,12 @@ class RmsNormQuantOp final : public OpAdapter {
 
   std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {
     const DType wt = weightDtype(c.dtype, c.spec);
-    const std::string scale = kQuantScale(c.spec) == QuantScale::Static
-                                  ? fmt::format(" scale={}", hexFloat(staticQuantScale(c)))
-                                  : fmt::format(" (row {}'s scale)", row);
-    if (tensor == "scale") return fmt::format("the largest |y| of row {} of {} columns", row, c.N);
+    const int64_t group = scaleGroupColumns(c.spec, c.N);
+    if (tensor == "scale")
+      return fmt::format("the largest |y| of row {}, columns {}..{}", row, col * group,
+                         std::min(c.N, (col + 1) * group) - 1);
+    const std::string scale = group ? fmt::format(" (the scale of row {}, columns {}..)", row, col / group * group)
+                                    : fmt::format(" scale={}", hexFloat(staticQuantScale(c)));
     return fmt::format("x={} w={}{}", hexFloat(sampleValue(c.x, c.dtype, c.seed, TensorStream::X, row, col)),
                        hexFloat(sampleValue(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, 0, col)),
                        scale);
@@ -136,7 +141,9 @@ class RmsNormQuantOp final : public OpAdapter {
     args.y = buf.output("y", quantDtype(c.spec), M, c.N, c.ld, true, poison);
     if (kQuantScale(c.spec) == QuantScale::Static)
       args.static_scale = static_cast<const float*>(buf.input("static_scale", in.scale));
-    else args.scale = static_cast<float*>(buf.output("scale", DType::F32, M, 1, 1, true));
+    else
+      args.scale = static_cast<float*>(
+          buf.output("scale", DType::F32, M, scaleGroups(c.spec, c.N), scaleGroups(c.spec, c.N), true));
 
     // Started after the inputs are in place, so the load overlaps the launch.
     ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);

@@ -227,6 +227,9 @@ typedef int (*ulpcheck_allreduce_rmsnorm_fn)(const ulpcheck_allreduce_rmsnorm_ar
  *                                                   largest |v|, fmax 448 (E4M3)
  *                                                   or 57344 (E5M2); stored to
  *                                                   scale, one per row
+ *        = the same per group of 128 (64) columns   quant=group128 (group64); the
+ *                                                   last group shorter where it
+ *                                                   does not divide N
  *   y_q  = fp8(fl(v * fl(1/s)))                     inverse=exact (the default);
  *          an approximate 1/s (inverse=approx, rcp.approx) or fl(v / s)
  *          (inverse=divide); rounded to nearest even, then past the largest
@@ -237,7 +240,8 @@ typedef struct {
   ulpcheck_tensor x, w;         /* inputs: M x N; 1 x N in the weights' dtype */
   ulpcheck_tensor static_scale; /* input: 1 x 1 fp32 under quant=static; data NULL under quant=token */
   ulpcheck_tensor y;            /* output: M x N in the fp8 dtype, row stride x's */
-  ulpcheck_tensor scale;        /* output: M x 1 fp32 under quant=token; data NULL under quant=static */
+  ulpcheck_tensor scale;        /* output: M x groups fp32 under quant=token (1 group) or group128 / group64
+                                   (ceil(N / 128), ceil(N / 64)); data NULL under quant=static */
   float eps;
 } ulpcheck_rmsnorm_quant_args;
 typedef int (*ulpcheck_rmsnorm_quant_fn)(const ulpcheck_rmsnorm_quant_args*, const ulpcheck_launch*);
@@ -326,7 +330,7 @@ typedef struct {
    * in rank order, each add rounded, rather than summed in fp32 and rounded
    * once: FlashInfer's fp32_acc=False); rmsnorm_quant (version 6) takes
    * fp32_weights, weight_offset and the one value it implements of each of
-   * quant=static|token, fp8=e4m3|e5m2, overflow=satfinite|nonfinite,
+   * quant=static|token|group128|group64, fp8=e4m3|e5m2, overflow=satfinite|nonfinite,
    * scaled=fp32|activation and inverse=exact|approx|divide.
    * A value ulpcheck cannot read, or an option the op does not have, refuses
    * the plugin saying which. */

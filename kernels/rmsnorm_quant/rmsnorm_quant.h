@@ -12,7 +12,13 @@
 //                                           the row, fmax the format's largest
 //                                           finite value, min_scale =
 //                                           fl(1 / (512 fmax)) (FlashInfer's and
-//                                           vLLM's clamp); stored, one per row
+//                                           vLLM's clamp); stored, one per row;
+//                                           quant=group128 / group64: the same
+//                                           over each group of 128 (64) columns
+//                                           of a row (vLLM's per-group quant;
+//                                           where the group does not divide N
+//                                           the last is shorter), stored row-
+//                                           major, ceil(N / G) per row
 //   p    = fl(v * fl(1/s))                  inverse=exact (FlashInfer, vLLM)
 //        = fl(v * m), m within 2^-23 of 1/s inverse=approx (rcp.approx, fast math)
 //        = fl(v / s)                        inverse=divide (torch's reference)
@@ -39,8 +45,9 @@
 
 namespace ulpcheck {
 
-/// Where the scale comes from: given (one fp32 value), or per row from its largest |v|.
-enum class QuantScale : uint8_t { Static = 0, Token = 1 };
+/// Where the scale comes from: given (one fp32 value), or per row (or per
+/// group of a row's columns) from its largest |v|.
+enum class QuantScale : uint8_t { Static = 0, Token = 1, Group128 = 2, Group64 = 3 };
 inline constexpr SpecKey<QuantScale> kQuantScale{"quant"};
 /// The fp8 format of y_q.
 inline constexpr SpecKey<Fp8Format> kFp8Format{"fp8"};
@@ -62,7 +69,24 @@ const SpecField& scaleInverseField();
 /// The output dtype of the spec's fp8 format.
 inline DType quantDtype(const Spec& spec) { return kFp8Format(spec) == Fp8Format::E5M2 ? DType::E5M2 : DType::E4M3; }
 
-/// A per-token scale's lower clamp, fl(1 / (512 fmax)): FlashInfer's
+/// The columns one computed scale covers (N per token, 128 or 64 per
+/// group); 0 under quant=static.
+inline int64_t scaleGroupColumns(const Spec& spec, int64_t N) {
+  switch (kQuantScale(spec)) {
+    case QuantScale::Static: return 0;
+    case QuantScale::Token: return N;
+    case QuantScale::Group128: return 128;
+    case QuantScale::Group64: return 64;
+  }
+  return 0;
+}
+/// The computed scales of a row: ceil(N / group), none under quant=static.
+inline int64_t scaleGroups(const Spec& spec, int64_t N) {
+  const int64_t g = scaleGroupColumns(spec, N);
+  return g ? (N + g - 1) / g : 0;
+}
+
+/// A per-token (or per-group) scale's lower clamp, fl(1 / (512 fmax)): FlashInfer's
 /// rmsnorm_quant and vLLM's dynamic per-token quant (min_scaling_factor).
 inline float minTokenScale(Fp8Format f) { return float(1.0 / (512.0 * fp8MaxFinite(f))); }
 
@@ -72,7 +96,7 @@ struct RmsNormQuantArgs {
   const void* w = nullptr;              // shape.wdtype()
   const float* static_scale = nullptr;  // quant=static: one fp32 value
   void* y = nullptr;                    // quantDtype(shape.spec), a byte an element
-  float* scale = nullptr;               // quant=token: M fp32 values, one per row
+  float* scale = nullptr;               // quant=token or group: M x scaleGroups fp32 values, row-major
 };
 
 struct RmsNormQuantKernel {

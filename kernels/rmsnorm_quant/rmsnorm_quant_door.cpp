@@ -18,21 +18,24 @@ RmsNormQuantKernel forwarded(RmsNormQuantKernel k, RemoteEntry call) {
 }
 
 // The C ABI's: y_q in the spec's fp8 dtype, the static scale or the
-// per-row scales as fp32 tensors, the one the spec lacks with data NULL.
+// computed scales (M x groups) as fp32 tensors, the one the spec lacks with data NULL.
 void addPlugin(const KernelInfo& info, std::shared_ptr<const PluginVariant> v) {
-  RmsNormQuantRegistry::add(RmsNormQuantKernel{
-      .info = info,
-      .forward =
-          [v](const RmsNormQuantArgs& f, const LaunchEnv& e) {
-            const RowShape& s = f.shape;
-            const ulpcheck_rmsnorm_quant_args a{
-                abiTensor(f.x, s.dtype, s.M, s.N, s.ld),        abiTensor(f.w, s.wdtype(), 1, s.N, s.N),
-                abiTensor(f.static_scale, DType::F32, 1, 1, 1), abiTensor(f.y, quantDtype(s.spec), s.M, s.N, s.ld),
-                abiTensor(f.scale, DType::F32, s.M, 1, 1),      s.eps};
-            const ulpcheck_launch l = v->launch(e, nullptr, 0);
-            v->check(v->abi().rmsnorm_quant(&a, &l), "rmsnorm_quant");
-          },
-      .depths = [v](const RowShape& s, const LaunchEnv&) { return v->depths(s); }});
+  RmsNormQuantRegistry::add(
+      RmsNormQuantKernel{.info = info,
+                         .forward =
+                             [v](const RmsNormQuantArgs& f, const LaunchEnv& e) {
+                               const RowShape& s = f.shape;
+                               const int64_t groups = scaleGroups(s.spec, s.N);
+                               const ulpcheck_rmsnorm_quant_args a{abiTensor(f.x, s.dtype, s.M, s.N, s.ld),
+                                                                   abiTensor(f.w, s.wdtype(), 1, s.N, s.N),
+                                                                   abiTensor(f.static_scale, DType::F32, 1, 1, 1),
+                                                                   abiTensor(f.y, quantDtype(s.spec), s.M, s.N, s.ld),
+                                                                   abiTensor(f.scale, DType::F32, s.M, groups, groups),
+                                                                   s.eps};
+                               const ulpcheck_launch l = v->launch(e, nullptr, 0);
+                               v->check(v->abi().rmsnorm_quant(&a, &l), "rmsnorm_quant");
+                             },
+                         .depths = [v](const RowShape& s, const LaunchEnv&) { return v->depths(s); }});
 }
 
 const bool registered = registerDoor(withRegistry<RmsNormQuantKernel>(

@@ -56,22 +56,27 @@ void forward(const RmsNormQuantArgs& a, const LaunchEnv& env, const rmsnorm_quan
   const Fp8Overflow overflow = d.no_saturation ? Fp8Overflow::NonFinite : kFp8Overflow(s.spec);
   const bool in_t = kScaledInT(s.spec), divide = kScaleInverse(s.spec) == ScaleInverse::Divide;
   const auto inT = [&](float v) { return float(roundToFormat(s.dtype, v)); };
+  // Columns [begin, end) share a scale: the row's (static, token) or a group's.
+  const int64_t group = scaleGroupColumns(s.spec, s.N), groups = scaleGroups(s.spec, s.N);
+  const auto scaleOf = [&](const float* yr, int64_t row, int64_t begin, int64_t end) {
+    if (!group) return *a.static_scale;
+    float amax = 0.f;
+    for (int64_t col = begin; col < end; ++col)
+      amax = std::max(amax, std::fabs(in_t || d.token_scale_of_t_rounded_y ? inT(yr[col]) : yr[col]));
+    const float scale = std::max(amax / float(fp8MaxFinite(format)), minTokenScale(format));
+    a.scale[row * groups + begin / group] = scale;
+    return scale;
+  };
   for (int64_t row = 0; row < s.M; ++row) {
     const float* yr = y.data() + row * s.ld;
     const auto scaled = [&](int64_t col) { return in_t ? inT(yr[col]) : yr[col]; };
-    float scale;
-    if (kQuantScale(s.spec) == QuantScale::Static) {
-      scale = *a.static_scale;
-    } else {
-      float amax = 0.f;
-      for (int64_t col = 0; col < s.N; ++col)
-        amax = std::max(amax, std::fabs(d.token_scale_of_t_rounded_y ? inT(yr[col]) : scaled(col)));
-      scale = std::max(amax / float(fp8MaxFinite(format)), minTokenScale(format));
-      a.scale[row] = scale;
-    }
-    const float inverse = 1.0f / scale;
+    float scale = 0.f, inverse = 0.f;
     bool bumped = !d.one_element_one_ulp_off || row != s.M - 1;
     for (int64_t col = 0; col < s.N; ++col) {
+      if (col == 0 || (group && col % group == 0)) {
+        scale = scaleOf(yr, row, col, group ? std::min(s.N, col + group) : s.N);
+        inverse = 1.0f / scale;
+      }
       const float p = divide ? scaled(col) / scale : scaled(col) * inverse;
       double q = d.truncating_conversion ? truncated(qt, format, p) : roundToFp8(format, p, overflow);
       if (!bumped && std::isfinite(q) && std::fabs(q) < fp8MaxFinite(format) &&
@@ -95,7 +100,8 @@ bool registerPort(const char* name, const char* description, const char* bug, co
   info.specs = SpecSupport{}
                    .with(kWeightDtype, {std::nullopt, DType::F32})
                    .with(kWeightOffset, {0.f, 1.f})
-                   .with(kQuantScale, {QuantScale::Static, QuantScale::Token})
+                   .with(kQuantScale,
+                         {QuantScale::Static, QuantScale::Token, QuantScale::Group128, QuantScale::Group64})
                    .with(kFp8Format, {Fp8Format::E4M3FN, Fp8Format::E5M2})
                    .with(kFp8Overflow, {Fp8Overflow::Saturate, Fp8Overflow::NonFinite})
                    .with(kScaledInT, {false, true})

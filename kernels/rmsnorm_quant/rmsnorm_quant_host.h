@@ -13,7 +13,7 @@ struct Defects {
   // overflow=satfinite ignored: NaN (E4M3) or +-Inf (E5M2) where the
   // largest finite value is due.
   bool no_saturation = false;
-  // quant=token's amax taken over y rounded to T where the spec scales the fp32 y.
+  // quant=token's (and group's) amax taken over y rounded to T where the spec scales the fp32 y.
   bool token_scale_of_t_rounded_y = false;
   // One element of the last row stored one code away from zero: the first
   // whose fp32 value lies within a quarter ulp of an fp8 value (far from any

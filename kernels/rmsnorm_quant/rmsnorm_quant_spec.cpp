@@ -22,8 +22,9 @@ SpecField declaredChoice(const char* key, const char* meaning, int draw_slot, st
 
 // Draw slots 9 to 13: after allreduce_rmsnorm's acc (8).
 const SpecField& quantScaleField() {
-  static const SpecField field = declaredChoice("quant", "where the fp8 scale comes from: given, or per row (token)", 9,
-                                                {"static", "token"});
+  static const SpecField field = declaredChoice(
+      "quant", "where the fp8 scale comes from: given, per row (token) or per group of a row's columns", 9,
+      {"static", "token", "group128", "group64"});
   return field;
 }
 

@@ -252,6 +252,7 @@ class Call:
         self.rdt = spec.get("res", self.dt)
         # A quantized output's fp8 format (rmsnorm_quant's fp8=e5m2; e4m3 the default).
         self.qdt = spec.get("fp8", "e4m3")
+        self.spec = spec
         self.ptrs = req["ptrs"]
         self.regions = regions
         self.rank = req.get("rank")  # a multi-rank op's call: [rank, ranks, generation, device]
@@ -281,6 +282,11 @@ class Call:
     def quantized(self, name):
         """A quantized output: M x N with row stride ld, in the spec's fp8 dtype."""
         return self.regions.tensor(self.ptrs[name], self.qdt, self.M, self.N, self.ld)
+
+    def scales(self, name, group):
+        """Computed fp32 scales, one per `group` columns of each row: M x ceil(N / group)."""
+        groups = -(-self.N // group)
+        return self.regions.tensor(self.ptrs[name], "fp32", self.M, groups, groups)
 
     def scalar(self, name):
         """A given fp32 value (a static scale), as a 1-element tensor."""

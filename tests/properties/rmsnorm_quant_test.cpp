@@ -41,7 +41,7 @@ Outcome judged(const CaseSpec& c, const std::string& property) {
 TEST(RmsNormQuant, EveryValueTheHostPortStoresIsAdmittedOnEverySpec) {
   int cases = 0;
   for (const char* dtype : {"bf16", "fp16", "fp32"})
-    for (const char* quant : {"static", "token"})
+    for (const char* quant : {"static", "token", "group128", "group64"})
       for (const char* format : {"e4m3", "e5m2"})
         for (const char* overflow : {"satfinite", "nonfinite"})
           for (const char* inverse : {"exact", "approx", "divide"})
@@ -58,7 +58,7 @@ TEST(RmsNormQuant, EveryValueTheHostPortStoresIsAdmittedOnEverySpec) {
               EXPECT_EQ(judged_by, 4) << toCaseString(c) << ": accuracy, batch invariance, determinism, memory safety";
               ++cases;
             }
-  EXPECT_EQ(cases, 144);
+  EXPECT_EQ(cases, 288);
 }
 
 TEST(RmsNormQuant, PastTheRangeASaturatingSpecAdmitsTheLargestFiniteValueANonFiniteOneItsOverflowValue) {
@@ -107,6 +107,28 @@ TEST(RmsNormQuant, AnUnwrittenElementIsSeenWhereItsPoisonIsALegalValue) {
   EXPECT_GT(nan, 10);
 }
 
+TEST(RmsNormQuant, PerGroupScalesAreOnePerGroupOfColumnsTheLastShorter) {
+  // N = 96: one group of 96 under group128, groups of 64 and 32 under
+  // group64; each scale is its group's largest |y| over 448 (the exact value
+  // the oracle gives), stored row-major.
+  for (const auto& [quant, groups] : {std::pair{"group128", 1}, std::pair{"group64", 2}}) {
+    const CaseSpec c = overflowingCase("host_rmsnorm_quant", fmt::format("quant={}", quant));
+    const auto ref = findOp("rmsnorm_quant")->reference(c, testing::hostContext());
+    ASSERT_EQ(ref.size(), 2u);
+    const ReferenceTensor &y = ref.at(0), &scale = ref.at(1);
+    EXPECT_EQ(scale.cols, groups) << quant;
+    for (int64_t r = 0; r < c.M; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t width = groups == 1 ? c.N : 64;
+        double amax = 0;  // the largest |exact y|: |y_q| * s of the exact values
+        for (int64_t j = g * width; j < std::min(c.N, (g + 1) * width); ++j)
+          amax = std::max(amax, std::fabs(y.exact[size_t(r * c.N + j)] * scale.exact[size_t(r * groups + g)]));
+        EXPECT_NEAR(scale.exact[size_t(r * groups + g)], amax / 448, 1e-12 * amax) << quant << " row " << r;
+      }
+    EXPECT_EQ(judged(c, "accuracy").verdict, Verdict::Pass) << quant;
+  }
+}
+
 TEST(RmsNormQuant, MutantsFailAsTheirBugsSay) {
   const auto fails = [](const std::string& kernel, const std::string& spec, const char* tensor) {
     const CaseSpec c = overflowingCase(kernel, spec);
@@ -127,8 +149,9 @@ TEST(RmsNormQuant, MutantsFailAsTheirBugsSay) {
   // NaN where 448 is due.
   const Outcome unsaturated = fails("host_bug_no_saturation", "", "y");
   EXPECT_TRUE(std::isnan(unsaturated.findings.front().got));
-  // The scale of bf16-rounded y: every row's scale off.
+  // The scale of bf16-rounded y: every row's scale off, and every group's.
   fails("host_bug_token_scale_of_rounded_y", "quant=token", "scale");
+  fails("host_bug_token_scale_of_rounded_y", "quant=group64", "scale");
   // One code off where no boundary is near.
   fails("host_bug_one_fp8_ulp_off", "", "y");
 }
