@@ -348,7 +348,7 @@ AllreduceRmsNormReference allreduceReference(const AllreduceRmsNormInputs& in, c
   const ResidualSetup k(in);
   const int64_t M = k.M, N = k.N;
   AllreduceRmsNormReference ref{ReferenceTensor::zeros("residual_out", k.Rd, stream ? 0 : M, N, true),
-                                ReferenceTensor::zeros("y", k.T, stream ? 0 : M, N, true)};
+                                ReferenceTensor::zeros("y", in.y_dtype.value_or(k.T), stream ? 0 : M, N, true)};
   ref.residual_out.rows = ref.y.rows = M;
   // What the norm reads, as a matrix of its dtype for the RMSNorm oracle:
   // the spec's residual_out, or round_fp32(s + residual); and its budgets
@@ -389,7 +389,8 @@ AllreduceRmsNormReference allreduceReference(const AllreduceRmsNormInputs& in, c
       std::make_shared<const HostMatrix>(HostMatrix{k.T, M, N, N, PackedBits(storageBytes(k.T), size_t(M * N))});
   // The RMSNorm's spec (it reads its own fields); its x is v, whatever its dtype.
   // Named members: the RMSNorm oracle's inputs of its own fields (a bias) stay its business.
-  const RmsNormInputs norm_inputs{.x = *v, .w = in.w, .dy = *no_grad, .eps = in.eps, .spec = in.spec, .y_dtype = k.T};
+  const RmsNormInputs norm_inputs{
+      .x = *v, .w = in.w, .dy = *no_grad, .eps = in.eps, .spec = in.spec, .y_dtype = in.y_dtype.value_or(k.T)};
   if (stream) {
     RmsNormReference norm = rmsnormReferenceStreamed(norm_inputs, contract, pool, mode, {v, no_grad});
     ref.y.rows_from = ref.residual_out.rows_from = std::make_shared<const AllreduceRows>(

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/accuracy.h"
@@ -29,6 +30,9 @@ struct AllreduceRmsNormInputs {
   // rounded to T (acc=T, kernels/allreduce_rmsnorm/allreduce_rmsnorm_spec.h),
   // rather than summed exactly and rounded once. The same spec for R <= 2.
   bool sum_in_activation_dtype = false;
+  // The dtype y is stored in: T, or fp32 where the op goes on from y
+  // (fused_add_rmsnorm_quant quantizes the fp32 y to fp8).
+  std::optional<DType> y_dtype;
 };
 
 struct AllreduceRmsNormReference {

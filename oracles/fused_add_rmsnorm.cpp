@@ -23,7 +23,8 @@ AllreduceRmsNormReference fusedAddRmsNormReference(const FusedAddRmsNormInputs& 
                                       .w = in.w,
                                       .eps = in.eps,
                                       .spec = in.spec,
-                                      .norm_of_fp32_sum = in.fp32_sum};
+                                      .norm_of_fp32_sum = in.fp32_sum,
+                                      .y_dtype = in.y_dtype};
   return stream ? allreduceRmsNormReferenceStreamed(inputs, contract, pool, mode, one_rank)
                 : allreduceRmsNormReference(inputs, contract, pool, mode);
 }

@@ -4,6 +4,8 @@
 // they are.
 #pragma once
 
+#include <optional>
+
 #include "core/accuracy.h"
 #include "core/datagen.h"
 #include "core/parallel.h"
@@ -18,7 +20,8 @@ struct FusedAddRmsNormInputs {
   const HostMatrix& w;         // 1 x N, in the spec's weight dtype
   float eps;
   Spec spec;
-  bool fp32_sum = false;  // the spec's sum=fp32: y normalises the fp32 sum, not residual_out
+  bool fp32_sum = false;         // the spec's sum=fp32: y normalises the fp32 sum, not residual_out
+  std::optional<DType> y_dtype;  // y's dtype: the activations' unless given (fp32 before a quantization)
 };
 
 /// Exact residual_out and y of the spec, with their budgets; `stream`: made

@@ -24,7 +24,10 @@ class ReferenceRows;
 /// (none where lo[i] > hi[i]), and its overflow value, NaN in E4M3 or
 /// -Inf / +Inf in E5M2, where overflow[i] has bit 0 (below) / bit 1 (above).
 struct AdmissibleValues {
-  static constexpr uint8_t kOverflowBelow = 1, kOverflowAbove = 2;
+  // The non-finite values admitted: the overflow below -max or above max
+  // (E4M3's NaN, E5M2's -Inf or +Inf), and NaN itself (kNaN: where the
+  // spec's value is not a number, or may be through a NaN scale).
+  static constexpr uint8_t kOverflowBelow = 1, kOverflowAbove = 2, kNaN = 4;
   std::vector<double> lo, hi;
   std::vector<uint8_t> overflow;
 
@@ -36,7 +39,8 @@ struct AdmissibleValues {
   }
   /// Whether `got`, a value of `dtype`, is one of element i's.
   bool admits(DType dtype, size_t i, double got) const {
-    if (std::isnan(got)) return dtype == DType::E4M3 && overflow[i] != 0;
+    if (std::isnan(got))
+      return (overflow[i] & kNaN) != 0 || (dtype == DType::E4M3 && (overflow[i] & (kOverflowBelow | kOverflowAbove)));
     if (std::isinf(got))
       return dtype != DType::E4M3 && (overflow[i] & (got > 0 ? kOverflowAbove : kOverflowBelow)) != 0;
     return lo[i] <= got && got <= hi[i];

@@ -4,12 +4,10 @@
 // rank; rmsnorm's for the backward) for residual_out and y, and dx,
 // dresidual and dw.
 #include <algorithm>
-#include <chrono>
 
 #include <fmt/format.h>
 
 #include "core/device.h"
-#include "core/schedule_noise.h"
 #include "kernels/fused_add_rmsnorm/fused_add_rmsnorm.h"
 #include "oracles/fused_add_rmsnorm.h"
 #include "properties/accuracy.h"
@@ -121,18 +119,10 @@ class FusedAddRmsNormOp final : public OpAdapter {
           .workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1))};
     }
 
-    // Started after the inputs are in place, so the load overlaps the launch.
-    ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
-    const auto t0 = std::chrono::steady_clock::now();
-    k.forward(args, env);
-    if (k.backward) k.backward(grads, env);
-    const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("fused_add_rmsnorm") : "";
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-    RunResult r = buf.collect(ctx.repeats);
-    r.memory.unchecked_launch = unchecked;
-    r.seconds = seconds;
-    return r;
+    return runVariant(k.info, ctx, buf, "fused_add_rmsnorm", [&] {
+      k.forward(args, env);
+      if (k.backward) k.backward(grads, env);
+    });
   }
 
   std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {

@@ -1,14 +1,12 @@
 // The layernorm op: runs a registered variant's forward then backward (on the
 // mean and rstd its own forward saved, as training does) and asks the MPFR
 // oracle for y, mean, rstd, dx, dgamma and dbeta.
-#include <chrono>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "core/datagen.h"
 #include "core/device.h"
-#include "core/schedule_noise.h"
 #include "kernels/layernorm/layernorm.h"
 #include "oracles/layernorm.h"
 #include "properties/accuracy.h"
@@ -100,19 +98,10 @@ class LayerNormOp final : public OpAdapter {
     void* dbeta = hasBeta(c.spec) ? buf.output("dbeta", wt, 1, c.N, c.N, false) : nullptr;
     void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
 
-    // Started after the inputs are in place, so the load overlaps the launches.
-    ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
-    const auto t0 = std::chrono::steady_clock::now();
-    k.forward(LayerNormForwardArgs{shape, x, gamma, beta, y, mean, rstd}, env);
-    k.backward(LayerNormBackwardArgs{shape, x, gamma, dy, mean, rstd, dx, dgamma, dbeta, workspace}, env);
-    const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("layernorm forward + backward")
-                                                                  : "";
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-    RunResult r = buf.collect(ctx.repeats);
-    r.memory.unchecked_launch = unchecked;
-    r.seconds = seconds;
-    return r;
+    return runVariant(k.info, ctx, buf, "layernorm forward + backward", [&] {
+      k.forward(LayerNormForwardArgs{shape, x, gamma, beta, y, mean, rstd}, env);
+      k.backward(LayerNormBackwardArgs{shape, x, gamma, dy, mean, rstd, dx, dgamma, dbeta, workspace}, env);
+    });
   }
 
   std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {

@@ -1,13 +1,10 @@
 // The rmsnorm op: runs a registered variant's forward then backward (on the
 // rstd its own forward saved, as training does) and asks the MPFR oracle for
 // y, rstd, dx and dw (and db under a bias).
-#include <chrono>
-
 #include <fmt/format.h>
 
 #include "core/datagen.h"
 #include "core/device.h"
-#include "core/schedule_noise.h"
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "oracles/rmsnorm.h"
 #include "properties/accuracy.h"
@@ -95,20 +92,10 @@ class RmsNormOp final : public OpAdapter {
     void* db = in.b ? buf.output("db", shape.wdtype(), 1, c.N, c.N, false) : nullptr;
     void* workspace = buf.scratch("workspace", std::max<size_t>(k.workspace_bytes(shape, env), 1));
 
-    // Started after the inputs are in place, so the load overlaps the launches
-    // (the synchronisation below waits for it too: perturbed timings include it).
-    ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
-    const auto t0 = std::chrono::steady_clock::now();
-    k.forward(RmsNormForwardArgs{shape, x, w, y, rstd, b}, env);
-    if (k.backward) k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, db}, env);
-    const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("rmsnorm forward + backward")
-                                                                  : "";
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-    RunResult r = buf.collect(ctx.repeats);
-    r.memory.unchecked_launch = unchecked;
-    r.seconds = seconds;
-    return r;
+    return runVariant(k.info, ctx, buf, "rmsnorm forward + backward", [&] {
+      k.forward(RmsNormForwardArgs{shape, x, w, y, rstd, b}, env);
+      if (k.backward) k.backward(RmsNormBackwardArgs{shape, x, w, dy, rstd, dx, dw, workspace, db}, env);
+    });
   }
 
   std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {

@@ -2,12 +2,10 @@
 // (quant=static) the scale, and asks the oracle for y_q's admissible fp8
 // values and, under quant=token, the scales'.
 #include <algorithm>
-#include <chrono>
 
 #include <fmt/format.h>
 
 #include "core/device.h"
-#include "core/schedule_noise.h"
 #include "kernels/rmsnorm_quant/rmsnorm_quant.h"
 #include "oracles/rmsnorm_quant.h"
 #include "properties/generators.h"
@@ -29,25 +27,7 @@ namespace {
 constexpr double kPeakBytesPerElement = 100, kPeakBytesPerRow = 64, kPeakBytesPerColumn = 400;
 constexpr double kPeakBaseBytes = 64 << 20;
 
-// An unwritten fp8 element holds E4M3's NaN (the dtype's poison); where the
-// spec overflows to non-finite values that is a legal output, so a run
-// that leaves any runs again poisoned with -0 (recountUnwritten).
-constexpr uint32_t kSecondFp8Poison = 0x80;
-
 const RmsNormQuantKernel& kernelOf(const CaseSpec& c) { return registeredKernel<RmsNormQuantRegistry>(c); }
-
-/// The spec's chain, for the oracle (oracles/fp8_quant.h).
-fp8_quant::QuantSpec quantSpecOf(const Spec& spec, DType activations) {
-  fp8_quant::QuantSpec q;
-  q.format = kFp8Format(spec);
-  q.overflow = kFp8Overflow(spec);
-  if (kScaledInT(spec) && activations != DType::F32) q.y_rounded_to = activations;
-  const ScaleInverse inverse = kScaleInverse(spec);
-  q.apply = inverse == ScaleInverse::Divide ? fp8_quant::Apply::Divide : fp8_quant::Apply::Reciprocal;
-  // rcp.approx.ftz.f32 and fast-math division: within 2^-23 (PTX ISA).
-  q.reciprocal_error = inverse == ScaleInverse::Approx ? 0x1p-23 : 0.0;
-  return q;
-}
 
 class RmsNormQuantOp final : public OpAdapter {
  public:
@@ -69,14 +49,8 @@ class RmsNormQuantOp final : public OpAdapter {
   std::vector<KernelInfo> kernels() const override { return registeredKernelInfos<RmsNormQuantRegistry>(); }
 
   RunResult run(const CaseSpec& c, const RowLayout& layout, const ExecContext& ctx) const override {
-    const uint32_t poison = poisonBits(quantDtype(c.spec));
-    RunResult r = runOnce(c, layout, ctx, poison);
-    if (r.memory.unwritten > 0 && kFp8Overflow(c.spec) == Fp8Overflow::NonFinite) {
-      ExecContext again = ctx;
-      again.repeats = nullptr;
-      recountUnwritten(r, poison, runOnce(c, layout, again, kSecondFp8Poison), kSecondFp8Poison, "y");
-    }
-    return r;
+    return runWithFp8Poisons(c, ctx,
+                             [&](const ExecContext& x, uint32_t poison) { return runOnce(c, layout, x, poison); });
   }
 
   std::vector<ReferenceTensor> reference(const CaseSpec& c, const ExecContext& ctx) const override {
@@ -87,35 +61,19 @@ class RmsNormQuantOp final : public OpAdapter {
     const RowShape shape{c.dtype, c.M, c.N, c.ld, c.eps, c.spec};
     const AccuracyContract contract{k.info.contracts.accumulation, k.depths(shape, launchEnv(c, ctx)),
                                     k.info.contracts.column_reduction_ftz};
-    const Fp8Format format = kFp8Format(c.spec);
-    RmsNormQuantInputs inputs{.x = in.x,
-                              .w = in.w,
-                              .eps = c.eps,
-                              .spec = c.spec,
-                              .quant = quantSpecOf(c.spec, c.dtype),
-                              .per_token = std::nullopt,
-                              .static_scale = float(in.scale.value(0, 0))};
-    if (kQuantScale(c.spec) != QuantScale::Static) {
-      inputs.per_token = fp8_quant::PerTokenScale{.fmax = fp8MaxFinite(format), .min_scale = minTokenScale(format)};
-      inputs.group_columns = scaleGroupColumns(c.spec, c.N);
-    }
+    const RmsNormQuantInputs inputs{.x = in.x, .w = in.w, .eps = c.eps, .spec = c.spec, .output = quantizedOutputOf(c)};
     ThreadPool& pool = ctx.pool ? *ctx.pool : ThreadPool::shared();
-    RmsNormQuantReference ref = rmsnormQuantReference(inputs, contract, pool, ctx.oracle);
-    if (inputs.per_token) return movedTensors(ref.y, ref.scale);
+    QuantizedReference ref = rmsnormQuantReference(inputs, contract, pool, ctx.oracle);
+    if (inputs.output.per_token) return movedTensors(ref.y, ref.scale);
     return movedTensors(ref.y);
   }
 
   std::string describeInputs(const CaseSpec& c, const std::string& tensor, int64_t row, int64_t col) const override {
+    if (tensor == "scale") return describeComputedScale(c, row, col);
     const DType wt = weightDtype(c.dtype, c.spec);
-    const int64_t group = scaleGroupColumns(c.spec, c.N);
-    if (tensor == "scale")
-      return fmt::format("the largest |y| of row {}, columns {}..{}", row, col * group,
-                         std::min(c.N, (col + 1) * group) - 1);
-    const std::string scale = group ? fmt::format(" (the scale of row {}, columns {}..)", row, col / group * group)
-                                    : fmt::format(" scale={}", hexFloat(staticQuantScale(c)));
     return fmt::format("x={} w={}{}", hexFloat(sampleValue(c.x, c.dtype, c.seed, TensorStream::X, row, col)),
                        hexFloat(sampleValue(rmsNormWeightDist(c.spec), wt, c.seed, TensorStream::Weight, 0, col)),
-                       scale);
+                       quantScaleOfElement(c, row, col));
   }
 
   rc::Gen<CaseSpec> refine(CaseSpec base) const override {
@@ -138,24 +96,12 @@ class RmsNormQuantOp final : public OpAdapter {
     args.shape = shape;
     args.x = buf.input("x", in.x);
     args.w = buf.input("w", in.w);
-    args.y = buf.output("y", quantDtype(c.spec), M, c.N, c.ld, true, poison);
-    if (kQuantScale(c.spec) == QuantScale::Static)
-      args.static_scale = static_cast<const float*>(buf.input("static_scale", in.scale));
-    else
-      args.scale = static_cast<float*>(
-          buf.output("scale", DType::F32, M, scaleGroups(c.spec, c.N), scaleGroups(c.spec, c.N), true));
+    const QuantizedBuffers q = quantizedBuffers(buf, c, M, in.scale, poison);
+    args.y = q.y;
+    args.static_scale = q.static_scale;
+    args.scale = q.scale;
 
-    // Started after the inputs are in place, so the load overlaps the launch.
-    ScheduleNoise noise(ctx.perturb_schedule && !k.info.remote, k.info.backend, ctx.sm_count);
-    const auto t0 = std::chrono::steady_clock::now();
-    k.forward(args, env);
-    const std::string unchecked = k.info.backend == Backend::Cuda ? synchronizeVariant("rmsnorm_quant") : "";
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-    RunResult r = buf.collect(ctx.repeats);
-    r.memory.unchecked_launch = unchecked;
-    r.seconds = seconds;
-    return r;
+    return runVariant(k.info, ctx, buf, "rmsnorm_quant", [&] { k.forward(args, env); });
   }
 };
 

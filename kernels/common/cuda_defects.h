@@ -68,6 +68,16 @@ enum KernelDefect : unsigned {
   // toward zero), not to nearest: CK's default fp32 -> bf16 conversion,
   // which biased every output of aiter's kernels (aiter #5151).
   kYStoredTruncated = 1u << 11,
+  // The FP8-quantizing RMSNorm gathers a per-token or per-group |y| max
+  // across warps in shared memory and reads it with no barrier after the
+  // warps' updates (vLLM PR #54111: a shared-memory race in the group-64
+  // scale's max reduction): a warp that gets there first reads a partial
+  // max, a smaller scale, so its elements and the stored scale depend on
+  // the warps' timing.
+  kGroupMaxReadWithoutBarrier = 1u << 12,
+  // The FP8-quantizing RMSNorm skips one element's store (the last of the
+  // last row): it keeps what the buffer held.
+  kFp8StoreSkipped = 1u << 13,
 };
 
 /// Host-side launch defects; all false is the correct launch code.

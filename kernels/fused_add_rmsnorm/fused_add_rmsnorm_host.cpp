@@ -26,14 +26,7 @@ std::vector<float> addAndNormalise(const FusedAddRmsNormArgs& a, const LaunchEnv
   const RowShape& s = a.shape;
   const DType rt = residualDtype(s.dtype, s.spec);
   const bool fp32_sum = kNormedSum(s.spec) == NormedSum::Fp32;
-  std::vector<float> sums(fp32_sum ? size_t(s.M * s.ld) : 0);
-  for (int64_t row = 0; row < s.M; ++row)
-    for (int64_t col = 0; col < s.N; ++col) {
-      const int64_t i = row * s.ld + col;
-      const float sum = load(a.x, s.dtype, i) + load(a.residual, rt, i);  // one fp32 add
-      store(a.residual_out, rt, i, static_cast<float>(roundToFormat(rt, sum)));
-      if (fp32_sum) sums[size_t(i)] = sum;
-    }
+  const std::vector<float> sums = fused_add_host::addResidual(s, a.x, a.residual, a.residual_out);
   std::vector<float> rstd(size_t(s.M));
   RmsNormForwardArgs f{s, fp32_sum ? static_cast<const void*>(sums.data()) : a.residual_out, a.w, a.y, rstd.data()};
   if (fp32_sum || rt != s.dtype) f.x_dtype = DType::F32;  // an fp32 value normalised into T
@@ -62,6 +55,21 @@ void backward(const FusedAddRmsNormBackwardArgs& b, const LaunchEnv& env, const 
 }  // namespace
 
 namespace fused_add_host {
+
+std::vector<float> addResidual(const RowShape& s, const void* x, const void* residual, void* residual_out) {
+  using namespace row_host;
+  const DType rt = residualDtype(s.dtype, s.spec);
+  const bool fp32_sum = kNormedSum(s.spec) == NormedSum::Fp32;
+  std::vector<float> sums(fp32_sum ? size_t(s.M * s.ld) : 0);
+  for (int64_t row = 0; row < s.M; ++row)
+    for (int64_t col = 0; col < s.N; ++col) {
+      const int64_t i = row * s.ld + col;
+      const float sum = load(x, s.dtype, i) + load(residual, rt, i);  // one fp32 add
+      store(residual_out, rt, i, static_cast<float>(roundToFormat(rt, sum)));
+      if (fp32_sum) sums[size_t(i)] = sum;
+    }
+  return sums;
+}
 
 bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects) {
   KernelInfo info{"fused_add_rmsnorm", name,        Backend::Host, {DType::F32, DType::F16, DType::BF16},

@@ -2,7 +2,16 @@
 // defects its mutants switch on (kernels/fused_add_rmsnorm/mutants/).
 #pragma once
 
+#include <vector>
+
+#include "kernels/common/row_launch.h"
+
 namespace ulpcheck::fused_add_host {
+
+/// The residual add: x + residual in fp32, rounded to the residual's dtype
+/// into residual_out (row stride s.ld). Returns the fp32 sums (s.ld apart)
+/// under sum=fp32, where the norm reads them; else nothing.
+std::vector<float> addResidual(const RowShape& s, const void* x, const void* residual, void* residual_out);
 
 /// Defects a host mutant can switch on; all off is host_fused_add.
 struct Defects {

@@ -77,20 +77,16 @@ __device__ __forceinline__ T yFromFloat(float v) {
   else return fromFloat<T>(v);
 }
 
-/// Normalises one row. The caller provides the row's input: load(vi) returns
-/// vector vi for the first pass (VPT > 0 keeps it in registers), reload(vi)
-/// returns it again for the second pass when VPT == 0, and x_tail is this
-/// thread's tail element (column nvec * VEC + threadIdx.x, 0 when it has
-/// none). Writes y and, when rstd is not null, thread 0 stores rstd. The
-/// weights w are T or float (W).
-/// D: cuda_defects bits (kXSquaredInFp16, kRstdInBf16, kLlamaXhatUnrounded,
-/// kOffsetInActivationDtype, kYStoredTruncated).
-template <typename T, int VEC, int VPT, unsigned D = cuda_defects::kNone, typename Load, typename Reload, typename W>
-__device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x_tail, const W* __restrict__ w,
-                                           T* __restrict__ yr, float* rstd, int64_t N, float eps, int64_t nvec,
-                                           int tail, int vpt_dynamic, float* red, int& parity, WeightSpec spec = {}) {
+/// The row's first pass: x^2 summed along this thread's chain (its vectors,
+/// then its tail element), the block all-reduce, and rstd =
+/// rsqrt(fl(sum / N) + eps). load(vi) returns vector vi; VPT > 0 keeps the
+/// thread's vectors in xs for the caller's later passes. Every kernel that
+/// normalises a row as RMSNorm does calls it, so they share one reduction
+/// order and the depths row_plan::reductionDepths declares.
+template <typename T, int VEC, int VPT, unsigned D = cuda_defects::kNone, typename Load>
+__device__ __forceinline__ float rowRstd(Load&& load, VecT<T, VEC> (&xs)[VPT > 0 ? VPT : 1], float x_tail, int64_t N,
+                                         float eps, int64_t nvec, int tail, int vpt_dynamic, float* red, int& parity) {
   const int t = threadIdx.x;
-  VecT<T, VEC> xs[VPT > 0 ? VPT : 1];
   float acc = 0.f;
 #pragma unroll
   for (int v = 0; v < (VPT > 0 ? VPT : vpt_dynamic); ++v) {
@@ -105,6 +101,31 @@ __device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x
   const float sum_sq = blockAllReduce(acc, red, parity);
   float r = rsqrtf(__fdiv_rn(sum_sq, float(N)) + eps);
   if constexpr (D & cuda_defects::kRstdInBf16) r = __bfloat162float(__float2bfloat16_rn(r));
+  return r;
+}
+
+/// One element of y in fp32: x r (rounded to T first under rounding=llama)
+/// times offset + w.
+template <typename T, unsigned D = cuda_defects::kNone, typename W>
+__device__ __forceinline__ float normalized(float x, float r, W w, const WeightSpec& spec) {
+  return __fmul_rn(weightedXhat<T, D>(__fmul_rn(x, r), spec), effectiveWeight<T, D>(w, spec));
+}
+
+/// Normalises one row. The caller provides the row's input: load(vi) returns
+/// vector vi for the first pass (VPT > 0 keeps it in registers), reload(vi)
+/// returns it again for the second pass when VPT == 0, and x_tail is this
+/// thread's tail element (column nvec * VEC + threadIdx.x, 0 when it has
+/// none). Writes y and, when rstd is not null, thread 0 stores rstd. The
+/// weights w are T or float (W).
+/// D: cuda_defects bits (kXSquaredInFp16, kRstdInBf16, kLlamaXhatUnrounded,
+/// kOffsetInActivationDtype, kYStoredTruncated).
+template <typename T, int VEC, int VPT, unsigned D = cuda_defects::kNone, typename Load, typename Reload, typename W>
+__device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x_tail, const W* __restrict__ w,
+                                           T* __restrict__ yr, float* rstd, int64_t N, float eps, int64_t nvec,
+                                           int tail, int vpt_dynamic, float* red, int& parity, WeightSpec spec = {}) {
+  const int t = threadIdx.x;
+  VecT<T, VEC> xs[VPT > 0 ? VPT : 1];
+  const float r = rowRstd<T, VEC, VPT, D>(load, xs, x_tail, N, eps, nvec, tail, vpt_dynamic, red, parity);
   if (rstd && t == 0) *rstd = r;
 #pragma unroll
   for (int v = 0; v < (VPT > 0 ? VPT : vpt_dynamic); ++v) {
@@ -116,15 +137,12 @@ __device__ __forceinline__ void rmsnormRow(Load&& load, Reload&& reload, float x
     const WeightVec<W, VEC> wv = loadWeights<W, VEC>(w + vi * VEC);
     VecT<T, VEC> out;
 #pragma unroll
-    for (int k = 0; k < VEC; ++k)
-      out.v[k] = yFromFloat<T, D>(
-          __fmul_rn(weightedXhat<T, D>(__fmul_rn(toFloat(xv.v[k]), r), spec), effectiveWeight<T, D>(wv.v[k], spec)));
+    for (int k = 0; k < VEC; ++k) out.v[k] = yFromFloat<T, D>(normalized<T, D>(toFloat(xv.v[k]), r, wv.v[k], spec));
     storeVec<T, VEC>(yr + vi * VEC, out);
   }
   if (t < tail) {
     const int64_t col = nvec * VEC + t;
-    yr[col] = yFromFloat<T, D>(
-        __fmul_rn(weightedXhat<T, D>(__fmul_rn(x_tail, r), spec), effectiveWeight<T, D>(w[col], spec)));
+    yr[col] = yFromFloat<T, D>(normalized<T, D>(x_tail, r, w[col], spec));
   }
 }
 

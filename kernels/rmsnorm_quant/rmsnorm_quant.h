@@ -90,6 +90,16 @@ inline int64_t scaleGroups(const Spec& spec, int64_t N) {
 /// rmsnorm_quant and vLLM's dynamic per-token quant (min_scaling_factor).
 inline float minTokenScale(Fp8Format f) { return float(1.0 / (512.0 * fp8MaxFinite(f))); }
 
+/// Declares every value of the quantization fields: a variant that
+/// implements them all (ulpcheck's own ports and kernels).
+inline SpecSupport& withEveryQuantChoice(SpecSupport& s) {
+  return s.with(kQuantScale, {QuantScale::Static, QuantScale::Token, QuantScale::Group128, QuantScale::Group64})
+      .with(kFp8Format, {Fp8Format::E4M3FN, Fp8Format::E5M2})
+      .with(kFp8Overflow, {Fp8Overflow::Saturate, Fp8Overflow::NonFinite})
+      .with(kScaledInT, {false, true})
+      .with(kScaleInverse, {ScaleInverse::Exact, ScaleInverse::Approx, ScaleInverse::Divide});
+}
+
 struct RmsNormQuantArgs {
   RowShape shape;  // x and y_q are M x N with row stride ld; w is 1 x N
   const void* x = nullptr;

@@ -21,15 +21,6 @@ namespace {
 
 using namespace row_host;
 
-/// The shape of the fp32 y the norm computes: activations read as T, the
-/// weight in its own dtype.
-RowShape fp32Shape(const RowShape& s) {
-  RowShape f = s;
-  f.dtype = DType::F32;
-  kWeightDtype.set(f.spec, s.wdtype());
-  return f;
-}
-
 /// The fp8 value next to q away from zero (q finite, below the largest).
 double oneCodeUp(DType qt, double q) {
   const uint32_t bits = encodeBits(qt, q);
@@ -47,10 +38,25 @@ double truncated(DType qt, Fp8Format f, float p) {
 void forward(const RmsNormQuantArgs& a, const LaunchEnv& env, const rmsnorm_quant_host::Defects& d) {
   const RowShape& s = a.shape;
   std::vector<float> y(size_t(s.M * s.ld)), rstd(size_t(s.M));
-  RmsNormForwardArgs norm{fp32Shape(s), a.x, a.w, y.data(), rstd.data()};
+  RmsNormForwardArgs norm{rmsnorm_quant_host::fp32Shape(s), a.x, a.w, y.data(), rstd.data()};
   norm.x_dtype = s.dtype;
   rmsnorm_host::forward(norm, env);
+  rmsnorm_quant_host::quantize(s, y.data(), a.static_scale, a.y, a.scale, d);
+}
 
+}  // namespace
+
+namespace rmsnorm_quant_host {
+
+RowShape fp32Shape(const RowShape& s) {
+  RowShape f = s;
+  f.dtype = DType::F32;
+  kWeightDtype.set(f.spec, s.wdtype());
+  return f;
+}
+
+void quantize(const RowShape& s, const float* y, const float* static_scale, void* y_q, float* scale_out,
+              const Defects& d) {
   const Fp8Format format = kFp8Format(s.spec);
   const DType qt = quantDtype(s.spec);
   const Fp8Overflow overflow = d.no_saturation ? Fp8Overflow::NonFinite : kFp8Overflow(s.spec);
@@ -59,16 +65,16 @@ void forward(const RmsNormQuantArgs& a, const LaunchEnv& env, const rmsnorm_quan
   // Columns [begin, end) share a scale: the row's (static, token) or a group's.
   const int64_t group = scaleGroupColumns(s.spec, s.N), groups = scaleGroups(s.spec, s.N);
   const auto scaleOf = [&](const float* yr, int64_t row, int64_t begin, int64_t end) {
-    if (!group) return *a.static_scale;
+    if (!group) return *static_scale;
     float amax = 0.f;
     for (int64_t col = begin; col < end; ++col)
       amax = std::max(amax, std::fabs(in_t || d.token_scale_of_t_rounded_y ? inT(yr[col]) : yr[col]));
     const float scale = std::max(amax / float(fp8MaxFinite(format)), minTokenScale(format));
-    a.scale[row * groups + begin / group] = scale;
+    scale_out[row * groups + begin / group] = scale;
     return scale;
   };
   for (int64_t row = 0; row < s.M; ++row) {
-    const float* yr = y.data() + row * s.ld;
+    const float* yr = y + row * s.ld;
     const auto scaled = [&](int64_t col) { return in_t ? inT(yr[col]) : yr[col]; };
     float scale = 0.f, inverse = 0.f;
     bool bumped = !d.one_element_one_ulp_off || row != s.M - 1;
@@ -85,33 +91,22 @@ void forward(const RmsNormQuantArgs& a, const LaunchEnv& env, const rmsnorm_quan
         bumped = true;
       }
       if (d.last_element_not_stored && row == s.M - 1 && col == s.N - 1) continue;
-      setElementBits(a.y, qt, row * s.ld + col, encodeBits(qt, q));
+      setElementBits(y_q, qt, row * s.ld + col, encodeBits(qt, q));
     }
   }
 }
 
-}  // namespace
-
-namespace rmsnorm_quant_host {
-
 bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects) {
   KernelInfo info{"rmsnorm_quant", name,        Backend::Host, {DType::F32, DType::F16, DType::BF16},
                   Contracts{},     description, bug,           caught_by};
-  info.specs = SpecSupport{}
-                   .with(kWeightDtype, {std::nullopt, DType::F32})
-                   .with(kWeightOffset, {0.f, 1.f})
-                   .with(kQuantScale,
-                         {QuantScale::Static, QuantScale::Token, QuantScale::Group128, QuantScale::Group64})
-                   .with(kFp8Format, {Fp8Format::E4M3FN, Fp8Format::E5M2})
-                   .with(kFp8Overflow, {Fp8Overflow::Saturate, Fp8Overflow::NonFinite})
-                   .with(kScaledInT, {false, true})
-                   .with(kScaleInverse, {ScaleInverse::Exact, ScaleInverse::Approx, ScaleInverse::Divide});
+  info.specs = SpecSupport{}.with(kWeightDtype, {std::nullopt, DType::F32}).with(kWeightOffset, {0.f, 1.f});
+  withEveryQuantChoice(info.specs);
   return RmsNormQuantRegistry::add(RmsNormQuantKernel{
       .info = std::move(info),
       .forward = [defects](const RmsNormQuantArgs& a, const LaunchEnv& e) { forward(a, e, defects); },
       .depths =
           [](const RowShape& s, const LaunchEnv& env) {
-            return row_plan::reductionDepths(fp32Shape(s), env, row_plan::DwStrategy::Separate);
+            return row_plan::reductionDepths(rmsnorm_quant_host::fp32Shape(s), env, row_plan::DwStrategy::Separate);
           }});
 }
 

@@ -23,6 +23,18 @@ struct Defects {
   bool last_element_not_stored = false;
 };
 
+/// The shape of the fp32 y a norm computes before its quantization:
+/// activations read as T, the weight in its own dtype; the host ports plan
+/// their norm's reduction (and declare its depths) at it.
+RowShape fp32Shape(const RowShape& s);
+
+/// The spec's chain (rmsnorm_quant.h) on a norm's fp32 y, M x N at row
+/// stride s.ld, row by row: y_q (s.ld apart) and, under quant=token or
+/// group, the scales; `static_scale` under quant=static. The host ports of
+/// every op with an FP8 output end in it.
+void quantize(const RowShape& s, const float* y, const float* static_scale, void* y_q, float* scale,
+              const Defects& d = {});
+
 /// Registers the port, with `defects` switched on, claiming a correct
 /// variant's deterministic, batch-invariant contracts.
 bool registerPort(const char* name, const char* description, const char* bug, const char* caught_by, Defects defects);

@@ -221,6 +221,14 @@ def rmsnorm_quant(name: str, *, forward: Callable, **kw) -> Variant:
     return _register("rmsnorm_quant", name, forward=forward, backward=None, **kw)
 
 
+def fused_add_rmsnorm_quant(name: str, *, forward: Callable, **kw) -> Variant:
+    """Registers a fused residual add + RMSNorm whose output is quantized to
+    FP8, forward only (see ulpcheck/ops/fused_add_rmsnorm_quant.py):
+    fp32_residual= and sum= as fused_add_rmsnorm's, quant=, fp8=, overflow=,
+    scaled= and inverse= as rmsnorm_quant's."""
+    return _register("fused_add_rmsnorm_quant", name, forward=forward, backward=None, **kw)
+
+
 def variants() -> List[Variant]:
     return list(_registry)
 

@@ -17,3 +17,17 @@ def static_fp8_forward(x, w, scale, eps):
 ulpcheck.rmsnorm_quant("py_rms_norm_static_fp8", forward=static_fp8_forward, backend="host", fp32_weights=True,
                        overflow="nonfinite", inverse="divide",
                        description="fp32 RMSNorm, then (y / scale).to(float8_e4m3fn), on the CPU")
+
+
+def fused_add_static_fp8_forward(x, residual, w, scale, eps):
+    # FlashInfer's order: the norm of the fp32 sum, residual_out its rounding.
+    h = x.float() + residual.float()
+    y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * w.float()
+    return (y / scale).to(torch.float8_e4m3fn), h.to(residual.dtype)
+
+
+ulpcheck.fused_add_rmsnorm_quant("py_fused_add_rms_norm_static_fp8", forward=fused_add_static_fp8_forward,
+                                 backend="host", fp32_weights=True, sum="fp32", overflow="nonfinite",
+                                 inverse="divide",
+                                 description="x + residual in fp32, its fp32 RMSNorm, then "
+                                             "(y / scale).to(float8_e4m3fn), on the CPU")

@@ -332,22 +332,25 @@ TEST_F(PythonDoor, AnRmsNormWithoutABackwardIsJudgedOnItsForwardAlone) {
 }
 
 TEST_F(PythonDoor, AnFp8RmsNormIsJudgedOrRefusedClearlyWhereTorchHasNoFloat8) {
-  // rmsnorm_quant through the door: y_q in float8_e4m3fn, the static scale a
+  // rmsnorm_quant (and fused_add_rmsnorm_quant) through the door: y_q in float8_e4m3fn, the static scale a
   // 1-element fp32 tensor. torch 2.1 and later: every property passes, NaN
   // past the range included (overflow="nonfinite"). Debian 12's torch 1.13
   // has no float8 dtypes: each case fails saying so, not with a KeyError.
   const Result version = cli("list" + kQuant);
   ASSERT_EQ(version.code, exit_code::kOk) << version.output;
-  const Result r = cli("run --op rmsnorm_quant --kernel py_rms_norm_static_fp8 --per-cell 6 --tier smoke --seed 7 "
-                       "--no-save --no-corpus" +
-                       kQuant);
-  const bool has_float8 = r.output.find("has no torch.float8_e4m3fn") == std::string::npos;
-  if (has_float8) {
-    EXPECT_EQ(r.code, exit_code::kOk) << r.output;
-    EXPECT_NE(r.output.find("accuracy           "), std::string::npos) << r.output;
-  } else {
-    EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
-    EXPECT_NE(r.output.find("an fp8 output needs torch 2.1 or later"), std::string::npos) << r.output;
+  // fused_add_rmsnorm_quant the same way, residual_out beside y_q.
+  for (const char* run : {"--op rmsnorm_quant --kernel py_rms_norm_static_fp8",
+                          "--op fused_add_rmsnorm_quant --kernel py_fused_add_rms_norm_static_fp8"}) {
+    const Result r =
+        cli(std::string("run ") + run + " --per-cell 6 --tier smoke --seed 7 --no-save --no-corpus" + kQuant);
+    const bool has_float8 = r.output.find("has no torch.float8_e4m3fn") == std::string::npos;
+    if (has_float8) {
+      EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+      EXPECT_NE(r.output.find("accuracy           "), std::string::npos) << r.output;
+    } else {
+      EXPECT_EQ(r.code, exit_code::kPropertyFailed) << r.output;
+      EXPECT_NE(r.output.find("an fp8 output needs torch 2.1 or later"), std::string::npos) << r.output;
+    }
   }
 }
 

@@ -2,6 +2,8 @@
 
     ulpcheck run --python python/ulpcheck/adapters/flashinfer_ops.py --op fused_add_rmsnorm
     ulpcheck run --python python/ulpcheck/adapters/flashinfer_ops.py --op rmsnorm
+    ulpcheck run --python python/ulpcheck/adapters/flashinfer_ops.py --op rmsnorm_quant
+    ulpcheck run --python python/ulpcheck/adapters/flashinfer_ops.py --op fused_add_rmsnorm_quant
 
 flashinfer.fused_add_rmsnorm(input, residual, weight, eps) (flashinfer-python
 0.7.2.post1, norm/__init__.py:769-805) picks its backend at run time: the
@@ -149,3 +151,34 @@ for which in ("cute", "cuda"):
         libraries=("torch", "flashinfer"),
         description=f"FlashInfer's rmsnorm_quant, its {'CuTe DSL' if which == 'cute' else 'CUDA JIT'} backend: "
                     "E4M3 with a static scale, satfinite")
+
+
+def _fused_add_rmsnorm_quant_variant(which):
+    def forward(x, residual, w, scale, eps):
+        # out: fp8 with x's row stride; residual_out: written into a copy of the residual (x is not written).
+        out = torch.empty((x.shape[0], x.stride(0)), dtype=torch.float8_e4m3fn, device=x.device)[:, :x.shape[1]]
+        residual_out = _copy_with_layout(residual)
+        if which == "cute":
+            fi_norm.fused_add_rmsnorm_quant_cute(out, x, residual_out, w, scale, eps, weight_bias=0.0,
+                                                 enable_pdl=False)
+        else:
+            fi_norm.get_norm_module().fused_add_rmsnorm_quant(out, x, residual_out, w, scale, eps, False)
+        return out, residual_out
+
+    return forward
+
+
+# flashinfer.fused_add_rmsnorm_quant(out, input, residual, weight, scale, eps)
+# (norm/__init__.py:819-876): residual <- RN_T(x + residual), out <- the
+# rmsnorm_quant chain on the norm of the unrounded fp32 sum (sum="fp32"),
+# x-hat w in fp32 times 1/scale (inverse="approx"), satfinite; input is not
+# written (fused-family-specs.md §2). Its test compares with rtol=1, atol=1.
+for which in ("cute", "cuda"):
+    if which == "cute" and not hasattr(fi_norm, "fused_add_rmsnorm_quant_cute"):
+        continue
+    ulpcheck.fused_add_rmsnorm_quant(
+        f"flashinfer_fused_add_rmsnorm_quant_{which}", forward=_fused_add_rmsnorm_quant_variant(which),
+        backend="cuda", dtypes=("fp16", "bf16"), sum="fp32", inverse="approx", compiles_per_shape=True,
+        aligned_rows=True, libraries=("torch", "flashinfer"),
+        description=f"FlashInfer's fused_add_rmsnorm_quant, its {'CuTe DSL' if which == 'cute' else 'CUDA JIT'} "
+                    "backend: the norm of the fp32 sum, E4M3 with a static scale, satfinite")

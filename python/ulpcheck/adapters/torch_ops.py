@@ -273,8 +273,31 @@ def rms_norm_token_fp8_forward(x, w, scale, eps):
     return (y / s).to(torch.float8_e4m3fn), s
 
 
+# Fused add + RMSNorm quantized to FP8 (fused_add_rmsnorm_quant), the same
+# way: FlashInfer's order (the norm of the fp32 sum, residual_out its
+# rounding), then the static or per-row scale as above.
+def fused_add_rms_norm_static_fp8_forward(x, residual, w, scale, eps):
+    h = x.float() + residual.float()
+    return (_rms_norm(h, w.float(), eps) / scale).to(torch.float8_e4m3fn), h.to(residual.dtype)
+
+
+def fused_add_rms_norm_token_fp8_forward(x, residual, w, scale, eps):
+    h = x.float() + residual.float()
+    y_q, s = rms_norm_token_fp8_forward(h, w, scale, eps)
+    return y_q, s, h.to(residual.dtype)
+
+
 if hasattr(torch, "float8_e4m3fn"):
     for _backend, _suffix, _where in (("cuda", "", "the GPU"), ("host", "_cpu", "the CPU")):
+        ulpcheck.fused_add_rmsnorm_quant(
+            f"torch_fused_add_rms_norm_static_fp8{_suffix}", forward=fused_add_rms_norm_static_fp8_forward,
+            backend=_backend, fp32_weights=True, sum="fp32", overflow="nonfinite", inverse="divide",
+            description=f"x + residual in fp32, {_rms} of it on {_where}, then (y / scale).to(float8_e4m3fn)")
+        ulpcheck.fused_add_rmsnorm_quant(
+            f"torch_fused_add_rms_norm_token_fp8{_suffix}", forward=fused_add_rms_norm_token_fp8_forward,
+            backend=_backend, fp32_weights=True, sum="fp32", quant="token", overflow="nonfinite", inverse="divide",
+            description=f"x + residual in fp32, {_rms} of it on {_where}, a per-row scale amax / 448 (at least "
+                        "1 / (512 * 448)), then (y / scale).to(float8_e4m3fn)")
         ulpcheck.rmsnorm_quant(f"torch_rms_norm_static_fp8{_suffix}", forward=rms_norm_static_fp8_forward,
                                backend=_backend, fp32_weights=True, overflow="nonfinite", inverse="divide",
                                description=f"{_rms} in fp32 on {_where}, then (y / scale).to(float8_e4m3fn)")

@@ -32,10 +32,11 @@ class Op:
     multi_rank: bool = False
 
 
-from . import allreduce_rmsnorm, fused_add_rmsnorm, layernorm, rmsnorm, rmsnorm_quant  # noqa: E402  (the registration list)
+from . import (allreduce_rmsnorm, fused_add_rmsnorm, fused_add_rmsnorm_quant, layernorm,  # noqa: E402  (the registration list)
+               rmsnorm, rmsnorm_quant)
 
 OPS: Dict[str, Op] = {m.OP.name: m.OP for m in (rmsnorm, layernorm, fused_add_rmsnorm, allreduce_rmsnorm,
-                                                rmsnorm_quant)}
+                                                rmsnorm_quant, fused_add_rmsnorm_quant)}
 
 
 def serving(entry: str) -> Op:
