@@ -1,4 +1,4 @@
-/* ulpcheck plugin ABI, version 6: how a shared library puts its own norm
+/* ulpcheck plugin ABI, version 7: how a shared library puts its own norm
  * kernels under ulpcheck's properties without editing ulpcheck.
  *
  * A plugin is a shared library that exports one C function,
@@ -63,6 +63,11 @@
  * its output tensor (ULPCHECK_E4M3, ULPCHECK_E5M2: output dtypes only, a
  * byte an element, never a variant's activation dtype).
  *
+ * Version 7 appends fused residual add + RMSNorm with its output quantized
+ * to FP8 (op "fused_add_rmsnorm_quant": ulpcheck_variant::
+ * fused_add_rmsnorm_quant; FlashInfer's fused_add_rmsnorm_quant, vLLM's
+ * fused_add_rms_norm_static_fp8_quant).
+ *
  * The specs (what the outputs must equal, up to a rounding-error budget):
  *   RMSNorm   rstd_i = 1 / sqrt(mean_j x_ij^2 + eps)      (fp32, rows x 1)
  *             y_ij   = x_ij rstd_i w_j
@@ -86,10 +91,10 @@
 extern "C" {
 #endif
 
-#define ULPCHECK_ABI_VERSION 6u
+#define ULPCHECK_ABI_VERSION 7u
 
 /* (Version 6: ULPCHECK_E4M3 (float8_e4m3fn: max 448, NaN, no Inf) and
- * ULPCHECK_E5M2 (float8_e5m2), rmsnorm_quant's output only.) */
+ * ULPCHECK_E5M2 (float8_e5m2), the quantized ops' y only.) */
 typedef enum {
   ULPCHECK_F32 = 0,
   ULPCHECK_F16 = 1,
@@ -246,6 +251,26 @@ typedef struct {
 } ulpcheck_rmsnorm_quant_args;
 typedef int (*ulpcheck_rmsnorm_quant_fn)(const ulpcheck_rmsnorm_quant_args*, const ulpcheck_launch*);
 
+/* Version 7: fused residual add + RMSNorm quantized to FP8 (op
+ * "fused_add_rmsnorm_quant"), forward only:
+ *   residual_out = x + residual, in fp32, rounded to the residual's dtype
+ *                  (fused_add_rmsnorm's; x's dtype, or fp32 where the
+ *                  variant declares fp32_residual=true)
+ *   y            = the RMSNorm of residual_out (sum=rounded, the default)
+ *                  or of the fp32 sum (sum=fp32: FlashInfer's), in fp32
+ *   y_q, scale   = rmsnorm_quant's chain on y (the same options)
+ * x is not written. */
+typedef struct {
+  ulpcheck_tensor x, residual, w; /* inputs: M x N; M x N in the residual's dtype; 1 x N in the weights' dtype */
+  ulpcheck_tensor static_scale;   /* input: 1 x 1 fp32 under quant=static; data NULL otherwise */
+  ulpcheck_tensor residual_out;   /* output: M x N in the residual's dtype */
+  ulpcheck_tensor y;              /* output: M x N in the fp8 dtype, row stride x's */
+  ulpcheck_tensor scale;          /* output: M x groups fp32 under quant=token or group...; data NULL under static */
+  float eps;
+} ulpcheck_fused_add_rmsnorm_quant_args;
+typedef int (*ulpcheck_fused_add_rmsnorm_quant_fn)(const ulpcheck_fused_add_rmsnorm_quant_args*,
+                                                   const ulpcheck_launch*);
+
 /* Contracts: what the properties hold the variant to. */
 #define ULPCHECK_DETERMINISTIC (1u << 0)                 /* repeated runs give identical bits */
 #define ULPCHECK_BATCH_INVARIANT (1u << 1)               /* a row's outputs do not depend on M or where the row sits */
@@ -277,7 +302,7 @@ typedef int (*ulpcheck_rmsnorm_quant_fn)(const ulpcheck_rmsnorm_quant_args*, con
 typedef struct {
   /* Identity. name must be unique among every variant ulpcheck knows. */
   const char* op; /* "rmsnorm", "layernorm", (version 2) "fused_add_rmsnorm", (version 5) "allreduce_rmsnorm",
-                     (version 6) "rmsnorm_quant" */
+                     (version 6) "rmsnorm_quant", (version 7) "fused_add_rmsnorm_quant" */
   const char* name;
   const char* description;
   ulpcheck_backend backend;
@@ -331,7 +356,9 @@ typedef struct {
    * once: FlashInfer's fp32_acc=False); rmsnorm_quant (version 6) takes
    * fp32_weights, weight_offset and the one value it implements of each of
    * quant=static|token|group128|group64, fp8=e4m3|e5m2, overflow=satfinite|nonfinite,
-   * scaled=fp32|activation and inverse=exact|approx|divide.
+   * scaled=fp32|activation and inverse=exact|approx|divide;
+   * fused_add_rmsnorm_quant (version 7) takes fused_add_rmsnorm's and
+   * rmsnorm_quant's.
    * A value ulpcheck cannot read, or an option the op does not have, refuses
    * the plugin saying which. */
   const char* spec;
@@ -371,6 +398,10 @@ typedef struct {
   /* ---- ABI version 6 ---- */
   /* rmsnorm_quant's entry point. */
   ulpcheck_rmsnorm_quant_fn rmsnorm_quant;
+
+  /* ---- ABI version 7 ---- */
+  /* fused_add_rmsnorm_quant's entry point. */
+  ulpcheck_fused_add_rmsnorm_quant_fn fused_add_rmsnorm_quant;
 } ulpcheck_variant;
 
 typedef struct {

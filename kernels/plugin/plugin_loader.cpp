@@ -38,6 +38,7 @@ constexpr size_t kVariantSizeV2 = offsetof(ulpcheck_variant, fused_add_rmsnorm_b
 constexpr size_t kVariantSizeV3 = offsetof(ulpcheck_variant, unfused_pipeline);
 constexpr size_t kVariantSizeV4 = offsetof(ulpcheck_variant, allreduce_rmsnorm);
 constexpr size_t kVariantSizeV5 = offsetof(ulpcheck_variant, rmsnorm_quant);
+constexpr size_t kVariantSizeV6 = offsetof(ulpcheck_variant, fused_add_rmsnorm_quant);
 
 /// The variant size a plugin of ABI version `abi` must state (0: a version
 /// this ulpcheck cannot read).
@@ -48,7 +49,8 @@ size_t variantSizeOf(uint32_t abi) {
     case 3: return kVariantSizeV3;
     case 4: return kVariantSizeV4;
     case 5: return kVariantSizeV5;
-    case 6: return sizeof(ulpcheck_variant);
+    case 6: return kVariantSizeV6;
+    case 7: return sizeof(ulpcheck_variant);
     default: return 0;
   }
 }

@@ -172,16 +172,38 @@ uint8_t toE4m3(float p, bool truncate) {
   const int code = truncate || down < up || (down == up && below % 2 == 0) ? below : below + 1;
   return uint8_t(sign | code);
 }
+/// y (fp32, rows `s.stride` apart) times fl(1/s) into y_q, E4M3.
+void storeE4m3(const mylib::RmsNormShape& s, const std::vector<float>& y, const ulpcheck_tensor& static_scale,
+               const ulpcheck_tensor& y_q, bool truncate) {
+  const float inverse = 1.0f / *static_cast<const float*>(static_scale.data);
+  for (int64_t i = 0; i < s.rows; ++i)
+    for (int64_t j = 0; j < s.cols; ++j)
+      static_cast<uint8_t*>(y_q.data)[i * y_q.row_stride + j] = toE4m3(y[size_t(i * s.stride + j)] * inverse, truncate);
+}
 template <bool kTruncate>
 int rmsnormQuantE4m3(const ulpcheck_rmsnorm_quant_args* a, const ulpcheck_launch*) {
   const mylib::RmsNormShape s = shapeOf(a->x, a->eps);  // fp32 only: y is the fp32 y
   std::vector<float> y(size_t(s.rows * s.stride)), rstd(size_t(s.rows));
   mylib::rmsnormForwardHost(s, a->x.data, a->w.data, y.data(), rstd.data());
-  const float inverse = 1.0f / *static_cast<const float*>(a->static_scale.data);
+  storeE4m3(s, y, a->static_scale, a->y, kTruncate);
+  return 0;
+}
+#endif
+#if ULPCHECK_ABI_VERSION >= 7
+// Version 7: the same after mylib's fp32 residual add (residual_out = x +
+// residual, one rounding), normalising residual_out.
+template <bool kTruncate>
+int fusedAddRmsnormQuantE4m3(const ulpcheck_fused_add_rmsnorm_quant_args* a, const ulpcheck_launch*) {
+  const mylib::RmsNormShape s = shapeOf(a->x, a->eps);  // fp32 only
+  float* residual_out = static_cast<float*>(a->residual_out.data);
   for (int64_t i = 0; i < s.rows; ++i)
     for (int64_t j = 0; j < s.cols; ++j)
-      static_cast<uint8_t*>(a->y.data)[i * a->y.row_stride + j] = toE4m3(y[size_t(i * s.stride + j)] * inverse,
-                                                                         kTruncate);
+      residual_out[i * a->residual_out.row_stride + j] =
+          static_cast<const float*>(a->x.data)[i * a->x.row_stride + j] +
+          static_cast<const float*>(a->residual.data)[i * a->residual.row_stride + j];
+  std::vector<float> y(size_t(s.rows * s.stride)), rstd(size_t(s.rows));
+  mylib::rmsnormForwardHost(s, residual_out, a->w.data, y.data(), rstd.data());
+  storeE4m3(s, y, a->static_scale, a->y, kTruncate);
   return 0;
 }
 #endif
@@ -240,10 +262,19 @@ ulpcheck_variant variant(const char* op, const char* name, uint32_t precondition
   return v;
 }
 #endif
+#if ULPCHECK_ABI_VERSION >= 7
+[[maybe_unused]] ulpcheck_variant fusedAddRmsnormQuant(const char* name, ulpcheck_fused_add_rmsnorm_quant_fn entry) {
+  ulpcheck_variant v = variant("fused_add_rmsnorm_quant", name, 0, 0, nullptr);
+  v.dtypes = ULPCHECK_DTYPE_BIT(ULPCHECK_F32);
+  v.rmsnorm_forward = nullptr;
+  v.fused_add_rmsnorm_quant = entry;
+  return v;
+}
+#endif
 
 #if TEST_PLUGIN_KIND == KIND_GOOD
-// Built against this ulpcheck's header and, as test_plugin_good_v1 to _v5,
-// against versions 1 to 5's (tests/plugins/v1 ... v5): the same table less
+// Built against this ulpcheck's header and, as test_plugin_good_v1 to _v6,
+// against versions 1 to 6's (tests/plugins/v1 ... v6): the same table less
 // what the later versions added.
 const ulpcheck_variant kVariants[] = {
     variant("rmsnorm", "test_rmsnorm_contiguous", ULPCHECK_NEEDS_CONTIGUOUS_ROWS, 512, backwardContiguous),
@@ -261,6 +292,10 @@ const ulpcheck_variant kVariants[] = {
 #if ULPCHECK_ABI_VERSION >= 6
     rmsnormQuant("test_rmsnorm_quant", rmsnormQuantE4m3<false>),
     rmsnormQuant("test_rmsnorm_quant_truncating", rmsnormQuantE4m3<true>),
+#endif
+#if ULPCHECK_ABI_VERSION >= 7
+    fusedAddRmsnormQuant("test_fused_add_rmsnorm_quant", fusedAddRmsnormQuantE4m3<false>),
+    fusedAddRmsnormQuant("test_fused_add_rmsnorm_quant_truncating", fusedAddRmsnormQuantE4m3<true>),
 #endif
 };
 #elif TEST_PLUGIN_KIND == KIND_SPEC_UNKNOWN_OPTION

@@ -156,6 +156,37 @@ TEST(Plugin, AnRmsNormQuantVariantIsJudgedThroughTheCAbi) {
   EXPECT_NE(bad.output.find("rounding biased"), std::string::npos) << bad.output;
 }
 
+TEST(Plugin, AFusedAddRmsNormQuantVariantIsJudgedThroughTheCAbi) {
+  // Version 7: residual_out beside the E4M3 output through the ABI; the
+  // truncating conversion fails accuracy as in rmsnorm_quant's.
+  const std::string good = std::string(" --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD;
+  const Result r = cli("run --op fused_add_rmsnorm_quant --kernel test_fused_add_rmsnorm_quant --per-cell 10 --seed 3 "
+                       "--no-save --no-corpus" +
+                       good);
+  EXPECT_EQ(r.code, exit_code::kOk) << r.output;
+  EXPECT_NE(r.output.find("accuracy           "), std::string::npos) << r.output;
+  const Result bad = cli("repro 'op=fused_add_rmsnorm_quant kernel=test_fused_add_rmsnorm_quant_truncating dtype=fp32 "
+                         "M=16 N=256 seed=0x4' --property accuracy" +
+                         good);
+  EXPECT_EQ(bad.code, exit_code::kPropertyFailed) << bad.output;
+  EXPECT_NE(bad.output.find("outside the values the spec admits"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("residual_out"), std::string::npos) << "judged beside y\n" << bad.output;
+}
+
+TEST(Plugin, AVersion6PluginLoadsAndPassesUnchanged) {
+  // Built against version 6's header (tests/plugins/v6), before
+  // fused_add_rmsnorm_quant: read with version 6's variant size.
+  const std::string v6 = std::string(" --plugin ") + ULPCHECK_TEST_PLUGIN_GOOD_V6;
+  const Result list = cli("list" + v6);
+  EXPECT_EQ(list.code, exit_code::kOk) << list.output;
+  EXPECT_EQ(list.output.find("test_fused_add_rmsnorm_quant"), std::string::npos) << "a version 7 variant\n"
+                                                                                 << list.output;
+  const Result quant = cli("run --op rmsnorm_quant --kernel test_rmsnorm_quant --per-cell 10 --seed 3 --no-save "
+                           "--no-corpus" +
+                           v6);
+  EXPECT_EQ(quant.code, exit_code::kOk) << quant.output;
+}
+
 TEST(Plugin, AVersion5PluginLoadsAndPassesUnchanged) {
   // Built against version 5's header (tests/plugins/v5), before
   // rmsnorm_quant: read with version 5's variant size.
